@@ -1,0 +1,22 @@
+# The CUDA backend: nvcc for tensor/cuda/*.cu, cuBLAS, cuDNN 9 and NCCL from the toolkit.
+# Targets sm_80 and sm_90 as real code plus compute_90 PTX for later GPUs.
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(CMAKE_CUDA_ARCHITECTURES 80-real 90)
+endif()
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_FLAGS_RELEASE "-O3 -g -lineinfo")
+
+find_library(RG_CUDNN_LIB cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib REQUIRED)
+find_library(RG_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
+             ${CUDAToolkit_LIBRARY_ROOT}/lib64 REQUIRED)
+
+function(rg_add_cuda target)
+  target_compile_definitions(${target} PUBLIC RG_CUDA=1)
+  # Warnings are errors on the host side of .cu files and in device code alike.
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror,-Wno-unused-parameter>)
+  target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::cublas ${RG_CUDNN_LIB} ${RG_NCCL_LIB})
+  set_target_properties(${target} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
+endfunction()

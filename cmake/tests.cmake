@@ -1,0 +1,58 @@
+# Test registration. Conventions, so that adding a test never means editing this file:
+#   tests/<module>/test_<unit>.c  a Criterion test program, one CTest entry, label <module>
+#   tests/<module>/mpi_<unit>.c   an MPI program (tests/common/mpitest.h), run by CTest under
+#                                 mpirun -np 2 and -np 3; labels <module> and mpi
+#   tests/common/*.c              helpers linked into every test
+
+
+pkg_check_modules(CRITERION REQUIRED IMPORTED_TARGET criterion)
+file(GLOB RG_TEST_COMMON CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/common/*.c)
+add_library(rgtest STATIC ${RG_TEST_COMMON})
+target_link_libraries(rgtest PUBLIC ringgrad PkgConfig::CRITERION)
+target_include_directories(rgtest PUBLIC ${CMAKE_SOURCE_DIR}/tests/common)
+target_compile_definitions(rgtest PUBLIC RG_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
+                           RG_BINARY_DIR="${CMAKE_BINARY_DIR}")
+
+set(RG_MPIRUN ${CMAKE_SOURCE_DIR}/scripts/rg-mpirun)
+set(RG_TEST_ENV "RG_NUM_THREADS=1" "OMP_NUM_THREADS=1" "OPENBLAS_NUM_THREADS=1")
+if(RG_SANITIZE)
+  # OpenMPI and OpenBLAS keep allocations alive until exit; leaks there are not ours.
+  list(APPEND RG_TEST_ENV "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0"
+       "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/lsan.supp:print_suppressions=0"
+       "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+endif()
+
+file(GLOB_RECURSE RG_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/*/test_*.c)
+foreach(src ${RG_TEST_SOURCES})
+  get_filename_component(name ${src} NAME_WE)
+  get_filename_component(dir ${src} DIRECTORY)
+  get_filename_component(module ${dir} NAME)
+  add_executable(${name} ${src})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  target_link_libraries(${name} PRIVATE rgtest PkgConfig::CRITERION)
+  # --jobs 1: tests already run in parallel under ctest -j; one worker keeps timing noise down.
+  add_test(NAME ${module}/${name} COMMAND ${name} --jobs 1)
+  set_tests_properties(${module}/${name} PROPERTIES LABELS "${module}" TIMEOUT 600
+                       ENVIRONMENT "${RG_TEST_ENV}")
+endforeach()
+
+file(GLOB_RECURSE RG_MPI_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/*/mpi_*.c)
+foreach(src ${RG_MPI_TEST_SOURCES})
+  get_filename_component(name ${src} NAME_WE)
+  get_filename_component(dir ${src} DIRECTORY)
+  get_filename_component(module ${dir} NAME)
+  add_executable(${name} ${src})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  target_link_libraries(${name} PRIVATE rgtest)
+  foreach(np 2 3)
+    add_test(NAME ${module}/${name}/np${np} COMMAND ${RG_MPIRUN} -np ${np} $<TARGET_FILE:${name}>)
+    set_tests_properties(${module}/${name}/np${np} PROPERTIES LABELS "${module};mpi" TIMEOUT 600
+                         ENVIRONMENT "${RG_TEST_ENV}" PROCESSORS ${np})
+  endforeach()
+endforeach()
+
+# Extra tests (shell scripts, programs) registered by each module's tests/<module>/tests.cmake.
+file(GLOB RG_TEST_EXTRA CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/*/tests.cmake)
+foreach(f ${RG_TEST_EXTRA})
+  include(${f})
+endforeach()

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The full test suite: the normal build, then the same suite under AddressSanitizer and
+# UndefinedBehaviorSanitizer. Exits non-zero if anything fails.
+#   RG_TEST_SKIP_SANITIZE=1 scripts/test.sh   only the normal build (quicker while developing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+echo "== build (Release)"
+scripts/build.sh build
+echo "== tests (Release)"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+if [ "${RG_TEST_SKIP_SANITIZE:-0}" != 1 ]; then
+  echo "== build (ASan + UBSan)"
+  scripts/build.sh build-asan -DRG_SANITIZE=ON -DRG_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  echo "== tests (ASan + UBSan)"
+  RG_ALLOC_CACHE=0 ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE nosan
+fi

@@ -1,0 +1,135 @@
+/* elementwise.c — fills, axpby, broadcast binary ops and their reductions, relu, sum, argmax,
+ * random fills and float16 packing on the CPU. The formulas are in tensor/kernels.h. */
+#include <float.h>
+#include <stdlib.h>
+
+#include "tensor/cpu/cpu.h"
+
+void rg_cpu_fill(int64_t n, float v, float *x) {
+#pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) x[i] = v;
+}
+
+void rg_cpu_axpby(int64_t n, float a, const float *x, float b, float *y) {
+    if (b == 0.0f) { /* y is not read: it may hold garbage */
+#pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < n; i++) y[i] = a * x[i];
+    } else {
+#pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < n; i++) y[i] = a * x[i] + b * y[i];
+    }
+}
+
+/* Offset into b of the row (all dimensions but the last) with flat index r. */
+static int64_t bcast_row_offset(const rg_bcast *bc, int64_t r) {
+    int64_t off = 0;
+    for (int d = bc->ndim - 2; d >= 0; d--) {
+        off += (r % bc->shape[d]) * bc->bstride[d];
+        r /= bc->shape[d];
+    }
+    return off;
+}
+
+void rg_cpu_binary(rg_binary_op op, const rg_bcast *bc, const float *a, const float *b, float *out) {
+    int64_t len = bc->shape[bc->ndim - 1], rows = len ? bc->n / len : 0;
+    int64_t bstep = bc->bstride[bc->ndim - 1];
+#pragma omp parallel for if (bc->n > RG_CPU_PAR_MIN) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *ar = a + r * len, *br = b + bcast_row_offset(bc, r);
+        float *o = out + r * len;
+        if (op == RG_BINARY_ADD) {
+            if (bstep) for (int64_t j = 0; j < len; j++) o[j] = ar[j] + br[j];
+            else for (int64_t j = 0; j < len; j++) o[j] = ar[j] + br[0];
+        } else {
+            if (bstep) for (int64_t j = 0; j < len; j++) o[j] = ar[j] * br[j];
+            else for (int64_t j = 0; j < len; j++) o[j] = ar[j] * br[0];
+        }
+    }
+}
+
+void rg_cpu_reduce_bcast(const rg_bcast *bc, const float *dy, const float *x, float beta, float *db) {
+    int64_t len = bc->shape[bc->ndim - 1], rows = len ? bc->n / len : 0;
+    if (beta == 0.0f) rg_cpu_fill(bc->nb, 0.0f, db);
+    else if (beta != 1.0f) rg_cpu_axpby(bc->nb, 0.0f, db, beta, db);
+    if (rows == 0) return;
+    if (bc->bstride[bc->ndim - 1] == 0) {
+        /* each row sums to one element of b: row sums in parallel, then a serial scatter */
+        double *sums = malloc((size_t)rows * sizeof *sums);
+        RG_CHECK(sums, "reduce_bcast: out of host memory");
+#pragma omp parallel for if (bc->n > RG_CPU_PAR_MIN) schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            const float *d = dy + r * len, *xr = x ? x + r * len : NULL;
+            double s = 0.0;
+            if (xr) for (int64_t j = 0; j < len; j++) s += (double)d[j] * xr[j];
+            else for (int64_t j = 0; j < len; j++) s += d[j];
+            sums[r] = s;
+        }
+        for (int64_t r = 0; r < rows; r++) db[bcast_row_offset(bc, r)] += (float)sums[r];
+        free(sums);
+        return;
+    }
+    /* rows add element-wise into a stretch of b: split the columns between threads */
+#pragma omp parallel for if (bc->n > RG_CPU_PAR_MIN) schedule(static)
+    for (int64_t j0 = 0; j0 < len; j0 += 256) {
+        int64_t j1 = j0 + 256 < len ? j0 + 256 : len;
+        for (int64_t r = 0; r < rows; r++) {
+            float *o = db + bcast_row_offset(bc, r);
+            const float *d = dy + r * len, *xr = x ? x + r * len : NULL;
+            if (xr) for (int64_t j = j0; j < j1; j++) o[j] += d[j] * xr[j];
+            else for (int64_t j = j0; j < j1; j++) o[j] += d[j];
+        }
+    }
+}
+
+void rg_cpu_relu_forward(int64_t n, const float *x, float *y) {
+#pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) y[i] = rg_k_relu(x[i]);
+}
+
+void rg_cpu_relu_backward(int64_t n, const float *x, const float *dy, float beta, float *dx) {
+    if (beta == 0.0f) {
+#pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < n; i++) dx[i] = rg_k_relu_grad(x[i], dy[i]);
+    } else {
+#pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < n; i++) dx[i] = rg_k_relu_grad(x[i], dy[i]) + beta * dx[i];
+    }
+}
+
+void rg_cpu_sum(int64_t n, const float *x, float *out) {
+    double s = 0.0; /* double accumulation: a float sum of 10^6 terms loses about 3 digits */
+#pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static) reduction(+ : s)
+    for (int64_t i = 0; i < n; i++) s += x[i];
+    *out = (float)s;
+}
+
+void rg_cpu_argmax(int64_t rows, int64_t cols, const float *x, int64_t *out) {
+#pragma omp parallel for if (rows * cols > RG_CPU_PAR_MIN) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        int64_t best = 0;
+        for (int64_t j = 1; j < cols; j++)
+            if (xr[j] > xr[best]) best = j;
+        out[r] = best;
+    }
+}
+
+void rg_cpu_uniform(int64_t n, float lo, float hi, uint64_t seed, uint64_t offset, float *x) {
+#pragma omp parallel for if (n > RG_CPU_PAR_MIN / 8) schedule(static)
+    for (int64_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * rg_philox_uniform(seed, offset + (uint64_t)i);
+}
+
+void rg_cpu_normal(int64_t n, float mean, float std, uint64_t seed, uint64_t offset, float *x) {
+#pragma omp parallel for if (n > RG_CPU_PAR_MIN / 8) schedule(static)
+    for (int64_t i = 0; i < n; i++) x[i] = mean + std * rg_philox_normal(seed, offset / 2 + (uint64_t)i);
+}
+
+void rg_cpu_f32_to_f16(int64_t n, const float *x, uint16_t *y) {
+#pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) y[i] = rg_f32_to_f16(x[i]);
+}
+
+void rg_cpu_f16_to_f32(int64_t n, const uint16_t *x, float *y) {
+#pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) y[i] = rg_f16_to_f32(x[i]);
+}

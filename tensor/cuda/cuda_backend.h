@@ -1,0 +1,20 @@
+/* cuda_backend.h — the CUDA backend as the dispatcher sees it. */
+#ifndef RG_CUDA_BACKEND_H
+#define RG_CUDA_BACKEND_H
+
+#include "tensor/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The backend table for cuda:index (stops with a clear message if the device is unusable). */
+const rg_backend *rg_cuda_backend_for(int index);
+/* cudaGetDeviceCount, or 0 when no driver or device is present. */
+int rg_cuda_backend_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,107 @@
+/* scope.c — step scopes: a per-thread stack of (tensor list, arena, tape).
+ *
+ * What it teaches: the cheapest memory management for a training loop is to not manage tensors
+ * one by one. Everything a step makes is threaded on one list and freed in one sweep; the arena
+ * and the tape array are kept and reused, so a steady-state step makes no system allocations. */
+#include "tensor/scope.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/backend.h"
+
+#define ARENA_CHUNK (256 * 1024)
+
+typedef struct arena_chunk {
+    struct arena_chunk *next;
+    size_t size, used;
+    _Alignas(16) unsigned char mem[];
+} arena_chunk;
+
+typedef struct {
+    rg_tensor *tensors;          /* adopted tensors, newest first */
+    arena_chunk *chunks, *cur;   /* chunks are kept across steps; cur is the one being filled */
+    struct rg_node **nodes;      /* the tape */
+    int64_t n_nodes, cap_nodes;
+} scope;
+
+static _Thread_local scope scopes[RG_SCOPE_MAX_DEPTH];
+static _Thread_local int depth;
+
+static scope *top(const char *what) {
+    RG_CHECK(depth > 0, "%s: no step scope is open; wrap the step in rg_scope_begin()/rg_scope_end()",
+             what);
+    return &scopes[depth - 1];
+}
+
+void rg_scope_begin(void) {
+    RG_CHECK(depth < RG_SCOPE_MAX_DEPTH, "rg_scope_begin: scopes nested deeper than %d",
+             RG_SCOPE_MAX_DEPTH);
+    scope *s = &scopes[depth++];
+    s->tensors = NULL;
+    s->cur = s->chunks;
+    for (arena_chunk *c = s->chunks; c; c = c->next) c->used = 0;
+    s->n_nodes = 0;
+}
+
+static void free_scoped(rg_tensor *t) {
+    if (t->flags & RG_TENSOR_OWNS_DATA) rg_backend_for(t->device)->free(t->data, rg_tensor_nbytes(t));
+    /* the header itself lives in the arena */
+}
+
+void rg_scope_end(void) {
+    scope *s = top("rg_scope_end");
+    for (rg_tensor *t = s->tensors, *next; t; t = next) {
+        next = t->scope_next;
+        free_scoped(t);
+    }
+    s->tensors = NULL;
+    s->n_nodes = 0;
+    depth--;
+}
+
+int rg_scope_depth(void) { return depth; }
+
+void *rg_scope_alloc(size_t bytes) {
+    scope *s = top("rg_scope_alloc");
+    bytes = (bytes + 15) & ~(size_t)15;
+    while (s->cur && s->cur->used + bytes > s->cur->size) s->cur = s->cur->next;
+    if (!s->cur) {
+        size_t size = bytes > ARENA_CHUNK ? bytes : ARENA_CHUNK;
+        arena_chunk *c = malloc(sizeof *c + size);
+        RG_CHECK(c, "rg_scope_alloc: out of host memory (%zu bytes)", size);
+        c->size = size, c->used = 0, c->next = NULL;
+        /* append, so that chunks are reused in the same order next step */
+        arena_chunk **tail = &s->chunks;
+        while (*tail) tail = &(*tail)->next;
+        *tail = c;
+        s->cur = c;
+    }
+    void *p = s->cur->mem + s->cur->used;
+    s->cur->used += bytes;
+    memset(p, 0, bytes);
+    return p;
+}
+
+void rg_scope_adopt(rg_tensor *t) {
+    scope *s = top("rg_scope_adopt");
+    t->flags |= RG_TENSOR_SCOPED;
+    t->scope_next = s->tensors;
+    s->tensors = t;
+}
+
+int64_t rg_scope_push_node(struct rg_node *n) {
+    scope *s = top("rg_scope_push_node");
+    if (s->n_nodes == s->cap_nodes) {
+        int64_t cap = s->cap_nodes ? 2 * s->cap_nodes : 256;
+        struct rg_node **nodes = realloc(s->nodes, (size_t)cap * sizeof *nodes);
+        RG_CHECK(nodes, "rg_scope_push_node: out of host memory");
+        s->nodes = nodes, s->cap_nodes = cap;
+    }
+    s->nodes[s->n_nodes] = n;
+    return s->n_nodes++;
+}
+
+int64_t rg_scope_num_nodes(void) { return depth > 0 ? scopes[depth - 1].n_nodes : 0; }
+
+struct rg_node **rg_scope_nodes(void) { return depth > 0 ? scopes[depth - 1].nodes : NULL; }

@@ -1,0 +1,81 @@
+/* status.h — the two tiers of errors.
+ *
+ * Tier 1, rg_status: things a correct program can still meet at run time (a missing or corrupt
+ * file, out of memory, a dead peer). Functions return a status; rg_last_error() gives the message
+ * that names what failed and where. The caller decides what to do.
+ *
+ * Tier 2, RG_CHECK: API misuse (shape or device mismatch, a NULL where a tensor is required). The
+ * program is wrong, so it stops with a message naming the op, the shapes and file:line. Under MPI
+ * the dist module installs a fatal handler that calls MPI_Abort, so no rank is left hanging.
+ *
+ * Library code never calls exit(). Status codes come from one X-macro, as in libuv. */
+#ifndef RG_STATUS_H
+#define RG_STATUS_H
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+#define RG_NORETURN [[noreturn]]
+extern "C" {
+#else
+#define RG_NORETURN _Noreturn
+#endif
+
+#define RG_STATUS_MAP(X)                                                                           \
+    X(OK, "ok")                                                                                    \
+    X(EINVAL, "invalid argument")                                                                  \
+    X(ENOENT, "no such file or directory")                                                         \
+    X(EIO, "input/output error")                                                                   \
+    X(ECORRUPT, "corrupt or truncated data")                                                       \
+    X(EMISMATCH, "does not match the model")                                                       \
+    X(ENOMEM, "out of memory")                                                                     \
+    X(EPEER, "a peer rank failed")                                                                 \
+    X(ETIMEDOUT, "timed out")                                                                      \
+    X(EDEVICE, "device error")                                                                     \
+    X(ENOTSUP, "not supported in this build")
+
+typedef enum {
+#define RG_STATUS_ENUM(name, msg) RG_##name,
+    RG_STATUS_MAP(RG_STATUS_ENUM)
+#undef RG_STATUS_ENUM
+        RG_STATUS_COUNT
+} rg_status;
+
+/* Name of a status ("RG_ECORRUPT") and its one-line meaning. Static strings. */
+const char *rg_status_name(rg_status s);
+const char *rg_status_str(rg_status s);
+
+/* The message of the last failure on this thread: "<what>: <detail>". Never NULL; "" if none.
+ * Owned by the library, valid until the next failure on this thread. */
+const char *rg_last_error(void);
+
+/* Records a message for rg_last_error() and returns s, so that library code can write
+ *   return rg_error(RG_ECORRUPT, "%s: header length %llu exceeds file size", path, n); */
+rg_status rg_error(rg_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Tier 2. Prints "ringgrad: <op>: <message> (file:line)" to stderr, then calls the fatal handler
+ * (abort() unless one was installed). Does not return. */
+RG_NORETURN void rg_fatal(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The function rg_fatal calls after printing; NULL restores abort(). The handler must not return. */
+typedef void (*rg_fatal_handler)(void);
+void rg_set_fatal_handler(rg_fatal_handler h);
+
+#define RG_CHECK(cond, ...)                                                                        \
+    do {                                                                                           \
+        if (__builtin_expect(!(cond), 0)) rg_fatal(__FILE__, __LINE__, __VA_ARGS__);               \
+    } while (0)
+
+/* Propagates a failing status to the caller. */
+#define RG_TRY(expr)                                                                               \
+    do {                                                                                           \
+        rg_status rg_try_s_ = (expr);                                                              \
+        if (rg_try_s_ != RG_OK) return rg_try_s_;                                                  \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,88 @@
+/* Tests for matmul and linear: forward against a naive triple loop, gradients by central
+ * differences, odd sizes included. */
+#include "rgtest.h"
+
+static void naive_matmul(const float *a, const float *b, float *y, int64_t m, int64_t k, int64_t n) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t p = 0; p < k; p++) s += (double)a[i * k + p] * b[p * n + j];
+            y[i * n + j] = (float)s;
+        }
+}
+
+Test(tensor_matmul, forward_matches_naive_on_odd_shapes) {
+    int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 9, 1}, {64, 33, 65}};
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        int64_t m = shapes[t][0], k = shapes[t][1], n = shapes[t][2];
+        rg_tensor *a = rgt_uniform(RG_SHAPE(m, k), -1, 1, 1 + t), *b = rgt_uniform(RG_SHAPE(k, n), -1, 1, 100 + t);
+        float *want = malloc((size_t)(m * n) * sizeof(float));
+        naive_matmul(rg_tensor_f32(a), rg_tensor_f32(b), want, m, k, n);
+        rg_scope_begin();
+        rg_tensor *y = rg_matmul(a, b);
+        cr_assert_eq(y->shape[0], m);
+        cr_assert_eq(y->shape[1], n);
+        rgt_assert_close(rg_tensor_f32(y), want, m * n, 1e-5, 1e-5, "matmul");
+        rg_scope_end();
+        free(want);
+        rgt_free_all(2, (rg_tensor *[]){a, b});
+    }
+}
+
+static rg_tensor *f_matmul(rg_tensor *const *in, void *ctx) { return rg_matmul(in[0], in[1]); }
+
+Test(tensor_matmul, gradients_match_finite_differences) {
+    rg_tensor *a = rgt_param(RG_SHAPE(5, 7), -1, 1, 1), *b = rgt_param(RG_SHAPE(7, 3), -1, 1, 2);
+    rgt_assert_gradcheck(f_matmul, NULL, 2, (rg_tensor *[]){a, b}, NULL);
+    rgt_free_all(2, (rg_tensor *[]){a, b});
+}
+
+static rg_tensor *f_linear(rg_tensor *const *in, void *ctx) { return rg_linear(in[0], in[1], in[2]); }
+
+Test(tensor_linear, forward_is_x_wT_plus_bias) {
+    int64_t n = 6, in = 11, out = 5;
+    rg_tensor *x = rgt_uniform(RG_SHAPE(n, in), -1, 1, 3), *w = rgt_uniform(RG_SHAPE(out, in), -1, 1, 4);
+    rg_tensor *b = rgt_uniform(RG_SHAPE(out), -1, 1, 5);
+    float want[6 * 5];
+    const float *xp = rg_tensor_f32(x), *wp = rg_tensor_f32(w), *bp = rg_tensor_f32(b);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t o = 0; o < out; o++) {
+            double s = bp[o];
+            for (int64_t j = 0; j < in; j++) s += (double)xp[i * in + j] * wp[o * in + j];
+            want[i * out + o] = (float)s;
+        }
+    rg_scope_begin();
+    rg_tensor *y = rg_linear(x, w, b);
+    rgt_assert_close(rg_tensor_f32(y), want, n * out, 1e-5, 1e-5, "linear");
+    rg_scope_end();
+    rgt_free_all(3, (rg_tensor *[]){x, w, b});
+}
+
+Test(tensor_linear, gradients_match_finite_differences) {
+    rg_tensor *x = rgt_param(RG_SHAPE(4, 9), -1, 1, 6), *w = rgt_param(RG_SHAPE(3, 9), -1, 1, 7);
+    rg_tensor *b = rgt_param(RG_SHAPE(3), -1, 1, 8);
+    rgt_assert_gradcheck(f_linear, NULL, 3, (rg_tensor *[]){x, w, b}, NULL);
+    rgt_free_all(3, (rg_tensor *[]){x, w, b});
+}
+
+Test(tensor_linear, gradients_accumulate_until_zeroed) {
+    rg_tensor *x = rgt_uniform(RG_SHAPE(4, 3), -1, 1, 9), *w = rgt_param(RG_SHAPE(2, 3), -1, 1, 10);
+    float g1[6], g2[6];
+    for (int rep = 0; rep < 2; rep++) {
+        rg_scope_begin();
+        rg_backward(rg_sum(rg_linear(x, w, NULL)));
+        rg_tensor_copy_to_host(w->grad, rep == 0 ? g1 : g2);
+        rg_scope_end();
+    }
+    for (int i = 0; i < 6; i++) cr_assert_float_eq(g2[i], 2 * g1[i], 1e-5, "grad %d accumulates", i);
+    rg_zero_grad(w);
+    rg_tensor_copy_to_host(w->grad, g2);
+    for (int i = 0; i < 6; i++) cr_assert_eq(g2[i], 0.0f);
+    rgt_free_all(2, (rg_tensor *[]){x, w});
+}
+
+Test(tensor_linear, shape_mismatch_stops_with_a_message, .signal = SIGABRT) {
+    rg_tensor *x = rgt_uniform(RG_SHAPE(4, 3), -1, 1, 1), *w = rgt_uniform(RG_SHAPE(2, 5), -1, 1, 2);
+    rg_scope_begin();
+    rg_linear(x, w, NULL);
+}
