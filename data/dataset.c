@@ -16,8 +16,8 @@
 #define FMNIST_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
 #define FMNIST_CLASSES 10
 #define FMNIST_INSTALL_HINT                                                                        \
-    "install it with `apt-get install dataset-fashion-mnist` (or scripts/install-deps.sh), or "   \
-    "point --data-dir or RG_DATA_DIR at a folder holding train-images-idx3-ubyte.gz, "              \
+    "install it with `apt-get install dataset-fashion-mnist` (or scripts/install-deps.sh), or "    \
+    "point --data-dir or RG_DATA_DIR at a folder holding train-images-idx3-ubyte.gz, "             \
     "train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz"
 
 static const char *const fmnist_class_names[FMNIST_CLASSES] = {
@@ -32,7 +32,8 @@ _Static_assert(sizeof fmnist_prefix / sizeof fmnist_prefix[0] == RG_SPLIT_COUNT,
 static rg_dataset *dataset_header(int64_t n, int64_t c, int64_t h, int64_t w, int num_classes) {
     RG_CHECK(n > 0 && c > 0 && h > 0 && w > 0 && num_classes > 0,
              "rg_dataset_new: bad size n=%" PRId64 " c=%" PRId64 " h=%" PRId64 " w=%" PRId64
-             " classes=%d", n, c, h, w, num_classes);
+             " classes=%d",
+             n, c, h, w, num_classes);
     rg_dataset *ds = calloc(1, sizeof *ds);
     if (!ds) return rg_error(RG_ENOMEM, "dataset: out of memory"), NULL;
     *ds = (rg_dataset){.n = n, .c = c, .h = h, .w = w, .num_classes = num_classes};
@@ -47,13 +48,15 @@ static rg_dataset *dataset_header(int64_t n, int64_t c, int64_t h, int64_t w, in
 rg_dataset *rg_dataset_new(int64_t n, int64_t c, int64_t h, int64_t w, int num_classes) {
     rg_dataset *ds = dataset_header(n, c, h, w, num_classes);
     if (!ds) return NULL;
-    RG_CHECK(c * h * w <= (INT64_C(1) << 40) / n, "rg_dataset_new: %" PRId64 " images of %" PRId64
-             " bytes is absurd", n, c * h * w);
+    RG_CHECK(c * h * w <= (INT64_C(1) << 40) / n,
+             "rg_dataset_new: %" PRId64 " images of %" PRId64 " bytes is absurd", n, c * h * w);
     ds->images = calloc((size_t)n, (size_t)(c * h * w));
     if (!ds->images) {
         rg_dataset_free(ds);
-        return rg_error(RG_ENOMEM, "dataset: out of memory for %" PRId64 " images of %" PRId64
-                        " bytes", n, c * h * w), NULL;
+        return rg_error(RG_ENOMEM,
+                        "dataset: out of memory for %" PRId64 " images of %" PRId64 " bytes", n,
+                        c * h * w),
+               NULL;
     }
     return ds;
 }
@@ -94,8 +97,10 @@ rg_status rg_dataset_set_class_names(rg_dataset *ds, const char *const *names) {
 static rg_status take_labels(rg_dataset *ds, const rg_idx *lab, const char *path) {
     for (int64_t i = 0; i < ds->n; i++) {
         if (lab->data[i] >= ds->num_classes)
-            return rg_error(RG_ECORRUPT, "%s: label %d of item %" PRId64 " is out of range "
-                            "(there are %d classes)", path, lab->data[i], i, ds->num_classes);
+            return rg_error(RG_ECORRUPT,
+                            "%s: label %d of item %" PRId64 " is out of range "
+                            "(there are %d classes)",
+                            path, lab->data[i], i, ds->num_classes);
         ds->labels[i] = lab->data[i];
     }
     return RG_OK;
@@ -149,8 +154,10 @@ static rg_status fmnist_file(const char *dir, const char *prefix, const char *ki
     if (file_exists(path)) return RG_OK;
     snprintf(path, n, "%s/%s-%s", dir, prefix, kind);
     if (file_exists(path)) return RG_OK;
-    return rg_error(RG_ENOENT, "%s/%s-%s.gz: no such file (nor an unpacked copy): the "
-                    "Fashion-MNIST folder is incomplete; " FMNIST_INSTALL_HINT, dir, prefix, kind);
+    return rg_error(RG_ENOENT,
+                    "%s/%s-%s.gz: no such file (nor an unpacked copy): the "
+                    "Fashion-MNIST folder is incomplete; " FMNIST_INSTALL_HINT,
+                    dir, prefix, kind);
 }
 
 rg_status rg_dataset_fmnist(const char *dir, rg_split split, rg_dataset **out) {
@@ -160,8 +167,8 @@ rg_status rg_dataset_fmnist(const char *dir, rg_split split, rg_dataset **out) {
     if (!dir) dir = rg_data_default_dir();
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return rg_error(RG_ENOENT, "Fashion-MNIST not found: %s is not a folder; " FMNIST_INSTALL_HINT,
-                        dir);
+        return rg_error(RG_ENOENT,
+                        "Fashion-MNIST not found: %s is not a folder; " FMNIST_INSTALL_HINT, dir);
     char images[4096], labels[4096];
     RG_TRY(fmnist_file(dir, fmnist_prefix[split], "images-idx3-ubyte", images, sizeof images));
     RG_TRY(fmnist_file(dir, fmnist_prefix[split], "labels-idx1-ubyte", labels, sizeof labels));

@@ -19,11 +19,11 @@ extern "C" {
 #endif
 
 typedef struct rg_dataset {
-    int64_t n;       /* number of items */
-    int64_t c, h, w; /* every image is (C,H,W) */
-    int num_classes; /* labels are in [0, num_classes) */
-    uint8_t *images; /* (N,C,H,W) bytes, row-major; owned */
-    int32_t *labels; /* (N); owned */
+    int64_t n;          /* number of items */
+    int64_t c, h, w;    /* every image is (C,H,W) */
+    int num_classes;    /* labels are in [0, num_classes) */
+    uint8_t *images;    /* (N,C,H,W) bytes, row-major; owned */
+    int32_t *labels;    /* (N); owned */
     char **class_names; /* num_classes names, or NULL when the source has none; owned */
 } rg_dataset;
 
@@ -41,7 +41,9 @@ void rg_dataset_free(rg_dataset *ds);
 rg_status rg_dataset_set_class_names(rg_dataset *ds, const char *const *names);
 
 /* Bytes in one image: c*h*w. */
-static inline int64_t rg_dataset_image_size(const rg_dataset *ds) { return ds->c * ds->h * ds->w; }
+static inline int64_t rg_dataset_image_size(const rg_dataset *ds) {
+    return ds->c * ds->h * ds->w;
+}
 
 /* ---- IDX files (MNIST, Fashion-MNIST) ---- */
 
@@ -56,9 +58,9 @@ const char *rg_data_default_dir(void);
 /* Loads a Fashion-MNIST split from `dir` (NULL: rg_data_default_dir()): train-images-idx3-ubyte
  * and train-labels-idx1-ubyte (or t10k-* for RG_SPLIT_TEST), each gzipped (*.gz) or plain. The
  * result is (N,1,H,W) images with 10 named classes (60000 train and 10000 test items of 28x28 in
- * the real files); *out is owned by the caller. Returns RG_ENOENT when the folder or a file is missing
- * (the message says how to install the dataset and mentions --data-dir and RG_DATA_DIR), or any
- * status of rg_dataset_idx(); *out is NULL then. */
+ * the real files); *out is owned by the caller. Returns RG_ENOENT when the folder or a file is
+ * missing (the message says how to install the dataset and mentions --data-dir and RG_DATA_DIR), or
+ * any status of rg_dataset_idx(); *out is NULL then. */
 rg_status rg_dataset_fmnist(const char *dir, rg_split split, rg_dataset **out);
 
 /* Loads an images file (IDX, N x H x W bytes) and a labels file (IDX, N bytes) into a dataset of
@@ -71,19 +73,19 @@ rg_status rg_dataset_idx(const char *images_path, const char *labels_path, int n
 /* ---- synthetic data ---- */
 
 typedef struct {
-    int64_t n;         /* items */
-    int64_t c, h, w;   /* image shape; 0 means 1, 28, 28 */
-    int num_classes;   /* 0 means 10 */
-    uint64_t seed;     /* the same seed gives the same data */
-    float noise;       /* 0..1: weight of the per-pixel noise; 0 means 0.5 */
+    int64_t n;       /* items */
+    int64_t c, h, w; /* image shape; 0 means 1, 28, 28 */
+    int num_classes; /* 0 means 10 */
+    uint64_t seed;   /* the same seed gives the same data */
+    float noise;     /* 0..1: weight of the per-pixel noise; 0 means 0.5 */
 } rg_synthetic_opts;
 
 /* A learnable synthetic dataset: each class has its own smooth pattern (a plane wave with
  * class-dependent direction, frequency and phase, per channel), and each image is its class's
  * pattern mixed with per-pixel noise. Labels are uniform random. Item i depends only on (seed, i),
  * so the data does not depend on n or the thread count (only libm's sinf and the compiler's
- * floating-point contraction could move a pixel by one step between builds). *out is owned by the caller; fails only
- * with RG_ENOMEM. */
+ * floating-point contraction could move a pixel by one step between builds). *out is owned by the
+ * caller; fails only with RG_ENOMEM. */
 rg_status rg_dataset_synthetic(const rg_synthetic_opts *opts, rg_dataset **out);
 
 /* ---- image folders ---- */

@@ -18,7 +18,9 @@
 #define IDX_MAX_CHUNK ((size_t)1 << 30)
 
 /* What the payload is called in messages: "47040000 bytes of pixels". */
-static const char *payload_name(int ndim) { return ndim == 1 ? "labels" : "pixels"; }
+static const char *payload_name(int ndim) {
+    return ndim == 1 ? "labels" : "pixels";
+}
 
 /* Reads up to n bytes; *got is the count read, short at the end of the file. A gzip stream cut
  * short is not an error here: zlib reports it as a short read, and the caller turns that into
@@ -31,7 +33,8 @@ static rg_status read_some(gzFile f, const char *path, void *buf, size_t n, size
         if (r < 0) {
             int err;
             const char *msg = gzerror(f, &err);
-            if (err == Z_ERRNO) return rg_error(RG_EIO, "%s: read error: %s", path, strerror(errno));
+            if (err == Z_ERRNO)
+                return rg_error(RG_EIO, "%s: read error: %s", path, strerror(errno));
             return rg_error(RG_ECORRUPT, "%s: damaged gzip stream: %s", path, msg);
         }
         if (r == 0) break;
@@ -63,12 +66,15 @@ static rg_status read_header(gzFile f, const char *path, int ndim, rg_idx *a, in
     if (got == 0) return rg_error(RG_ECORRUPT, "%s: empty file (expected an IDX header)", path);
     uint32_t want_magic = (uint32_t)RG_IDX_TYPE_U8 << 8 | (uint32_t)ndim;
     if (got < 4)
-        return rg_error(RG_ECORRUPT, "%s: truncated: the file ends inside the magic number (%zu of 4 bytes)%s", path, got, short_read_reason(f));
+        return rg_error(RG_ECORRUPT,
+                        "%s: truncated: the file ends inside the magic number (%zu of 4 bytes)%s",
+                        path, got, short_read_reason(f));
     uint32_t magic = load_be32(head);
     if (magic != want_magic)
-        return rg_error(RG_ECORRUPT, "%s: bad magic number 0x%08" PRIx32 " (expected 0x%08" PRIx32
-                        ": IDX unsigned bytes in %d dimension%s)", path, magic, want_magic, ndim,
-                        ndim == 1 ? "" : "s");
+        return rg_error(RG_ECORRUPT,
+                        "%s: bad magic number 0x%08" PRIx32 " (expected 0x%08" PRIx32
+                        ": IDX unsigned bytes in %d dimension%s)",
+                        path, magic, want_magic, ndim, ndim == 1 ? "" : "s");
     if (got < head_len)
         return rg_error(RG_ECORRUPT, "%s: truncated: the header ends after %zu of %zu bytes%s",
                         path, got, head_len, short_read_reason(f));
@@ -77,9 +83,10 @@ static rg_status read_header(gzFile f, const char *path, int ndim, rg_idx *a, in
         int64_t d = load_be32(head + 4 + 4 * i);
         if (d == 0) return rg_error(RG_ECORRUPT, "%s: dimension %d is 0", path, i);
         if (total > RG_IDX_MAX_BYTES / d)
-            return rg_error(RG_ECORRUPT, "%s: absurd dimensions: dimension %d is %" PRId64
-                            " and the data would exceed the %" PRId64 " GiB limit", path, i, d,
-                            RG_IDX_MAX_BYTES >> 30);
+            return rg_error(RG_ECORRUPT,
+                            "%s: absurd dimensions: dimension %d is %" PRId64
+                            " and the data would exceed the %" PRId64 " GiB limit",
+                            path, i, d, RG_IDX_MAX_BYTES >> 30);
         total *= d;
         a->dims[i] = d;
     }
@@ -119,9 +126,11 @@ static rg_status check_end(gzFile f, const char *path, const rg_idx *a) {
         return rg_error(RG_ECORRUPT, "%s: truncated after the %zu bytes of %s%s", path, a->nbytes,
                         payload_name(a->ndim), short_read_reason(f));
     if (r > 0)
-        return rg_error(RG_ECORRUPT, "%s: trailing garbage: %zu%s unexpected bytes after the "
-                        "%zu bytes of %s", path, r, r == sizeof extra ? " or more" : "",
-                        a->nbytes, payload_name(a->ndim));
+        return rg_error(RG_ECORRUPT,
+                        "%s: trailing garbage: %zu%s unexpected bytes after the "
+                        "%zu bytes of %s",
+                        path, r, r == sizeof extra ? " or more" : "", a->nbytes,
+                        payload_name(a->ndim));
     return RG_OK;
 }
 

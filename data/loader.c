@@ -27,8 +27,8 @@
 #include "tensor/backend.h"
 
 typedef struct {
-    float *x;   /* (B,C,H,W) */
-    int64_t *y; /* (B) */
+    float *x;                   /* (B,C,H,W) */
+    int64_t *y;                 /* (B) */
     rg_tensor *x_full, *y_full; /* tensors over x and y for a full batch */
     rg_tensor *x_tail, *y_tail; /* the same memory for the epoch's last, smaller batch; or NULL */
 } loader_slot;
@@ -145,15 +145,21 @@ void rg_loader_set_epoch(rg_loader *l, int64_t epoch) {
 }
 
 /* Only the consumer's thread changes the epoch, and it is the thread that asks. */
-int64_t rg_loader_epoch(const rg_loader *l) { return l->epoch; }
+int64_t rg_loader_epoch(const rg_loader *l) {
+    return l->epoch;
+}
 
-int64_t rg_loader_steps_per_epoch(const rg_loader *l) { return l->steps; }
+int64_t rg_loader_steps_per_epoch(const rg_loader *l) {
+    return l->steps;
+}
 
 /* ---- creation and destruction ---- */
 
 /* Host memory from the CPU backend (64-byte aligned, cached). A CUDA loader would take pinned
  * memory here and add an asynchronous copy per batch. */
-static void *host_alloc(size_t bytes) { return rg_backend_for(RG_CPU)->alloc(bytes); }
+static void *host_alloc(size_t bytes) {
+    return rg_backend_for(RG_CPU)->alloc(bytes);
+}
 static void host_free(void *p, size_t bytes) {
     if (p) rg_backend_for(RG_CPU)->free(p, bytes);
 }
@@ -202,9 +208,10 @@ static bool loader_init(rg_loader *l, const rg_dataset *ds, const rg_loader_opts
 
 rg_loader *rg_loader_new(const rg_dataset *ds, const rg_loader_opts *opts) {
     RG_CHECK(ds && opts, "rg_loader_new: NULL dataset or options");
-    RG_CHECK(opts->batch > 0, "rg_loader_new: batch size %lld (must be > 0)", (long long)opts->batch);
-    RG_CHECK(opts->prefetch >= 0 && opts->prefetch <= 64, "rg_loader_new: prefetch %d not in [0, 64]",
-             opts->prefetch);
+    RG_CHECK(opts->batch > 0, "rg_loader_new: batch size %lld (must be > 0)",
+             (long long)opts->batch);
+    RG_CHECK(opts->prefetch >= 0 && opts->prefetch <= 64,
+             "rg_loader_new: prefetch %d not in [0, 64]", opts->prefetch);
     rg_loader *l = calloc(1, sizeof *l);
     if (!l) return rg_error(RG_ENOMEM, "loader: out of memory"), NULL;
     pthread_mutex_init(&l->mu, NULL);

@@ -16,7 +16,9 @@ void rg_sampler_init(rg_sampler *s, int64_t n, bool shuffle, uint64_t seed, int 
     *s = (rg_sampler){.n = n, .shuffle = shuffle, .seed = seed, .rank = rank, .world = world};
 }
 
-int64_t rg_sampler_len(const rg_sampler *s) { return (s->n + s->world - 1) / s->world; }
+int64_t rg_sampler_len(const rg_sampler *s) {
+    return (s->n + s->world - 1) / s->world;
+}
 
 /* SplitMix64's finaliser: a bijective 64-bit mix, here to fold (seed, epoch) into one key so
  * that nearby seeds and epochs give unrelated permutations. */

@@ -47,8 +47,9 @@ static void make_item(rg_dataset *ds, const wave *waves, uint64_t seed, float no
         for (int64_t y = 0; y < ds->h; y++)
             for (int64_t x = 0; x < ds->w; x++) {
                 int64_t p = ch * plane + y * ds->w + x;
-                float pattern = 0.5f + 0.5f * sinf(6.28318531f * (wv->fx * (float)x +
-                                                                 wv->fy * (float)y) + wv->phase);
+                float pattern =
+                    0.5f +
+                    0.5f * sinf(6.28318531f * (wv->fx * (float)x + wv->fy * (float)y) + wv->phase);
                 float u = rg_philox_uniform(seed ^ STREAM_PIXEL, (uint64_t)(i * size + p));
                 float v = (1.0f - noise) * pattern + noise * u; /* in [0, 1) */
                 img[p] = (uint8_t)lrintf(v * 255.0f);

@@ -68,8 +68,12 @@ static inline fx_bytes fx_read(const char *path) {
 }
 
 /* The pixel and label patterns of the fixture datasets: item i, byte p. */
-static inline uint8_t fx_pixel(int64_t i, int64_t p) { return (uint8_t)(i * 7 + p * 3 + 1); }
-static inline uint8_t fx_label(int64_t i) { return (uint8_t)((i * 3) % 10); }
+static inline uint8_t fx_pixel(int64_t i, int64_t p) {
+    return (uint8_t)(i * 7 + p * 3 + 1);
+}
+static inline uint8_t fx_label(int64_t i) {
+    return (uint8_t)((i * 3) % 10);
+}
 
 /* Writes <dir>/<prefix>-images-idx3-ubyte[.gz] and -labels-idx1-ubyte[.gz] with n items of h x w
  * following the fixture patterns. */

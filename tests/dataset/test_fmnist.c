@@ -114,7 +114,8 @@ static void check_real(const rg_dataset *ds, int64_t n, const int *first_labels,
         cr_assert(ds->labels[i] >= 0 && ds->labels[i] < 10);
         hist[ds->labels[i]]++;
     }
-    for (int k = 0; k < 10; k++) cr_assert_eq(hist[k], n / 10, "class %d: %lld items", k, (long long)hist[k]);
+    for (int k = 0; k < 10; k++)
+        cr_assert_eq(hist[k], n / 10, "class %d: %lld items", k, (long long)hist[k]);
     for (int i = 0; i < 10; i++) cr_assert_eq(ds->labels[i], first_labels[i], "label %d", i);
     int64_t sum = 0;
     for (int p = 0; p < 784; p++) sum += ds->images[p];

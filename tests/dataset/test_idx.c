@@ -42,7 +42,8 @@ Test(dataset_idx, round_trip_gzipped_and_plain) {
     for (int gz = 0; gz < 2; gz++) {
         char path[4200];
         rg_idx a;
-        rg_status s = read_bytes(dir, gz ? "i.gz" : "i", img.p, img.n, gz, 3, &a, path, sizeof path);
+        rg_status s =
+            read_bytes(dir, gz ? "i.gz" : "i", img.p, img.n, gz, 3, &a, path, sizeof path);
         cr_assert_eq(s, RG_OK, "%s", rg_last_error());
         cr_assert_eq(a.ndim, 3);
         cr_assert(a.dims[0] == N && a.dims[1] == H && a.dims[2] == W);
@@ -68,8 +69,10 @@ Test(dataset_idx, truncation_at_every_offset_is_reported) {
             char path[4200], want[128];
             rg_idx a;
             rg_status s = read_bytes(dir, "t", img.p, cut, gz, 3, &a, path, sizeof path);
-            if (cut == 0) fx_assert_error(s, RG_ECORRUPT, path, "empty file");
-            else if (cut < 16) fx_assert_error(s, RG_ECORRUPT, path, "truncated");
+            if (cut == 0)
+                fx_assert_error(s, RG_ECORRUPT, path, "empty file");
+            else if (cut < 16)
+                fx_assert_error(s, RG_ECORRUPT, path, "truncated");
             else {
                 snprintf(want, sizeof want, "truncated: expected %zu bytes of pixels, got %zu",
                          sizeof pixels, cut - 16);
@@ -148,7 +151,8 @@ Test(dataset_idx, huge_promise_with_little_data_is_truncated) {
     char path[4200];
     rg_idx a;
     rg_status s = read_bytes(dir, "p.gz", b.p, b.n, true, 3, &a, path, sizeof path);
-    fx_assert_error(s, RG_ECORRUPT, path, "truncated: expected 1073741824 bytes of pixels, got 740");
+    fx_assert_error(s, RG_ECORRUPT, path,
+                    "truncated: expected 1073741824 bytes of pixels, got 740");
     free(b.p);
 }
 
@@ -160,7 +164,8 @@ Test(dataset_idx, trailing_garbage_is_rejected) {
         char path[4200];
         rg_idx a;
         rg_status s = read_bytes(dir, "l", lab.p, lab.n, gz, 1, &a, path, sizeof path);
-        fx_assert_error(s, RG_ECORRUPT, path, "trailing garbage: 4 unexpected bytes after the 37 "
+        fx_assert_error(s, RG_ECORRUPT, path,
+                        "trailing garbage: 4 unexpected bytes after the 37 "
                         "bytes of labels");
     }
     free(lab.p);
@@ -171,7 +176,8 @@ Test(dataset_idx, garbage_files_are_rejected) {
     uint8_t junk[3000];
     uint64_t x = 12345;
     for (int trial = 0; trial < 50; trial++) {
-        for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)((x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 56);
+        for (size_t i = 0; i < sizeof junk; i++)
+            junk[i] = (uint8_t)((x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 56);
         if (trial % 2) junk[0] = 0x1f, junk[1] = 0x8b, junk[2] = 8; /* looks like gzip */
         size_t n = 1 + (size_t)trial * 59;
         char path[4200];
@@ -249,7 +255,8 @@ Test(dataset_idx, pair_out_of_range_label_is_rejected) {
     char ip[4200], lp[4200];
     rg_dataset *ds;
     rg_status s = load_pair(dir, img, lab, &ds, ip, lp);
-    fx_assert_error(s, RG_ECORRUPT, lp, "label 10 of item 5 is out of range (there are 10 classes)");
+    fx_assert_error(s, RG_ECORRUPT, lp,
+                    "label 10 of item 5 is out of range (there are 10 classes)");
     cr_assert_null(ds);
     free(img.p), free(lab.p);
 }

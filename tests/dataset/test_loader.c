@@ -9,8 +9,8 @@
 
 static rg_dataset *synthetic(int64_t n, int64_t c, int64_t h, int64_t w) {
     rg_dataset *ds;
-    rg_status s = rg_dataset_synthetic(&(rg_synthetic_opts){.n = n, .c = c, .h = h, .w = w,
-                                                             .seed = 17}, &ds);
+    rg_status s =
+        rg_dataset_synthetic(&(rg_synthetic_opts){.n = n, .c = c, .h = h, .w = w, .seed = 17}, &ds);
     cr_assert_eq(s, RG_OK, "%s", rg_last_error());
     return ds;
 }
@@ -37,12 +37,14 @@ static void assert_batch_is(const rg_dataset *ds, const rg_batch *b, const int64
 }
 
 /* Runs one epoch and checks it against the sampler: steps, sizes, order and contents. */
-static void check_epoch(rg_loader *l, const rg_dataset *ds, const rg_loader_opts *o, int64_t epoch) {
+static void check_epoch(rg_loader *l, const rg_dataset *ds, const rg_loader_opts *o,
+                        int64_t epoch) {
     rg_sampler s;
     int world = o->world ? o->world : 1;
     rg_sampler_init(&s, ds->n, o->shuffle, o->seed, o->rank, world);
     int64_t len = rg_sampler_len(&s);
-    int64_t *idx = malloc((size_t)len * sizeof *idx), *scratch = malloc((size_t)ds->n * sizeof *idx);
+    int64_t *idx = malloc((size_t)len * sizeof *idx),
+            *scratch = malloc((size_t)ds->n * sizeof *idx);
     rg_sampler_indices(&s, (uint64_t)epoch, scratch, idx);
     int64_t steps = o->drop_last ? len / o->batch : (len + o->batch - 1) / o->batch;
     cr_assert_eq(rg_loader_steps_per_epoch(l), steps);
@@ -97,10 +99,12 @@ Test(dataset_loader, shards_of_all_ranks) {
     rg_dataset *ds = synthetic(1001, 1, 4, 4);
     for (int world = 2; world <= 7; world += 5)
         for (int r = 0; r < world; r++) {
-            check_epochs(ds, (rg_loader_opts){.batch = 32, .shuffle = true, .seed = 9, .rank = r,
-                                              .world = world}, 2);
-            check_epochs(ds, (rg_loader_opts){.batch = 32, .rank = r, .world = world,
-                                              .drop_last = true}, 1);
+            check_epochs(ds,
+                         (rg_loader_opts){
+                             .batch = 32, .shuffle = true, .seed = 9, .rank = r, .world = world},
+                         2);
+            check_epochs(
+                ds, (rg_loader_opts){.batch = 32, .rank = r, .world = world, .drop_last = true}, 1);
         }
     rg_dataset_free(ds);
 }
@@ -167,8 +171,8 @@ Test(dataset_loader, many_epochs_with_a_slow_and_a_fast_consumer) {
 Test(dataset_loader, free_mid_epoch_stops_the_thread) {
     rg_dataset *ds = synthetic(4000, 1, 28, 28);
     for (int trial = 0; trial < 30; trial++) {
-        rg_loader *l = rg_loader_new(ds, &(rg_loader_opts){.batch = 64, .shuffle = true,
-                                                           .prefetch = 1 + trial % 4});
+        rg_loader *l = rg_loader_new(
+            ds, &(rg_loader_opts){.batch = 64, .shuffle = true, .prefetch = 1 + trial % 4});
         rg_batch b;
         for (int i = 0; i < trial % 3; i++) cr_assert(rg_loader_next(l, &b));
         if (trial % 5 == 0) usleep(1000); /* let the producer fill the ring and sleep */

@@ -23,7 +23,8 @@ static void assert_is_permutation(const int64_t *p, int64_t n) {
 
 Test(dataset_sampler, permutation_is_a_pure_function_of_seed_and_epoch) {
     int64_t n = 1000;
-    int64_t *a = perm_of(n, 1, 0), *b = perm_of(n, 1, 0), *c = perm_of(n, 1, 1), *d = perm_of(n, 2, 0);
+    int64_t *a = perm_of(n, 1, 0), *b = perm_of(n, 1, 0), *c = perm_of(n, 1, 1),
+            *d = perm_of(n, 2, 0);
     assert_is_permutation(a, n);
     assert_is_permutation(c, n);
     cr_assert_arr_eq(a, b, (size_t)n * sizeof *a, "same (seed, epoch), same order");
@@ -42,7 +43,8 @@ Test(dataset_sampler, every_item_is_equally_likely_everywhere) {
         rg_sampler_permutation(n, 5, e, p);
         for (int i = 0; i < 8; i++) hits[i] += p[i] == 0;
     }
-    for (int i = 0; i < 8; i++) cr_assert(hits[i] > 850 && hits[i] < 1150, "position %d: %lld", i, (long long)hits[i]);
+    for (int i = 0; i < 8; i++)
+        cr_assert(hits[i] > 850 && hits[i] < 1150, "position %d: %lld", i, (long long)hits[i]);
 }
 
 Test(dataset_sampler, tiny_datasets) {
@@ -75,7 +77,8 @@ static void check_shards(int64_t n, int world, bool shuffle) {
      * twice, or more when the world is larger than n */
     int64_t extra = 0;
     for (int64_t i = 0; i < n; i++) {
-        cr_assert(count[i] >= 1, "item %lld missing (n %lld world %d)", (long long)i, (long long)n, world);
+        cr_assert(count[i] >= 1, "item %lld missing (n %lld world %d)", (long long)i, (long long)n,
+                  world);
         extra += count[i] - 1;
     }
     cr_assert_eq(extra, total - n);
@@ -99,7 +102,8 @@ Test(dataset_sampler, divisible_shards_do_not_overlap) {
         rg_sampler s;
         rg_sampler_init(&s, n, true, 1, r, 3);
         rg_sampler_indices(&s, 0, scratch, idx);
-        for (int t = 0; t < 14; t++) cr_assert_eq(seen[idx[t]]++, 0, "item %lld twice", (long long)idx[t]);
+        for (int t = 0; t < 14; t++)
+            cr_assert_eq(seen[idx[t]]++, 0, "item %lld twice", (long long)idx[t]);
     }
 }
 

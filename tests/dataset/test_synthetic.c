@@ -7,8 +7,8 @@
 
 static rg_dataset *make(int64_t n, uint64_t seed, int64_t c, float noise) {
     rg_dataset *ds;
-    rg_status s = rg_dataset_synthetic(&(rg_synthetic_opts){.n = n, .c = c, .seed = seed,
-                                                             .noise = noise}, &ds);
+    rg_status s = rg_dataset_synthetic(
+        &(rg_synthetic_opts){.n = n, .c = c, .seed = seed, .noise = noise}, &ds);
     cr_assert_eq(s, RG_OK, "%s", rg_last_error());
     return ds;
 }
@@ -40,7 +40,8 @@ Test(dataset_synthetic, labels_are_in_range_and_balanced) {
         hist[ds->labels[i]]++;
     }
     for (int k = 0; k < 10; k++)
-        cr_assert(hist[k] > 400 && hist[k] < 600, "class %d has %lld of 5000", k, (long long)hist[k]);
+        cr_assert(hist[k] > 400 && hist[k] < 600, "class %d has %lld of 5000", k,
+                  (long long)hist[k]);
     rg_dataset_free(ds);
 }
 
@@ -51,7 +52,8 @@ static double nearest_mean_accuracy(const rg_dataset *ds, int64_t ntrain) {
     int64_t *count = calloc((size_t)k, sizeof *count);
     for (int64_t i = 0; i < ntrain; i++) {
         count[ds->labels[i]]++;
-        for (int64_t p = 0; p < size; p++) mean[ds->labels[i] * size + p] += ds->images[i * size + p];
+        for (int64_t p = 0; p < size; p++)
+            mean[ds->labels[i] * size + p] += ds->images[i * size + p];
     }
     for (int64_t c = 0; c < k; c++)
         for (int64_t p = 0; p < size; p++) mean[c * size + p] /= (double)(count[c] ? count[c] : 1);
