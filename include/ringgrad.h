@@ -8,5 +8,9 @@
 #include "tensor/ops.h"
 #include "tensor/backend.h"
 #include "autograd/autograd.h"
+#include "data/idx.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "data/loader.h"
 
 #endif
