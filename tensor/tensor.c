@@ -72,13 +72,14 @@ static void init_header(rg_tensor *t, rg_dtype dt, int ndim, const int64_t *shap
     RG_CHECK((unsigned)dt < RG_DTYPE_COUNT, "tensor: bad dtype %d", (int)dt);
     RG_CHECK(ndim >= 0 && ndim <= RG_MAX_DIMS, "tensor: %d dimensions (at most %d)", ndim,
              RG_MAX_DIMS);
+    RG_CHECK(ndim == 0 || shape, "tensor: NULL shape for %d dimensions", ndim);
     for (int i = 0; i < ndim; i++)
         RG_CHECK(shape[i] >= 0 && shape[i] <= (INT64_C(1) << 40), "tensor: bad size %" PRId64
                  " in dimension %d", shape[i], i);
     t->dtype = dt;
     t->device = dev;
     t->ndim = ndim;
-    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    if (ndim > 0) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape); /* shape may be NULL */
     t->numel = rg_shape_numel(ndim, shape);
 }
 
