@@ -275,3 +275,23 @@ Test(tensor_tensor, gradients_only_for_float_tensors, .signal = SIGABRT) {
     rgt_expect_fatal("requires_grad: only float32 tensors have gradients");
     rg_tensor_set_requires_grad(a, true);
 }
+
+/* ---- running out of memory is a status, not a crash ---- */
+
+/* Under AddressSanitizer a huge request must come back NULL instead of stopping the program. */
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
+Test(tensor_tensor, out_of_memory_returns_null_with_a_message) {
+    rg_mem_stats before = rg_mem_stats_get(RG_CPU);
+    /* 4 TiB and 8 TiB: far beyond this machine, and the second beyond the allocator's largest
+     * size class */
+    rg_tensor *a = rg_tensor_new(RG_F32, RG_SHAPE(INT64_C(1) << 40), RG_CPU);
+    cr_assert_null(a, "a 4 TiB tensor was allocated");
+    cr_assert(strstr(rg_last_error(), "out of memory allocating 4398046511104 bytes for a float32 "
+                                      "tensor (1099511627776) on cpu"), "%s", rg_last_error());
+    rg_tensor *b = rg_tensor_new(RG_I64, RG_SHAPE(INT64_C(1) << 20, INT64_C(1) << 20), RG_CPU);
+    cr_assert_null(b, "an 8 TiB tensor was allocated");
+    cr_assert(strstr(rg_last_error(), "8796093022208 bytes for a int64 tensor"), "%s", rg_last_error());
+    rg_mem_stats after = rg_mem_stats_get(RG_CPU);
+    cr_assert_eq(after.in_use, before.in_use);
+}
