@@ -34,6 +34,7 @@ Test(tensor_dropout, p_one_zeroes_everything_and_its_gradient) {
 }
 
 Test(tensor_dropout, kept_fraction_is_one_minus_p_and_kept_values_are_scaled) {
+    rg_set_num_threads(2); /* the multithreaded path */
     const float ps[] = {0.1f, 0.5f, 0.9f};
     int64_t n = 1000003;
     rg_tensor *x = rgt_uniform(RG_SHAPE(n), 0.5f, 1.5f, 4); /* never 0: a zero output means dropped */

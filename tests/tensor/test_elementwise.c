@@ -271,3 +271,58 @@ Test(tensor_elementwise, ops_outside_a_scope_stop_with_a_message, .signal = SIGA
     rgt_expect_fatal("no step scope is open; wrap the step in rg_scope_begin()/rg_scope_end()");
     rg_relu(a);
 }
+
+/* ---- large tensors: the multithreaded paths of the CPU kernels ---- */
+
+/* Forward and both gradients of a*b against double loops, with dy = r (a fixed random tensor). */
+static void check_large_mul(const pattern *p) {
+    rg_tensor *a = rgt_param(p->and_, p->ashape, -1, 1, 600), *b = rgt_param(p->bnd, p->bshape, -1, 1, 601);
+    rg_tensor *r = rgt_uniform(p->and_, p->ashape, -1, 1, 602);
+    const float *ap = rg_tensor_f32(a), *bp = rg_tensor_f32(b), *rp = rg_tensor_f32(r);
+    double *db = calloc((size_t)b->numel, sizeof *db);
+    for (int64_t i = 0; i < a->numel; i++)
+        db[rgt_bcast_index(a->ndim, a->shape, b->ndim, b->shape, i)] += (double)rp[i] * ap[i];
+    rg_scope_begin();
+    rg_tensor *y = rg_mul(a, b);
+    rg_backward(rg_sum(rg_mul(y, r)));
+    const float *yp = rg_tensor_f32(y), *ga = rg_tensor_f32(a->grad), *gb = rg_tensor_f32(b->grad);
+    for (int64_t i = 0; i < a->numel; i++) {
+        float bv = bp[rgt_bcast_index(a->ndim, a->shape, b->ndim, b->shape, i)];
+        cr_assert_eq(yp[i], ap[i] * bv, "%s: y[%lld]", p->name, (long long)i);
+        cr_assert_float_eq(ga[i], rp[i] * bv, 1e-6, "%s: da[%lld]", p->name, (long long)i);
+    }
+    for (int64_t j = 0; j < b->numel; j++)
+        cr_assert(fabs(gb[j] - db[j]) <= 1e-4 * (1 + fabs(db[j])), "%s: db[%lld] = %g, want %g",
+                  p->name, (long long)j, gb[j], db[j]);
+    rg_scope_end();
+    free(db);
+    rgt_free_all(3, (rg_tensor *[]){a, b, r});
+}
+
+Test(tensor_elementwise, large_broadcasts_match_naive_with_threads) {
+    rg_set_num_threads(2);
+    const pattern large[] = {
+        {"channel bias", 4, 3, {8, 16, 31, 33}, {16, 1, 1}},
+        {"row bias", 2, 1, {1001, 77}, {77}},
+        {"wide row bias", 2, 1, {67, 1029}, {1029}},
+        {"middle", 3, 3, {9, 301, 37}, {9, 1, 37}},
+        {"scalar", 2, 0, {301, 129}, {0}},
+        {"same shape", 2, 2, {301, 129}, {301, 129}},
+    };
+    for (size_t i = 0; i < sizeof large / sizeof large[0]; i++) check_large_mul(&large[i]);
+}
+
+Test(tensor_elementwise, large_relu_and_scale_with_threads) {
+    rg_set_num_threads(2);
+    rg_tensor *x = rgt_param(RG_SHAPE(3, 40001), -1, 1, 603);
+    rg_scope_begin();
+    rg_tensor *y = rg_relu(rg_scale(x, 2.0f));
+    rg_backward(rg_sum(y));
+    const float *xp = rg_tensor_f32(x), *yp = rg_tensor_f32(y), *g = rg_tensor_f32(x->grad);
+    for (int64_t i = 0; i < x->numel; i++) {
+        cr_assert_eq(yp[i], xp[i] > 0 ? 2 * xp[i] : 0.0f, "y[%lld]", (long long)i);
+        cr_assert_eq(g[i], xp[i] > 0 ? 2.0f : 0.0f, "dx[%lld]", (long long)i);
+    }
+    rg_scope_end();
+    rg_tensor_free(x);
+}

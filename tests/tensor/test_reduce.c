@@ -39,6 +39,7 @@ Test(tensor_reduce, sum_of_a_scalar_is_the_scalar) {
 }
 
 Test(tensor_reduce, sum_of_many_elements_does_not_drift) {
+    rg_set_num_threads(2);
     /* A float accumulator stops at 2^24 = 16777216 when adding ones; 20,000,001 ones must give
      * the float nearest 20000001, and 0.1 twenty million times a mean of 0.1. */
     int64_t n = 20000001;
