@@ -244,8 +244,11 @@ void rg_tensor_uniform_(rg_tensor *t, float lo, float hi, uint64_t seed, uint64_
 
 void rg_tensor_normal_(rg_tensor *t, float mean, float std, uint64_t seed, uint64_t *offset) {
     check_f32(t, "normal");
-    rg_backend_for(t->device)->normal(t->numel, mean, std, seed, *offset, t->data);
-    *offset += (2 * (uint64_t)t->numel + 3) & ~(uint64_t)3; /* two uniforms per normal */
+    /* Normals take uniforms in pairs (2k, 2k+1): start on an even element, so that an odd
+     * offset skips one number instead of reusing the one before it. */
+    uint64_t start = (*offset + 1) & ~(uint64_t)1;
+    rg_backend_for(t->device)->normal(t->numel, mean, std, seed, start, t->data);
+    *offset = start + ((2 * (uint64_t)t->numel + 3) & ~(uint64_t)3); /* two uniforms per normal */
 }
 
 float rg_tensor_item(const rg_tensor *t) {
