@@ -345,3 +345,14 @@ Test(tensor_kernels, backend_optimizer_steps_apply_the_update_to_every_element) 
         cr_assert_eq(v[i], v2[i]);
     }
 }
+
+Test(tensor_kernels, normal_fill_at_an_odd_offset_reuses_no_uniform) {
+    /* uniforms 0..4 were drawn (offset 5); the next normal must start at uniforms 6 and 7 */
+    rg_tensor *t = rg_tensor_new(RG_F32, RG_SHAPE(3), RG_CPU);
+    uint64_t off = 5;
+    rg_tensor_normal_(t, 0, 1, 12, &off);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(rg_tensor_f32(t)[i], rg_philox_normal(12, 3 + (uint64_t)i), "element %d", i);
+    cr_assert_eq(off, 6 + 8, "offset %llu", (unsigned long long)off);
+    rg_tensor_free(t);
+}
