@@ -5,7 +5,8 @@
 
 Test(autograd_backward, twice_in_one_scope_recomputes_intermediates_and_accumulates_leaves) {
     /* h = relu(w * x) (all positive), L = sum(h * h):  dL/dh = 2h,  dL/dw = 2h x */
-    rg_tensor *w = rgt_param(RG_SHAPE(2, 5), 0.5f, 1, 1), *x = rgt_uniform(RG_SHAPE(2, 5), 0.5f, 1, 2);
+    rg_tensor *w = rgt_param(RG_SHAPE(2, 5), 0.5f, 1, 1),
+              *x = rgt_uniform(RG_SHAPE(2, 5), 0.5f, 1, 2);
     rg_scope_begin();
     rg_tensor *h = rg_relu(rg_mul(w, x));
     rg_tensor *loss = rg_sum(rg_mul(h, h));
@@ -16,8 +17,8 @@ Test(autograd_backward, twice_in_one_scope_recomputes_intermediates_and_accumula
         for (int i = 0; i < 10; i++) {
             cr_assert_float_eq(dh[i], 2 * hp[i], 1e-6, "backward %d: dh[%d] = %g, not counted once",
                                rep, i, dh[i]);
-            cr_assert_float_eq(dw[i], rep * 2 * hp[i] * xp[i], 1e-5, "backward %d: dw[%d] = %g "
-                               "does not accumulate", rep, i, dw[i]);
+            cr_assert_float_eq(dw[i], rep * 2 * hp[i] * xp[i], 1e-5, "backward %d: dw[%d] = %g",
+                               rep, i, dw[i]);
         }
         cr_assert_eq(rg_tensor_item(loss->grad), 1.0f);
     }
@@ -61,7 +62,8 @@ Test(autograd_backward, loss_from_an_outer_scope_stops, .signal = SIGABRT) {
     rg_backward(loss);
 }
 
-Test(autograd_backward, loss_from_an_outer_scope_stops_with_an_empty_inner_tape, .signal = SIGABRT) {
+Test(autograd_backward, loss_from_an_outer_scope_stops_with_an_empty_inner_tape,
+     .signal = SIGABRT) {
     rg_tensor *w = rgt_param(RG_SHAPE(3), -1, 1, 4);
     rg_scope_begin();
     rg_tensor *loss = rg_sum(w);
@@ -141,7 +143,8 @@ Test(autograd_backward, unused_branches_do_not_break_gradients_or_hooks) {
         rg_backward(loss);
         cr_assert_eq(log.fired, step, "step %d: the hook fired %d times", step, log.fired);
         for (int i = 0; i < 4; i++)
-            cr_assert_float_eq(rg_tensor_f32(w->grad)[i], rg_tensor_f32(x)[i], 1e-6, "element %d", i);
+            cr_assert_float_eq(rg_tensor_f32(w->grad)[i], rg_tensor_f32(x)[i], 1e-6, "element %d",
+                               i);
         cr_assert_null(dead->grad, "an op that did not lead to the loss gets no gradient");
         cr_assert_null(after->grad);
         rg_zero_grad(w);
@@ -151,7 +154,8 @@ Test(autograd_backward, unused_branches_do_not_break_gradients_or_hooks) {
 }
 
 Test(autograd_backward, hooks_fire_for_parameters_whose_only_consumer_did_not_contribute) {
-    rg_tensor *used = rgt_param(RG_SHAPE(3), -1, 1, 11), *unused = rgt_param(RG_SHAPE(3), -1, 1, 12);
+    rg_tensor *used = rgt_param(RG_SHAPE(3), -1, 1, 11),
+              *unused = rgt_param(RG_SHAPE(3), -1, 1, 12);
     hook_log lu = {0}, ln = {0};
     rg_grad_hook_add(used, on_ready, &lu);
     rg_grad_hook_add(unused, on_ready, &ln);
@@ -177,8 +181,8 @@ Test(autograd_backward, a_parameter_with_an_unused_and_a_used_consumer_fires_onc
     hook_log log = {0};
     rg_grad_hook_add(w, on_ready, &log);
     rg_scope_begin();
-    rg_tensor *a = rg_scale(w, 3.0f);     /* node 0: used */
-    rg_tensor *dead = rg_scale(w, 7.0f);  /* node 1: unused */
+    rg_tensor *a = rg_scale(w, 3.0f);    /* node 0: used */
+    rg_tensor *dead = rg_scale(w, 7.0f); /* node 1: unused */
     rg_backward(rg_sum(a));
     (void)dead;
     cr_assert_eq(log.fired, 1);
@@ -189,7 +193,8 @@ Test(autograd_backward, a_parameter_with_an_unused_and_a_used_consumer_fires_onc
 
 /* ---- tensors from an outer scope ---- */
 
-Test(autograd_backward, intermediate_from_an_outer_scope_needs_a_gradient_stops, .signal = SIGABRT) {
+Test(autograd_backward, intermediate_from_an_outer_scope_needs_a_gradient_stops,
+     .signal = SIGABRT) {
     /* h lives in the outer scope; a gradient made for it in the inner scope would dangle after
      * the inner rg_scope_end, and the next backward would accumulate into freed memory */
     rg_tensor *w = rgt_param(RG_SHAPE(3), -1, 1, 14), *x = rgt_param(RG_SHAPE(3), -1, 1, 15);

@@ -36,7 +36,9 @@ static rg_tensor *custom_square(rg_tensor *x, const square_ctx *c) {
     return y;
 }
 
-static rg_tensor *f_square(rg_tensor *const *in, void *ctx) { return custom_square(in[0], ctx); }
+static rg_tensor *f_square(rg_tensor *const *in, void *ctx) {
+    return custom_square(in[0], ctx);
+}
 
 Test(autograd_gradcheck, passes_for_a_correct_custom_op) {
     rg_tensor *x = rgt_param(RG_SHAPE(5, 3), -1, 1, 1);
@@ -55,8 +57,8 @@ Test(autograd_gradcheck, fails_for_a_backward_twice_the_right_gradient) {
               "message: %s", msg);
     /* the message's numbers are the wrong and the right gradient: analytic = 2 * numeric */
     double analytic, numeric;
-    cr_assert_eq(sscanf(strstr(msg, "analytic"), "analytic %lf, numeric %lf", &analytic, &numeric), 2,
-                 "%s", msg);
+    cr_assert_eq(sscanf(strstr(msg, "analytic"), "analytic %lf, numeric %lf", &analytic, &numeric),
+                 2, "%s", msg);
     cr_assert_float_eq(analytic, 2 * numeric, 1e-3 * fabs(numeric), "%s", msg);
     rg_tensor_free(x);
 }
@@ -76,7 +78,9 @@ Test(autograd_gradcheck, fails_for_a_backward_that_overwrites_instead_of_accumul
     rg_tensor_free(x);
 }
 
-static rg_tensor *f_ignores_b(rg_tensor *const *in, void *ctx) { return rg_scale(in[0], 2.0f); }
+static rg_tensor *f_ignores_b(rg_tensor *const *in, void *ctx) {
+    return rg_scale(in[0], 2.0f);
+}
 
 Test(autograd_gradcheck, checks_only_inputs_that_require_a_gradient) {
     rg_tensor *a = rgt_param(RG_SHAPE(4), -1, 1, 4), *b = rgt_param(RG_SHAPE(4), -1, 1, 5);

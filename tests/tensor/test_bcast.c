@@ -15,7 +15,7 @@ static rg_tensor shaped(int ndim, const int64_t *shape) {
 typedef struct {
     int big_nd, small_nd;
     int64_t big[6], small[6];
-    int nd;                    /* expected collapsed dims */
+    int nd; /* expected collapsed dims */
     int64_t shape[6], bstride[6];
 } plan_case;
 
@@ -60,11 +60,11 @@ Test(tensor_bcast, plan_collapses_dims_and_strides) {
         cr_assert(rg_bcast_plan(&big, &small, &bc), "case %zu %s+%s: refused", k, bs, ss);
         cr_assert_eq(bc.ndim, c->nd, "case %zu %s+%s: %d dims, want %d", k, bs, ss, bc.ndim, c->nd);
         for (int d = 0; d < c->nd; d++) {
-            cr_assert_eq(bc.shape[d], c->shape[d], "case %zu %s+%s: shape[%d] = %lld, want %lld",
-                         k, bs, ss, d, (long long)bc.shape[d], (long long)c->shape[d]);
-            cr_assert_eq(bc.bstride[d], c->bstride[d], "case %zu %s+%s: bstride[%d] = %lld, "
-                         "want %lld", k, bs, ss, d, (long long)bc.bstride[d],
-                         (long long)c->bstride[d]);
+            cr_assert_eq(bc.shape[d], c->shape[d], "case %zu %s+%s: shape[%d] = %lld, want %lld", k,
+                         bs, ss, d, (long long)bc.shape[d], (long long)c->shape[d]);
+            cr_assert_eq(bc.bstride[d], c->bstride[d],
+                         "case %zu %s+%s: bstride[%d] = %lld, want %lld", k, bs, ss, d,
+                         (long long)bc.bstride[d], (long long)c->bstride[d]);
         }
         cr_assert_eq(bc.n, big.numel, "case %zu: n", k);
         cr_assert_eq(bc.nb, small.numel, "case %zu: nb", k);
@@ -72,7 +72,8 @@ Test(tensor_bcast, plan_collapses_dims_and_strides) {
 }
 
 Test(tensor_bcast, plan_refuses_shapes_that_do_not_broadcast) {
-    int64_t s34[] = {3, 4}, s43[] = {4, 3}, s4[] = {4}, s3[] = {3}, s134[] = {1, 3, 4}, s31[] = {3, 1};
+    int64_t s34[] = {3, 4}, s43[] = {4, 3}, s4[] = {4}, s3[] = {3}, s134[] = {1, 3, 4},
+            s31[] = {3, 1};
     int64_t s14[] = {1, 4};
     rg_bcast bc;
     rg_tensor a = shaped(2, s34), b = shaped(2, s43);
@@ -109,13 +110,14 @@ Test(tensor_bcast, plan_addresses_the_naive_element_on_random_shapes) {
             sshape[d] = rgt_randint(0, 2, 3, 20 * t + 10 + d) ? bshape[bnd - snd + d] : 1;
         rg_tensor big = shaped(bnd, bshape), small = shaped(snd, sshape);
         rg_bcast bc;
-        cr_assert(rg_bcast_plan(&big, &small, &bc), "random case %llu refused", (unsigned long long)t);
+        cr_assert(rg_bcast_plan(&big, &small, &bc), "random case %llu refused",
+                  (unsigned long long)t);
         cr_assert_leq(bc.ndim, bnd > 0 ? bnd : 1);
         for (int d = 0; d < bc.ndim; d++) cr_assert(bc.shape[d] > 1 || bc.ndim == 1, "size-1 kept");
         for (int64_t i = 0; i < big.numel; i++) {
             int64_t want = rgt_bcast_index(bnd, bshape, snd, sshape, i);
-            cr_assert_eq(plan_offset(&bc, i), want, "case %llu element %lld",
-                         (unsigned long long)t, (long long)i);
+            cr_assert_eq(plan_offset(&bc, i), want, "case %llu element %lld", (unsigned long long)t,
+                         (long long)i);
         }
     }
 }

@@ -45,8 +45,9 @@ static void check(rg_tensor *logits, rg_tensor *labels, float upstream, double a
     for (int64_t i = 0; i < n * c; i++) {
         double w = upstream * dz[i];
         cr_assert(isfinite(g[i]), "dlogits[%lld] = %g", (long long)i, g[i]);
-        cr_assert(fabs(g[i] - w) <= 1e-6 + 1e-4 * fabs(w), "(%lld,%lld): dlogits[%lld] %.9g, want %.9g",
-                  (long long)n, (long long)c, (long long)i, g[i], w);
+        cr_assert(fabs(g[i] - w) <= 1e-6 + 1e-4 * fabs(w),
+                  "(%lld,%lld): dlogits[%lld] %.9g, want %.9g", (long long)n, (long long)c,
+                  (long long)i, g[i], w);
     }
     rg_scope_end();
     free(dz);
@@ -65,10 +66,10 @@ Test(tensor_cross_entropy, matches_double_reference_on_odd_shapes) {
 }
 
 Test(tensor_cross_entropy, is_stable_for_logits_around_1e4) {
-    float v[] = {1e4f, 1e4f - 1, -1e4f, 0,           /* label 0: the largest */
-                 -1e4f, 1e4f, 1e4f - 3, 1e4f - 0.5f, /* label 0: the smallest, loss ~2e4 */
-                 -1e4f, -1e4f, -1e4f, -1e4f,         /* all equal and very negative: log 4 */
-                 1e4f, -1e4f, 1e4f, -1e4f};          /* a tie at the top */
+    float v[] = {1e4f,  1e4f - 1, -1e4f,    0,           /* label 0: the largest */
+                 -1e4f, 1e4f,     1e4f - 3, 1e4f - 0.5f, /* label 0: the smallest, loss ~2e4 */
+                 -1e4f, -1e4f,    -1e4f,    -1e4f,       /* all equal and very negative: log 4 */
+                 1e4f,  -1e4f,    1e4f,     -1e4f};      /* a tie at the top */
     int64_t lab[] = {0, 0, 2, 2};
     rg_tensor *z = rgt_tensor(RG_SHAPE(4, 4), v);
     rg_tensor_set_requires_grad(z, true);

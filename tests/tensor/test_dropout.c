@@ -37,7 +37,8 @@ Test(tensor_dropout, kept_fraction_is_one_minus_p_and_kept_values_are_scaled) {
     rg_set_num_threads(2); /* the multithreaded path */
     const float ps[] = {0.1f, 0.5f, 0.9f};
     int64_t n = 1000003;
-    rg_tensor *x = rgt_uniform(RG_SHAPE(n), 0.5f, 1.5f, 4); /* never 0: a zero output means dropped */
+    rg_tensor *x =
+        rgt_uniform(RG_SHAPE(n), 0.5f, 1.5f, 4); /* never 0: a zero output means dropped */
     const float *xp = rg_tensor_f32(x);
     for (int k = 0; k < 3; k++) {
         float p = ps[k], scale = 1.0f / (1.0f - p);
@@ -53,8 +54,9 @@ Test(tensor_dropout, kept_fraction_is_one_minus_p_and_kept_values_are_scaled) {
         }
         /* kept ~ Binomial(n, 1-p): within 6 standard deviations */
         double mean = (1.0 - p) * (double)n, sd = sqrt((double)n * p * (1.0 - p));
-        cr_assert(fabs((double)kept - mean) < 6 * sd, "p %g: kept %lld of %lld, expected %.0f +- %.0f",
-                  (double)p, (long long)kept, (long long)n, mean, 6 * sd);
+        cr_assert(fabs((double)kept - mean) < 6 * sd,
+                  "p %g: kept %lld of %lld, expected %.0f +- %.0f", (double)p, (long long)kept,
+                  (long long)n, mean, 6 * sd);
         rg_scope_end();
     }
     rg_tensor_free(x);
@@ -78,10 +80,12 @@ Test(tensor_dropout, same_seed_and_offset_give_the_same_mask_and_the_offset_move
     cr_assert_eq(o1, 40 + 1004, "the offset advances by whole Philox counters: %llu",
                  (unsigned long long)o1);
     cr_assert_eq(o1, o2);
-    for (int64_t i = 0; i < n; i++) cr_assert_eq(a[i], b[i], "same (seed, offset): element %lld", (long long)i);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert_eq(a[i], b[i], "same (seed, offset): element %lld", (long long)i);
     /* the mask is the documented stream function, so the CPU and the GPU agree */
     for (int64_t i = 0; i < n; i++)
-        cr_assert_eq(a[i], rg_dropout_keep(0.5f, 7, 40 + (uint64_t)i), "element %lld", (long long)i);
+        cr_assert_eq(a[i], rg_dropout_keep(0.5f, 7, 40 + (uint64_t)i), "element %lld",
+                     (long long)i);
 
     bool *c = mask_of(rg_dropout(x, 0.5f, true, 7, &o1)); /* consecutive call: fresh numbers */
     uint64_t o3 = 40;
@@ -89,8 +93,10 @@ Test(tensor_dropout, same_seed_and_offset_give_the_same_mask_and_the_offset_move
     int64_t same_c = 0, same_d = 0;
     for (int64_t i = 0; i < n; i++) same_c += a[i] == c[i], same_d += a[i] == d[i];
     /* independent masks agree on about half the elements; identical ones on all */
-    cr_assert(same_c < n * 6 / 10, "consecutive calls agree on %lld of %lld", (long long)same_c, (long long)n);
-    cr_assert(same_d < n * 6 / 10, "two seeds agree on %lld of %lld", (long long)same_d, (long long)n);
+    cr_assert(same_c < n * 6 / 10, "consecutive calls agree on %lld of %lld", (long long)same_c,
+              (long long)n);
+    cr_assert(same_d < n * 6 / 10, "two seeds agree on %lld of %lld", (long long)same_d,
+              (long long)n);
     rg_scope_end();
     free(a), free(b), free(c), free(d);
     rg_tensor_free(x);
@@ -99,12 +105,13 @@ Test(tensor_dropout, same_seed_and_offset_give_the_same_mask_and_the_offset_move
 Test(tensor_dropout, backward_applies_the_forward_mask) {
     int64_t n = 3 * 333;
     float p = 0.4f;
-    rg_tensor *x = rgt_param(RG_SHAPE(3, 333), 1, 2, 6), *r = rgt_uniform(RG_SHAPE(3, 333), -1, 1, 7);
+    rg_tensor *x = rgt_param(RG_SHAPE(3, 333), 1, 2, 6),
+              *r = rgt_uniform(RG_SHAPE(3, 333), -1, 1, 7);
     uint64_t off = 8;
     rg_scope_begin();
     rg_tensor *y = rg_dropout(x, p, true, 9, &off);
     rg_tensor *z = rg_dropout(x, p, true, 9, &off); /* a later draw in between must not matter */
-    rg_backward(rg_sum(rg_mul(y, r)));               /* dy = r */
+    rg_backward(rg_sum(rg_mul(y, r)));              /* dy = r */
     const float *yp = rg_tensor_f32(y), *rp = rg_tensor_f32(r), *g = rg_tensor_f32(x->grad);
     for (int64_t i = 0; i < n; i++) {
         float want = yp[i] != 0.0f ? rp[i] * (1.0f / (1.0f - p)) : 0.0f; /* dx = dy*mask/(1-p) */

@@ -190,7 +190,9 @@ Test(tensor_elementwise, scale_forward_and_gradient) {
     rg_tensor_free(x);
 }
 
-static rg_tensor *f_scale(rg_tensor *const *in, void *ctx) { return rg_scale(in[0], 0.75f); }
+static rg_tensor *f_scale(rg_tensor *const *in, void *ctx) {
+    return rg_scale(in[0], 0.75f);
+}
 
 Test(tensor_elementwise, scale_gradient_matches_finite_differences) {
     rg_tensor *x = rgt_param(RG_SHAPE(3, 5, 7), -2, 2, 9);
@@ -223,7 +225,9 @@ Test(tensor_elementwise, relu_gradient_is_zero_at_zero_like_pytorch) {
     rg_tensor_free(x);
 }
 
-static rg_tensor *f_relu(rg_tensor *const *in, void *ctx) { return rg_relu(in[0]); }
+static rg_tensor *f_relu(rg_tensor *const *in, void *ctx) {
+    return rg_relu(in[0]);
+}
 
 Test(tensor_elementwise, relu_gradient_matches_finite_differences) {
     /* values at least 0.1 away from the kink at 0, so that x +- eps stays on one side */
@@ -237,7 +241,8 @@ Test(tensor_elementwise, relu_gradient_matches_finite_differences) {
 /* ---- misuse ---- */
 
 Test(tensor_elementwise, incompatible_shapes_stop_with_a_message, .signal = SIGABRT) {
-    rg_tensor *a = rgt_uniform(RG_SHAPE(3, 4), -1, 1, 1), *b = rgt_uniform(RG_SHAPE(4, 3), -1, 1, 2);
+    rg_tensor *a = rgt_uniform(RG_SHAPE(3, 4), -1, 1, 1),
+              *b = rgt_uniform(RG_SHAPE(4, 3), -1, 1, 2);
     rg_scope_begin();
     rgt_expect_fatal("add: shapes (3,4) and (4,3) do not broadcast");
     rg_add(a, b);
@@ -252,7 +257,8 @@ Test(tensor_elementwise, mismatched_trailing_dim_stops, .signal = SIGABRT) {
 
 Test(tensor_elementwise, mutual_broadcast_is_refused_with_a_message, .signal = SIGABRT) {
     /* (3,1) + (1,4) would be (3,4) in NumPy; ringgrad needs one operand of the result's shape */
-    rg_tensor *a = rgt_uniform(RG_SHAPE(3, 1), -1, 1, 1), *b = rgt_uniform(RG_SHAPE(1, 4), -1, 1, 2);
+    rg_tensor *a = rgt_uniform(RG_SHAPE(3, 1), -1, 1, 1),
+              *b = rgt_uniform(RG_SHAPE(1, 4), -1, 1, 2);
     rg_scope_begin();
     rgt_expect_fatal("one of them must have the result's shape");
     rg_add(a, b);
@@ -276,7 +282,8 @@ Test(tensor_elementwise, ops_outside_a_scope_stop_with_a_message, .signal = SIGA
 
 /* Forward and both gradients of a*b against double loops, with dy = r (a fixed random tensor). */
 static void check_large_mul(const pattern *p) {
-    rg_tensor *a = rgt_param(p->and_, p->ashape, -1, 1, 600), *b = rgt_param(p->bnd, p->bshape, -1, 1, 601);
+    rg_tensor *a = rgt_param(p->and_, p->ashape, -1, 1, 600),
+              *b = rgt_param(p->bnd, p->bshape, -1, 1, 601);
     rg_tensor *r = rgt_uniform(p->and_, p->ashape, -1, 1, 602);
     const float *ap = rg_tensor_f32(a), *bp = rg_tensor_f32(b), *rp = rg_tensor_f32(r);
     double *db = calloc((size_t)b->numel, sizeof *db);

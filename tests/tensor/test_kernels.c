@@ -30,8 +30,8 @@ Test(tensor_kernels, philox4x32_matches_random123_known_answers) {
     for (int k = 0; k < 3; k++) {
         rg_philox4 r = rg_philox4x32(kats[k].ctr, kats[k].key);
         for (int w = 0; w < 4; w++)
-            cr_assert_eq(r.v[w], kats[k].out[w], "vector %d word %d: %08x, want %08x", k, w,
-                         r.v[w], kats[k].out[w]);
+            cr_assert_eq(r.v[w], kats[k].out[w], "vector %d word %d: %08x, want %08x", k, w, r.v[w],
+                         kats[k].out[w]);
     }
 }
 
@@ -42,8 +42,8 @@ Test(tensor_kernels, philox_wrapper_is_the_core_with_a_64_bit_counter) {
         const uint32_t c[4] = {(uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0};
         const uint32_t k[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
         rg_philox4 a = rg_philox(seed, ctr), b = rg_philox4x32(c, k);
-        cr_assert(memcmp(&a, &b, sizeof a) == 0, "seed %llx counter %llx",
-                  (unsigned long long)seed, (unsigned long long)ctr);
+        cr_assert(memcmp(&a, &b, sizeof a) == 0, "seed %llx counter %llx", (unsigned long long)seed,
+                  (unsigned long long)ctr);
     }
     /* The stream existing callers (dropout masks, initialisers) drew before the 4-word core was
      * split out, recorded from that version: the split changed no number. */
@@ -135,7 +135,9 @@ static float compiler_f32(uint16_t u) {
     return (float)h;
 }
 
-static bool f16_is_nan(uint16_t h) { return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu); }
+static bool f16_is_nan(uint16_t h) {
+    return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu);
+}
 
 /* rg_f32_to_f16(f) must equal the compiler's cast; a NaN must stay a NaN of the same sign. */
 static void check_f32_to_f16(float f) {
@@ -155,8 +157,8 @@ Test(tensor_kernels, f16_to_f32_matches_the_compiler_for_all_65536_halves) {
             cr_assert(isnan(got) && signbit(got) == signbit(want), "nan %04x -> %g", h, got);
             continue;
         }
-        cr_assert_eq(bits_of_f32(got), bits_of_f32(want), "%04x -> %.9g (%08x), want %.9g", h,
-                     got, bits_of_f32(got), want);
+        cr_assert_eq(bits_of_f32(got), bits_of_f32(want), "%04x -> %.9g (%08x), want %.9g", h, got,
+                     bits_of_f32(got), want);
     }
 }
 
@@ -164,7 +166,8 @@ Test(tensor_kernels, f16_round_trips_through_f32_for_all_65536_halves) {
     for (uint32_t h = 0; h < 65536; h++) {
         uint16_t back = rg_f32_to_f16(rg_f16_to_f32((uint16_t)h));
         if (f16_is_nan((uint16_t)h))
-            cr_assert(f16_is_nan(back) && (back & 0x8000u) == (h & 0x8000u), "nan %04x -> %04x", h, back);
+            cr_assert(f16_is_nan(back) && (back & 0x8000u) == (h & 0x8000u), "nan %04x -> %04x", h,
+                      back);
         else
             cr_assert_eq(back, h, "%04x -> %04x", h, back);
     }
@@ -189,20 +192,26 @@ Test(tensor_kernels, f32_to_f16_rounds_ties_to_even_like_the_compiler) {
 }
 
 Test(tensor_kernels, f32_to_f16_matches_the_compiler_on_edge_values) {
-    const float edges[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1.0f, -1.0f,
-                           65504.0f, 65519.996f, 65520.0f, 65536.0f, 1e10f, FLT_MAX, -FLT_MAX,
-                           6.1035156e-05f /* smallest normal half */, 6.0975552e-05f,
-                           5.9604645e-08f /* smallest subnormal half */, 2.9802322e-08f /* half of it: tie to 0 */,
-                           2.9802326e-08f, 8.9406967e-08f /* 1.5 subnormal ulps: tie to 2 */,
-                           FLT_MIN, 1e-45f /* float32 subnormal */, -1e-40f, 3.0e-5f, -3.0e-5f,
-                           0.1f, 0.2f, 0.3f, 3.14159265f, 2049.0f, 2051.0f, -4097.0f};
+    /* smallest normal half 6.1035156e-05 and just below it; smallest subnormal half
+     * 5.9604645e-08, half of it 2.9802322e-08 (a tie to 0) and just above; 1.5 subnormal ulps
+     * 8.9406967e-08 (a tie to 2); float32 subnormals 1e-45 and -1e-40 */
+    const float edges[] = {
+        0.0f,           -0.0f,          INFINITY,       -INFINITY,      NAN,
+        -NAN,           1.0f,           -1.0f,          65504.0f,       65519.996f,
+        65520.0f,       65536.0f,       1e10f,          FLT_MAX,        -FLT_MAX,
+        6.1035156e-05f, 6.0975552e-05f, 5.9604645e-08f, 2.9802322e-08f, 2.9802326e-08f,
+        8.9406967e-08f, FLT_MIN,        1e-45f,         -1e-40f,        3.0e-5f,
+        -3.0e-5f,       0.1f,           0.2f,           0.3f,           3.14159265f,
+        2049.0f,        2051.0f,        -4097.0f};
     for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) check_f32_to_f16(edges[i]);
     cr_assert_eq(rg_f32_to_f16(65520.0f), 0x7C00u, "65520 overflows to inf");
     cr_assert_eq(rg_f32_to_f16(-0.0f), 0x8000u, "-0 keeps its sign");
     cr_assert_eq(rg_f32_to_f16(1e-45f), 0x0000u, "float32 subnormals flush to +0");
     /* signalling and payload-carrying NaNs */
-    const uint32_t nans[] = {0x7F800001u, 0x7FC00000u, 0xFFC00000u, 0x7FBFFFFFu, 0xFF800001u, 0x7F802000u};
-    for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) check_f32_to_f16(f32_of_bits(nans[i]));
+    const uint32_t nans[] = {0x7F800001u, 0x7FC00000u, 0xFFC00000u,
+                             0x7FBFFFFFu, 0xFF800001u, 0x7F802000u};
+    for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++)
+        check_f32_to_f16(f32_of_bits(nans[i]));
 }
 
 Test(tensor_kernels, f32_to_f16_matches_the_compiler_on_random_floats) {
@@ -270,8 +279,12 @@ Test(tensor_kernels, sgd_nesterov_and_dampening) {
 #define B2 0.9990234375f
 
 Test(tensor_kernels, adam_first_step_moves_by_lr) {
-    rg_adam_hparams h = {.lr = 0.001f, .beta1 = B1, .beta2 = B2, .eps = 1e-8f,
-                         .bias_correction1 = 1 - B1, .bias_correction2 = 1 - B2};
+    rg_adam_hparams h = {.lr = 0.001f,
+                         .beta1 = B1,
+                         .beta2 = B2,
+                         .eps = 1e-8f,
+                         .bias_correction1 = 1 - B1,
+                         .bias_correction2 = 1 - B2};
     float p = 1.0f, m = 0, v = 0;
     rg_adam_update(&h, &p, 0.5f, &m, &v);
     /* m = 0.125*0.5 = 0.0625; v = 0.25/1024; m^ = 0.5, v^ = 0.25; p = 1 - 0.001*0.5/(0.5 + 1e-8) */
@@ -279,8 +292,12 @@ Test(tensor_kernels, adam_first_step_moves_by_lr) {
     cr_assert_eq(v, 0.25f / 1024, "v %.9g", v);
     cr_assert_float_eq(p, 0.999f, 1e-7, "p %.9g", p);
     /* the usual betas: the first step is still lr times the gradient's sign */
-    rg_adam_hparams u = {.lr = 0.001f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
-                         .bias_correction1 = 1 - 0.9f, .bias_correction2 = 1 - 0.999f};
+    rg_adam_hparams u = {.lr = 0.001f,
+                         .beta1 = 0.9f,
+                         .beta2 = 0.999f,
+                         .eps = 1e-8f,
+                         .bias_correction1 = 1 - 0.9f,
+                         .bias_correction2 = 1 - 0.999f};
     p = 1.0f, m = 0, v = 0;
     rg_adam_update(&u, &p, -3.0f, &m, &v);
     cr_assert_float_eq(p, 1.001f, 1e-6, "p %.9g", p);
@@ -292,8 +309,13 @@ Test(tensor_kernels, adam_second_step_with_l2_weight_decay) {
      *   v = B2*0.00025 + 1.44/1024;  bc1 = 1 - B1^2;  bc2 = 1 - B2^2
      *   p = 2 - (0.01/bc1) * m / (sqrt(v)/sqrt(bc2) + 1e-8) */
     double b2 = 1 - 1.0 / 1024, bc1 = 1 - 0.875 * 0.875, bc2 = 1 - b2 * b2;
-    rg_adam_hparams h = {.lr = 0.01f, .beta1 = B1, .beta2 = B2, .eps = 1e-8f, .weight_decay = 0.5f,
-                         .bias_correction1 = (float)bc1, .bias_correction2 = (float)bc2};
+    rg_adam_hparams h = {.lr = 0.01f,
+                         .beta1 = B1,
+                         .beta2 = B2,
+                         .eps = 1e-8f,
+                         .weight_decay = 0.5f,
+                         .bias_correction1 = (float)bc1,
+                         .bias_correction2 = (float)bc2};
     float p = 2.0f, m = 0.05f, v = 0.00025f;
     rg_adam_update(&h, &p, 0.2f, &m, &v);
     double wm = 0.875 * 0.05 + 0.125 * 1.2, wv = b2 * 0.00025 + 1.44 / 1024;
@@ -304,9 +326,14 @@ Test(tensor_kernels, adam_second_step_with_l2_weight_decay) {
 }
 
 Test(tensor_kernels, adamw_decays_the_weight_before_the_step) {
-    rg_adam_hparams h = {.lr = 0.01f, .beta1 = B1, .beta2 = B2, .eps = 1e-8f,
-                         .weight_decay = 0.5f, .decoupled = true,
-                         .bias_correction1 = 1 - B1, .bias_correction2 = 1 - B2};
+    rg_adam_hparams h = {.lr = 0.01f,
+                         .beta1 = B1,
+                         .beta2 = B2,
+                         .eps = 1e-8f,
+                         .weight_decay = 0.5f,
+                         .decoupled = true,
+                         .bias_correction1 = 1 - B1,
+                         .bias_correction2 = 1 - B2};
     float p = 2.0f, m = 0, v = 0;
     rg_adam_update(&h, &p, -0.25f, &m, &v);
     /* p = 2 * (1 - 0.01*0.5) = 1.99; the gradient is not decayed: m = -0.25/8, v = 0.0625/1024;
@@ -334,8 +361,12 @@ Test(tensor_kernels, backend_optimizer_steps_apply_the_update_to_every_element) 
     }
     rg_sgd_hparams plain = {.lr = 0.1f};
     rg_cpu_backend.sgd_step(N, &plain, p, g, NULL); /* no momentum: no buffer needed */
-    rg_adam_hparams ha = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f,
-                          .bias_correction1 = 0.19f, .bias_correction2 = 0.0199f};
+    rg_adam_hparams ha = {.lr = 0.01f,
+                          .beta1 = 0.9f,
+                          .beta2 = 0.99f,
+                          .eps = 1e-8f,
+                          .bias_correction1 = 0.19f,
+                          .bias_correction2 = 0.0199f};
     for (int i = 0; i < N; i++) p2[i] = p[i];
     rg_cpu_backend.adam_step(N, &ha, p, g, m, v);
     for (int i = 0; i < N; i++) {

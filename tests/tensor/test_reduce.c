@@ -86,10 +86,16 @@ Test(tensor_reduce, mean_backward_is_one_over_n) {
     rg_tensor_free(x);
 }
 
-static rg_tensor *f_sum(rg_tensor *const *in, void *ctx) { return rg_sum(in[0]); }
-static rg_tensor *f_mean(rg_tensor *const *in, void *ctx) { return rg_mean(in[0]); }
+static rg_tensor *f_sum(rg_tensor *const *in, void *ctx) {
+    return rg_sum(in[0]);
+}
+static rg_tensor *f_mean(rg_tensor *const *in, void *ctx) {
+    return rg_mean(in[0]);
+}
 /* a non-trivial upstream gradient: sum(x) * x, so ds = sum over elements of dy * x */
-static rg_tensor *f_sum_times(rg_tensor *const *in, void *ctx) { return rg_mul(in[0], rg_sum(in[0])); }
+static rg_tensor *f_sum_times(rg_tensor *const *in, void *ctx) {
+    return rg_mul(in[0], rg_sum(in[0]));
+}
 
 Test(tensor_reduce, sum_and_mean_gradients_match_finite_differences) {
     rg_tensor *x = rgt_param(RG_SHAPE(5, 3, 7), -1, 1, 5);
@@ -129,9 +135,9 @@ Test(tensor_reduce, argmax_matches_naive_per_row) {
 }
 
 Test(tensor_reduce, argmax_ties_give_the_first_index) {
-    float v[] = {1, 3, 3, 2,   /* tie in the middle */
-                 5, 5, 5, 5,   /* all equal */
-                 -1, -2, -3, -1, /* tie at both ends */
+    float v[] = {1,         3,         3,         2,  /* tie in the middle */
+                 5,         5,         5,         5,  /* all equal */
+                 -1,        -2,        -3,        -1, /* tie at both ends */
                  -INFINITY, -INFINITY, -INFINITY, 0};
     rg_tensor *x = rgt_tensor(RG_SHAPE(4, 4), v);
     rg_scope_begin();

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t in_use(void) { return rg_mem_stats_get(RG_CPU).in_use; }
+static size_t in_use(void) {
+    return rg_mem_stats_get(RG_CPU).in_use;
+}
 
 Test(tensor_scope, scoped_tensors_are_freed_by_scope_end) {
     size_t start = in_use();
@@ -132,16 +134,17 @@ typedef struct {
 /* One step of a small classifier that touches most ops: linear, broadcast add and mul, relu,
  * dropout, reshape, cross-entropy, mean; then backward and a plain SGD update. */
 static void step(model *m, uint64_t *rng) {
-    rg_tensor *h = rg_relu(rg_add(rg_matmul(m->x, m->w1), m->b1));          /* (8,6) */
-    h = rg_dropout(rg_mul(h, m->scale), 0.25f, true, 5, rng);                /* (8,6) * (6) */
+    rg_tensor *h = rg_relu(rg_add(rg_matmul(m->x, m->w1), m->b1)); /* (8,6) */
+    h = rg_dropout(rg_mul(h, m->scale), 0.25f, true, 5, rng);      /* (8,6) * (6) */
     h = rg_reshape(rg_flatten(rg_reshape(h, RG_SHAPE(8, 2, 3))), RG_SHAPE(8, 6));
-    rg_tensor *logits = rg_linear(h, m->w2, NULL);                           /* (8,3) */
+    rg_tensor *logits = rg_linear(h, m->w2, NULL); /* (8,3) */
     rg_tensor *loss = rg_add(rg_cross_entropy(logits, m->labels), rg_mean(rg_mul(h, h)));
     rg_backward(loss);
     rg_tensor *params[] = {m->w1, m->b1, m->w2, m->scale};
     rg_sgd_hparams sgd = {.lr = 0.01f};
     for (int i = 0; i < 4; i++) {
-        rg_cpu_backend.sgd_step(params[i]->numel, &sgd, params[i]->data, params[i]->grad->data, NULL);
+        rg_cpu_backend.sgd_step(params[i]->numel, &sgd, params[i]->data, params[i]->grad->data,
+                                NULL);
         rg_zero_grad(params[i]);
     }
 }
@@ -153,8 +156,8 @@ static bool alloc_cache_on(void) {
 
 Test(tensor_scope, memory_stays_flat_over_100_steps) {
     model m = {rgt_uniform(RG_SHAPE(8, 5), -1, 1, 1), rg_tensor_new(RG_I64, RG_SHAPE(8), RG_CPU),
-               rgt_param(RG_SHAPE(5, 6), -1, 1, 2), rgt_param(RG_SHAPE(6), -1, 1, 3),
-               rgt_param(RG_SHAPE(3, 6), -1, 1, 4), rgt_param(RG_SHAPE(6), 0.5f, 1.5f, 5)};
+               rgt_param(RG_SHAPE(5, 6), -1, 1, 2),   rgt_param(RG_SHAPE(6), -1, 1, 3),
+               rgt_param(RG_SHAPE(3, 6), -1, 1, 4),   rgt_param(RG_SHAPE(6), 0.5f, 1.5f, 5)};
     for (int i = 0; i < 8; i++) ((int64_t *)m.labels->data)[i] = i % 3;
     uint64_t rng = 0;
     for (int warm = 0; warm < 3; warm++) { /* first steps create the gradients, arena and tape */
@@ -175,8 +178,8 @@ Test(tensor_scope, memory_stays_flat_over_100_steps) {
                      now.in_use, start);
         cr_assert_eq(now.in_use, base.in_use, "step %d", s);
         if (alloc_cache_on()) {
-            cr_assert_eq(now.sys_allocs, base.sys_allocs, "step %d: %llu system allocations "
-                         "after warm-up, %llu before", s, (unsigned long long)now.sys_allocs,
+            cr_assert_eq(now.sys_allocs, base.sys_allocs, "step %d: %llu system allocations, %llu",
+                         s, (unsigned long long)now.sys_allocs,
                          (unsigned long long)base.sys_allocs);
             cr_assert_gt(now.reuses, base.reuses, "the cache serves the step");
         }

@@ -58,7 +58,8 @@ Test(tensor_tensor, free_releases_data_and_gradient) {
     rg_scope_begin();
     rg_backward(rg_sum(w));
     rg_scope_end();
-    cr_assert(w->grad && !(w->grad->flags & RG_TENSOR_SCOPED), "a parameter's gradient is long-lived");
+    cr_assert(w->grad && !(w->grad->flags & RG_TENSOR_SCOPED),
+              "a parameter's gradient is long-lived");
     cr_assert_gt(rg_mem_stats_get(RG_CPU).in_use, before.in_use);
     rg_tensor_free(w);
     cr_assert_eq(rg_mem_stats_get(RG_CPU).in_use, before.in_use, "tensor and gradient freed");
@@ -187,13 +188,15 @@ Test(tensor_tensor, device_names_parse) {
 }
 
 Test(tensor_tensor, garbage_device_names_are_refused_with_a_message) {
-    const char *bad[] = {"", "gpu", "CPU", "cpu0", "cuda:", "cuda:-1", "cuda:3x", "cuda:x",
-                         "cuda::1", "cuda: 3", "cuda:+3", " cuda:1", "cuda:99999999999",
-                         "cuda:2147483648", "cudax"};
+    const char *bad[] = {
+        "",       "gpu",     "CPU",     "cpu0",    "cuda:",   "cuda:-1",          "cuda:3x",
+        "cuda:x", "cuda::1", "cuda: 3", "cuda:+3", " cuda:1", "cuda:99999999999", "cuda:2147483648",
+        "cudax"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rg_device d = RG_CUDA_DEVICE(5);
         rg_status s = rg_device_parse(bad[i], &d);
-        cr_assert_eq(s, RG_EINVAL, "'%s' was accepted as %s", bad[i], rg_device_str(d, (char[16]){0}, 16));
+        cr_assert_eq(s, RG_EINVAL, "'%s' was accepted as %s", bad[i],
+                     rg_device_str(d, (char[16]){0}, 16));
         cr_assert(strstr(rg_last_error(), "expected cpu, cuda or cuda:N"), "'%s': %s", bad[i],
                   rg_last_error());
         cr_assert(rg_device_eq(d, RG_CUDA_DEVICE(5)), "'%s': the output is left alone", bad[i]);
@@ -231,7 +234,8 @@ Test(tensor_tensor, huge_size_stops, .signal = SIGABRT) {
 
 Test(tensor_tensor, element_count_overflow_stops, .signal = SIGABRT) {
     /* each size passes on its own; the product (2^120) would overflow int64 */
-    rgt_expect_fatal("tensor: shape (1099511627776,1099511627776,1099511627776) has too many elements");
+    rgt_expect_fatal(
+        "tensor: shape (1099511627776,1099511627776,1099511627776) has too many elements");
     rg_tensor_new(RG_F32, RG_SHAPE(INT64_C(1) << 40, INT64_C(1) << 40, INT64_C(1) << 40), RG_CPU);
 }
 
@@ -246,13 +250,15 @@ Test(tensor_tensor, bad_dtype_stops, .signal = SIGABRT) {
 }
 
 Test(tensor_tensor, copy_shape_mismatch_stops, .signal = SIGABRT) {
-    rg_tensor *a = rg_tensor_new(RG_F32, RG_SHAPE(2, 3), RG_CPU), *b = rg_tensor_new(RG_F32, RG_SHAPE(3, 2), RG_CPU);
+    rg_tensor *a = rg_tensor_new(RG_F32, RG_SHAPE(2, 3), RG_CPU),
+              *b = rg_tensor_new(RG_F32, RG_SHAPE(3, 2), RG_CPU);
     rgt_expect_fatal("copy: float32 (3,2) into float32 (2,3)");
     rg_tensor_copy_(a, b);
 }
 
 Test(tensor_tensor, copy_dtype_mismatch_stops, .signal = SIGABRT) {
-    rg_tensor *a = rg_tensor_new(RG_F32, RG_SHAPE(2), RG_CPU), *b = rg_tensor_new(RG_I32, RG_SHAPE(2), RG_CPU);
+    rg_tensor *a = rg_tensor_new(RG_F32, RG_SHAPE(2), RG_CPU),
+              *b = rg_tensor_new(RG_I32, RG_SHAPE(2), RG_CPU);
     rgt_expect_fatal("copy: int32 (2) into float32 (2)");
     rg_tensor_copy_(a, b);
 }
@@ -279,7 +285,9 @@ Test(tensor_tensor, gradients_only_for_float_tensors, .signal = SIGABRT) {
 /* ---- running out of memory is a status, not a crash ---- */
 
 /* Under AddressSanitizer a huge request must come back NULL instead of stopping the program. */
-const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+const char *__asan_default_options(void) {
+    return "allocator_may_return_null=1";
+}
 
 Test(tensor_tensor, out_of_memory_returns_null_with_a_message) {
     rg_mem_stats before = rg_mem_stats_get(RG_CPU);
@@ -288,10 +296,12 @@ Test(tensor_tensor, out_of_memory_returns_null_with_a_message) {
     rg_tensor *a = rg_tensor_new(RG_F32, RG_SHAPE(INT64_C(1) << 40), RG_CPU);
     cr_assert_null(a, "a 4 TiB tensor was allocated");
     cr_assert(strstr(rg_last_error(), "out of memory allocating 4398046511104 bytes for a float32 "
-                                      "tensor (1099511627776) on cpu"), "%s", rg_last_error());
+                                      "tensor (1099511627776) on cpu"),
+              "%s", rg_last_error());
     rg_tensor *b = rg_tensor_new(RG_I64, RG_SHAPE(INT64_C(1) << 20, INT64_C(1) << 20), RG_CPU);
     cr_assert_null(b, "an 8 TiB tensor was allocated");
-    cr_assert(strstr(rg_last_error(), "8796093022208 bytes for a int64 tensor"), "%s", rg_last_error());
+    cr_assert(strstr(rg_last_error(), "8796093022208 bytes for a int64 tensor"), "%s",
+              rg_last_error());
     rg_mem_stats after = rg_mem_stats_get(RG_CPU);
     cr_assert_eq(after.in_use, before.in_use);
 }
