@@ -124,3 +124,14 @@ Test(tensor_reshape, minus_one_beside_a_zero_stops, .signal = SIGABRT) {
     rgt_expect_fatal("reshape: cannot infer -1");
     rg_reshape(x, RG_SHAPE(0, -1));
 }
+
+Test(tensor_reshape, flatten_of_an_empty_batch) {
+    rg_tensor *x = rg_tensor_new(RG_F32, RG_SHAPE(0, 3, 4), RG_CPU);
+    rg_scope_begin();
+    rg_tensor *y = rg_flatten(x);
+    cr_assert_eq(y->ndim, 2);
+    cr_assert_eq(y->shape[0], 0);
+    cr_assert_eq(y->shape[1], 12, "(0,3,4) flattens to (0,12), got (0,%lld)", (long long)y->shape[1]);
+    rg_scope_end();
+    rg_tensor_free(x);
+}
