@@ -43,12 +43,13 @@ rg_status rg_device_parse(const char *s, rg_device *out) {
     if (!s) return rg_error(RG_EINVAL, "device: missing name");
     if (strcmp(s, "cpu") == 0) return *out = RG_CPU, RG_OK;
     if (strcmp(s, "cuda") == 0) return *out = RG_CUDA_DEVICE(0), RG_OK;
-    if (strncmp(s, "cuda:", 5) == 0 && s[5] >= '0' && s[5] <= '9') { /* digits only: no sign,
-                                                                         no spaces, no overflow */
+    /* "cuda:" then digits only: strtol alone would take a sign or spaces; errno catches overflow */
+    if (strncmp(s, "cuda:", 5) == 0 && s[5] >= '0' && s[5] <= '9') {
         char *end;
         errno = 0;
         long idx = strtol(s + 5, &end, 10);
-        if (*end == '\0' && errno == 0 && idx <= INT_MAX) return *out = RG_CUDA_DEVICE((int)idx), RG_OK;
+        if (*end == '\0' && errno == 0 && idx <= INT_MAX)
+            return *out = RG_CUDA_DEVICE((int)idx), RG_OK;
     }
     return rg_error(RG_EINVAL, "device '%s': expected cpu, cuda or cuda:N", s);
 }

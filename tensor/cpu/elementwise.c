@@ -36,7 +36,8 @@ static int64_t bcast_row_offset(const rg_bcast *bc, int64_t r) {
 
 void rg_cpu_binary(rg_binary_op op, const rg_bcast *bc, const float *a, const float *b, float *out) {
     int64_t len = bc->shape[bc->ndim - 1], rows = len ? bc->n / len : 0;
-    int64_t bstep = bc->bstride[bc->ndim - 1], nblk = (len + BINARY_BLOCK - 1) / BINARY_BLOCK;
+    int64_t bstep = bc->bstride[bc->ndim - 1];
+    int64_t nblk = (len + BINARY_BLOCK - 1) / BINARY_BLOCK;
 #pragma omp parallel for if (bc->n > RG_CPU_PAR_MIN) schedule(static)
     for (int64_t t = 0; t < rows * nblk; t++) {
         int64_t r = t / nblk, j0 = t % nblk * BINARY_BLOCK;

@@ -131,7 +131,8 @@ Test(tensor_reshape, flatten_of_an_empty_batch) {
     rg_tensor *y = rg_flatten(x);
     cr_assert_eq(y->ndim, 2);
     cr_assert_eq(y->shape[0], 0);
-    cr_assert_eq(y->shape[1], 12, "(0,3,4) flattens to (0,12), got (0,%lld)", (long long)y->shape[1]);
+    cr_assert_eq(y->shape[1], 12, "(0,3,4) flattens to (0,12), got (0,%lld)",
+                 (long long)y->shape[1]);
     rg_scope_end();
     rg_tensor_free(x);
 }
