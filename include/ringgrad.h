@@ -8,5 +8,11 @@
 #include "tensor/ops.h"
 #include "tensor/backend.h"
 #include "autograd/autograd.h"
+#include "layers/params.h"
+#include "layers/layer.h"
+#include "optim/optim.h"
+#include "models/model.h"
+#include "models/safetensors.h"
+#include "models/checkpoint.h"
 
 #endif
