@@ -324,6 +324,7 @@ const rg_safetensors_entry *rg_safetensors_find(const rg_safetensors *f, const c
 }
 
 const char *rg_safetensors_meta(const rg_safetensors *f, const char *key) {
+    if (f->n_meta == 0) return NULL; /* meta is NULL then, and bsearch wants a real array */
     rg_json k = {.key = (char *)key};
     const rg_json *kp = &k;
     const rg_json **hit = bsearch(&kp, f->meta, (size_t)f->n_meta, sizeof kp, by_key);

@@ -34,12 +34,14 @@ Test(layers_linear, names_shapes_and_forward_match_rg_linear) {
 
 Test(layers_conv2d, oihw_weight_output_shape_and_optional_bias) {
     rg_rng_stream init = {.seed = 8};
-    rg_layer *c = rg_conv2d_new("layer1.0.conv1", 3, 5, 3, &(rg_conv2d_opts){.stride = 2, .padding = 1}, &init);
+    rg_layer *c = rg_conv2d_new("layer1.0.conv1", 3, 5, 3,
+                                &(rg_conv2d_opts){.stride = 2, .padding = 1}, &init);
     const rg_param_list *p = rg_layer_params(c);
     cr_assert_eq(p->n, 2);
     cr_assert_str_eq(p->items[0].name, "layer1.0.conv1.weight");
     int64_t want_w[] = {5, 3, 3, 3};
-    for (int i = 0; i < 4; i++) cr_assert_eq(p->items[0].tensor->shape[i], want_w[i], "OIHW dim %d", i);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(p->items[0].tensor->shape[i], want_w[i], "OIHW dim %d", i);
     rg_tensor *x = rgt_uniform(RG_SHAPE(2, 3, 9, 8), -1, 1, 2);
     rg_scope_begin();
     rg_tensor *y = rg_layer_forward(c, x, RG_EVAL);
@@ -89,10 +91,12 @@ Test(layers_init, same_seed_same_weights_and_stream_advances) {
     rg_layer *l1 = rg_linear_new("fc", 10, 7, &a), *l2 = rg_linear_new("fc", 10, 7, &b);
     cr_assert_eq(a.offset, b.offset);
     cr_assert_geq(a.offset, 77, "the stream advanced past weight and bias");
-    const rg_tensor *w1 = rg_layer_params(l1)->items[0].tensor, *w2 = rg_layer_params(l2)->items[0].tensor;
+    const rg_tensor *w1 = rg_layer_params(l1)->items[0].tensor,
+                    *w2 = rg_layer_params(l2)->items[0].tensor;
     cr_assert(memcmp(w1->data, w2->data, rg_tensor_nbytes(w1)) == 0);
     rg_layer *l3 = rg_linear_new("fc", 10, 7, &a); /* continues the stream: different numbers */
-    cr_assert(memcmp(w1->data, rg_layer_params(l3)->items[0].tensor->data, rg_tensor_nbytes(w1)) != 0);
+    cr_assert(memcmp(w1->data, rg_layer_params(l3)->items[0].tensor->data, rg_tensor_nbytes(w1)) !=
+              0);
     cr_assert_neq(rg_seed_derive(5, 0), rg_seed_derive(5, 1));
     cr_assert_neq(rg_seed_derive(5, 0), rg_seed_derive(6, 0));
     rg_layer_free(l1), rg_layer_free(l2), rg_layer_free(l3);

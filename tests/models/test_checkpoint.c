@@ -32,9 +32,13 @@ static void train(rg_model *net, rg_optim *opt, int64_t from, int64_t to) {
 }
 
 static rg_optim *make_adamw(rg_model *net) {
-    rg_optim *opt = rg_adamw_new(rg_model_params(net), &(rg_adam_opts){.lr = 1e-3f, .weight_decay = 0.01f});
-    rg_optim_set_schedule(opt, &(rg_lr_schedule){.kind = RG_LR_COSINE, .base_lr = 1e-3, .t_max = 10,
-                                                 .warmup_steps = 2, .warmup_start = 0.1});
+    rg_optim *opt =
+        rg_adamw_new(rg_model_params(net), &(rg_adam_opts){.lr = 1e-3f, .weight_decay = 0.01f});
+    rg_optim_set_schedule(opt, &(rg_lr_schedule){.kind = RG_LR_COSINE,
+                                                 .base_lr = 1e-3,
+                                                 .t_max = 10,
+                                                 .warmup_steps = 2,
+                                                 .warmup_start = 0.1});
     return opt;
 }
 
@@ -64,7 +68,8 @@ Test(models_checkpoint, resume_is_bit_identical_to_an_uninterrupted_run) {
     rg_model *b = rg_model_mlp(1);
     rg_optim *ob = make_adamw(b);
     train(b, ob, 0, 3);
-    rg_status s = rg_checkpoint_save(path, b, ob, &(rg_checkpoint_meta){.step = 3, .epoch = 1, .seed = 1});
+    rg_status s =
+        rg_checkpoint_save(path, b, ob, &(rg_checkpoint_meta){.step = 3, .epoch = 1, .seed = 1});
     cr_assert_eq(s, RG_OK, "%s", rg_last_error());
     rg_optim_free(ob), rg_model_free(b);
 
@@ -82,7 +87,8 @@ Test(models_checkpoint, resume_is_bit_identical_to_an_uninterrupted_run) {
     cr_assert_eq(rg_optim_get_lr(oa), rg_optim_get_lr(oc));
     int n;
     const rg_named_stream *sa = rg_model_streams(a, &n), *sc = rg_model_streams(c, &n);
-    cr_assert(sa[0].stream->seed == sc[0].stream->seed && sa[0].stream->offset == sc[0].stream->offset);
+    cr_assert(sa[0].stream->seed == sc[0].stream->seed &&
+              sa[0].stream->offset == sc[0].stream->offset);
     rg_optim_free(oa), rg_model_free(a), rg_optim_free(oc), rg_model_free(c);
 }
 
@@ -120,7 +126,8 @@ static void expect_failure(rg_status s, rg_status want, const char *path, const 
     cr_assert_eq(s, want, "'%s': got %s: %s", needle, rg_status_name(s), rg_last_error());
     cr_assert(strstr(rg_last_error(), path), "names the file: %s", rg_last_error());
     cr_assert(strstr(rg_last_error(), needle), "'%s' lacks '%s'", rg_last_error(), needle);
-    if (before) assert_same(rg_model_params(before), rg_model_params(m), "model after a failed load");
+    if (before)
+        assert_same(rg_model_params(before), rg_model_params(m), "model after a failed load");
 }
 
 Test(models_checkpoint, another_model_or_optimizer_is_a_mismatch) {
@@ -151,7 +158,8 @@ Test(models_checkpoint, another_model_or_optimizer_is_a_mismatch) {
     expect_failure(rg_checkpoint_load(file_in(dir, "absent"), m2, NULL, NULL), RG_ENOENT, "absent",
                    "cannot open", m2, m2_copy);
     rg_optim_free(sgd), rg_optim_free(adam), rg_optim_free(plain);
-    rg_model_free(mlp), rg_model_free(cnn), rg_model_free(cnn_copy), rg_model_free(m2), rg_model_free(m2_copy);
+    rg_model_free(mlp), rg_model_free(cnn), rg_model_free(cnn_copy), rg_model_free(m2),
+        rg_model_free(m2_copy);
 }
 
 /* Writes the MLP's tensors with fc2.weight replaced by `replace` (or dropped when NULL), plus
@@ -162,8 +170,10 @@ static void write_variant(const char *path, const rg_model *m, rg_tensor *replac
     rg_named_tensor ts[16];
     int n = 0;
     for (int i = 0; i < p->n; i++) {
-        if (strcmp(p->items[i].name, "fc2.weight") != 0) ts[n++] = p->items[i];
-        else if (replace) ts[n++] = (rg_named_tensor){"fc2.weight", replace, false};
+        if (strcmp(p->items[i].name, "fc2.weight") != 0)
+            ts[n++] = p->items[i];
+        else if (replace)
+            ts[n++] = (rg_named_tensor){"fc2.weight", replace, false};
     }
     if (extra) ts[n++] = (rg_named_tensor){"fc4.weight", extra, false};
     cr_assert_eq(rg_safetensors_save(path, ts, n, meta, n_meta), RG_OK, "%s", rg_last_error());
@@ -179,13 +189,17 @@ Test(models_checkpoint, missing_extra_reshaped_tensors_and_bad_metadata_are_erro
     rg_tensor *fc2 = rg_param_list_find(rg_model_params(src), "fc2.weight")->tensor;
 
     write_variant(path, src, NULL, NULL, NULL, 0);
-    expect_failure(rg_checkpoint_load_weights(path, m), RG_EMISMATCH, path, "no tensor 'fc2.weight'", m, m_copy);
+    expect_failure(rg_checkpoint_load_weights(path, m), RG_EMISMATCH, path,
+                   "no tensor 'fc2.weight'", m, m_copy);
     write_variant(path, src, fc2, fc2, NULL, 0);
-    expect_failure(rg_checkpoint_load_weights(path, m), RG_EMISMATCH, path, "'fc4.weight' has no counterpart", m, m_copy);
+    expect_failure(rg_checkpoint_load_weights(path, m), RG_EMISMATCH, path,
+                   "'fc4.weight' has no counterpart", m, m_copy);
     write_variant(path, src, wrong_shape, NULL, NULL, 0);
-    expect_failure(rg_checkpoint_load_weights(path, m), RG_EMISMATCH, path, "F32 (256,128), expected F32 (128,256)", m, m_copy);
+    expect_failure(rg_checkpoint_load_weights(path, m), RG_EMISMATCH, path,
+                   "F32 (256,128), expected F32 (128,256)", m, m_copy);
     write_variant(path, src, wrong_dtype, NULL, NULL, 0);
-    expect_failure(rg_checkpoint_load_weights(path, m), RG_EMISMATCH, path, "I32 (128,256)", m, m_copy);
+    expect_failure(rg_checkpoint_load_weights(path, m), RG_EMISMATCH, path, "I32 (128,256)", m,
+                   m_copy);
 
     /* a plain state_dict (as PyTorch writes it) loads as weights but cannot resume training */
     write_variant(path, src, fc2, NULL, NULL, 0);
@@ -193,18 +207,31 @@ Test(models_checkpoint, missing_extra_reshaped_tensors_and_bad_metadata_are_erro
     assert_same(rg_model_params(src), rg_model_params(m), "weights from a PyTorch-style file");
     rg_model_free(m_copy);
     m_copy = rg_model_mlp(7);
-    expect_failure(rg_checkpoint_load(path, m, NULL, NULL), RG_EMISMATCH, path, "not a ringgrad checkpoint", m, m_copy);
+    expect_failure(rg_checkpoint_load(path, m, NULL, NULL), RG_EMISMATCH, path,
+                   "not a ringgrad checkpoint", m, m_copy);
 
-    rg_safetensors_kv meta[] = {{"ringgrad.format_version", "1"}, {"model", "mlp"}, {"step", "12"},
-                                {"epoch", "1"}, {"seed", "7"}, {"rng.dropout1.seed", "5"},
+    rg_safetensors_kv meta[] = {{"ringgrad.format_version", "1"},
+                                {"model", "mlp"},
+                                {"step", "12"},
+                                {"epoch", "1"},
+                                {"seed", "7"},
+                                {"rng.dropout1.seed", "5"},
                                 {"rng.dropout1.offset", "64"}};
     write_variant(path, src, fc2, NULL, meta, 7);
     cr_assert_eq(rg_checkpoint_load(path, m, NULL, NULL), RG_OK, "%s", rg_last_error());
-    static const struct { int key; const char *value; rg_status want; const char *needle; } bad[] = {
-        {2, "12x", RG_ECORRUPT, "'step' is '12x'"}, {2, "-1", RG_ECORRUPT, "not an unsigned"},
-        {2, "", RG_ECORRUPT, "'step'"}, {4, "18446744073709551616", RG_ECORRUPT, "'seed'"},
+    static const struct {
+        int key;
+        const char *value;
+        rg_status want;
+        const char *needle;
+    } bad[] = {
+        {2, "12x", RG_ECORRUPT, "'step' is '12x'"},
+        {2, "-1", RG_ECORRUPT, "not an unsigned"},
+        {2, "", RG_ECORRUPT, "'step'"},
+        {4, "18446744073709551616", RG_ECORRUPT, "'seed'"},
         {3, "9223372036854775808", RG_ECORRUPT, "out of range"},
-        {6, "0x40", RG_ECORRUPT, "rng.dropout1.offset"}, {0, "2", RG_ENOTSUP, "version '2'"},
+        {6, "0x40", RG_ECORRUPT, "rng.dropout1.offset"},
+        {0, "2", RG_ENOTSUP, "version '2'"},
         {1, "cnn", RG_EMISMATCH, "model 'cnn', not of 'mlp'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -212,16 +239,19 @@ Test(models_checkpoint, missing_extra_reshaped_tensors_and_bad_metadata_are_erro
         memcpy(changed, meta, sizeof meta);
         changed[bad[i].key].value = bad[i].value;
         write_variant(path, src, fc2, NULL, changed, 7);
-        expect_failure(rg_checkpoint_load(path, m, NULL, NULL), bad[i].want, path, bad[i].needle, m, m_copy);
+        expect_failure(rg_checkpoint_load(path, m, NULL, NULL), bad[i].want, path, bad[i].needle, m,
+                       m_copy);
     }
     write_variant(path, src, fc2, NULL, meta, 6); /* no rng.dropout1.offset */
-    expect_failure(rg_checkpoint_load(path, m, NULL, NULL), RG_ECORRUPT, path, "rng.dropout1.offset' is missing", m, m_copy);
+    expect_failure(rg_checkpoint_load(path, m, NULL, NULL), RG_ECORRUPT, path,
+                   "rng.dropout1.offset' is missing", m, m_copy);
     rgt_free_all(2, (rg_tensor *[]){wrong_shape, wrong_dtype});
     rg_model_free(src), rg_model_free(m), rg_model_free(m_copy);
 }
 
 Test(models_interop, cnn_checkpoint_for_pytorch) {
-    /* Fixed path, for: /usr/bin/python3 scripts/make_reference_nn.py --check build/tests/tmp/interop */
+    /* Fixed path, for: /usr/bin/python3 scripts/make_reference_nn.py --check
+     * build/tests/tmp/interop */
     char dir[4096], cmd[4200];
     snprintf(dir, sizeof dir, "%s/tests/tmp/interop", RG_BINARY_DIR);
     snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
@@ -229,7 +259,8 @@ Test(models_interop, cnn_checkpoint_for_pytorch) {
     rg_model *net = rg_model_cnn(11);
     rg_optim *opt = rg_adam_new(rg_model_params(net), NULL);
     train(net, opt, 0, 1);
-    cr_assert_eq(rg_checkpoint_save(file_in(dir, "cnn.safetensors"), net, opt, NULL), RG_OK, "%s", rg_last_error());
+    cr_assert_eq(rg_checkpoint_save(file_in(dir, "cnn.safetensors"), net, opt, NULL), RG_OK, "%s",
+                 rg_last_error());
     rg_scope_begin();
     rg_tensor *x, *y;
     batch(0, &x, &y);
@@ -237,7 +268,8 @@ Test(models_interop, cnn_checkpoint_for_pytorch) {
     rg_named_tensor io[] = {{"input", x, false}, {"logits", logits, false}};
     cr_assert_eq(rg_safetensors_save(file_in(dir, "cnn_io.safetensors"), io, 2, NULL, 0), RG_OK);
     rg_model *back = rg_model_cnn(12);
-    cr_assert_eq(rg_checkpoint_load_weights(file_in(dir, "cnn.safetensors"), back), RG_OK, "%s", rg_last_error());
+    cr_assert_eq(rg_checkpoint_load_weights(file_in(dir, "cnn.safetensors"), back), RG_OK, "%s",
+                 rg_last_error());
     rg_tensor *again = rg_model_forward(back, x, RG_EVAL);
     cr_assert(memcmp(again->data, logits->data, rg_tensor_nbytes(logits)) == 0);
     rg_scope_end();

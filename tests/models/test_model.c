@@ -24,10 +24,10 @@ static void check_params(const rg_model *m, const want_param *want, int n, int64
 Test(models_cnn, names_and_shapes_are_pytorchs) {
     rg_model *m = rg_model_cnn(1);
     want_param want[] = {
-        {"conv1.weight", 4, {32, 1, 3, 3}}, {"conv1.bias", 1, {32}},
+        {"conv1.weight", 4, {32, 1, 3, 3}},  {"conv1.bias", 1, {32}},
         {"conv2.weight", 4, {64, 32, 3, 3}}, {"conv2.bias", 1, {64}},
-        {"fc1.weight", 2, {128, 9216}}, {"fc1.bias", 1, {128}},
-        {"fc2.weight", 2, {10, 128}}, {"fc2.bias", 1, {10}},
+        {"fc1.weight", 2, {128, 9216}},      {"fc1.bias", 1, {128}},
+        {"fc2.weight", 2, {10, 128}},        {"fc2.bias", 1, {10}},
     };
     check_params(m, want, 8, 1199882); /* PyTorch's MNIST example has 1,199,882 parameters */
     cr_assert_str_eq(rg_model_name(m), "cnn");
@@ -44,8 +44,8 @@ Test(models_cnn, names_and_shapes_are_pytorchs) {
 Test(models_mlp, names_and_shapes) {
     rg_model *m = rg_model_mlp(1);
     want_param want[] = {
-        {"fc1.weight", 2, {256, 784}}, {"fc1.bias", 1, {256}}, {"fc2.weight", 2, {128, 256}},
-        {"fc2.bias", 1, {128}}, {"fc3.weight", 2, {10, 128}}, {"fc3.bias", 1, {10}},
+        {"fc1.weight", 2, {256, 784}}, {"fc1.bias", 1, {256}},       {"fc2.weight", 2, {128, 256}},
+        {"fc2.bias", 1, {128}},        {"fc3.weight", 2, {10, 128}}, {"fc3.bias", 1, {10}},
     };
     check_params(m, want, 6, 235146);
     rg_model_free(m);
@@ -68,8 +68,10 @@ Test(models_registry, lookup_by_name_and_clear_error_for_unknown) {
 Test(models_cnn, same_seed_same_weights_other_seed_other_weights) {
     rg_model *a = rg_model_cnn(5), *b = rg_model_cnn(5), *c = rg_model_cnn(6);
     const rg_tensor *wa = rg_model_params(a)->items[4].tensor;
-    cr_assert(memcmp(wa->data, rg_model_params(b)->items[4].tensor->data, rg_tensor_nbytes(wa)) == 0);
-    cr_assert(memcmp(wa->data, rg_model_params(c)->items[4].tensor->data, rg_tensor_nbytes(wa)) != 0);
+    cr_assert(memcmp(wa->data, rg_model_params(b)->items[4].tensor->data, rg_tensor_nbytes(wa)) ==
+              0);
+    cr_assert(memcmp(wa->data, rg_model_params(c)->items[4].tensor->data, rg_tensor_nbytes(wa)) !=
+              0);
     rg_model_free(a), rg_model_free(b), rg_model_free(c);
 }
 
@@ -94,7 +96,8 @@ Test(models_forward, eval_is_deterministic_train_draws_dropout_and_override_disa
         const rg_named_stream *st = rg_model_streams(m, &ns);
         cr_assert_not(forward_twice_differs(m, x, RG_EVAL), "%s: eval", rg_model_name(m));
         cr_assert_eq(st[0].stream->offset, 0, "eval does not advance the streams");
-        cr_assert(forward_twice_differs(m, x, RG_TRAIN), "%s: train uses dropout", rg_model_name(m));
+        cr_assert(forward_twice_differs(m, x, RG_TRAIN), "%s: train uses dropout",
+                  rg_model_name(m));
         cr_assert_gt(st[0].stream->offset, 0);
         rg_model_set_dropout(m, 0.0f);
         cr_assert_not(forward_twice_differs(m, x, RG_TRAIN), "%s: --dropout 0", rg_model_name(m));

@@ -26,7 +26,8 @@ static rg_model *small_cnn(void) {
 
 Test(models_reference, small_cnn_matches_pytorch_forward_and_backward) {
     rg_model *net = small_cnn();
-    rg_status s = rg_checkpoint_load_weights(rgt_data_path("nn/small_cnn_weights.safetensors"), net);
+    rg_status s =
+        rg_checkpoint_load_weights(rgt_data_path("nn/small_cnn_weights.safetensors"), net);
     cr_assert_eq(s, RG_OK, "%s", rg_last_error());
     rg_safetensors *io = nn_ref_open("small_cnn_io.safetensors");
     float *x = nn_ref_read(io, "input", "F32", 4 * 28 * 28);
@@ -40,7 +41,8 @@ Test(models_reference, small_cnn_matches_pytorch_forward_and_backward) {
     rg_tensor *out = rg_model_forward(net, xt, RG_EVAL); /* eval: dropout is the identity */
     rgt_assert_close(rg_tensor_f32(out), logits, 40, 1e-5, 1e-4, "logits vs PyTorch");
     rg_tensor *l = rg_cross_entropy(out, yt);
-    cr_assert_float_eq(rg_tensor_item(l), loss[0], 1e-5, "loss %g vs PyTorch %g", rg_tensor_item(l), loss[0]);
+    cr_assert_float_eq(rg_tensor_item(l), loss[0], 1e-5, "loss %g vs PyTorch %g", rg_tensor_item(l),
+                       loss[0]);
     rg_backward(l);
     const rg_param_list *p = rg_model_params(net);
     cr_assert_eq(p->n, 8);

@@ -65,7 +65,8 @@ Test(models_safetensors, round_trip_keeps_everything_and_leaves_no_temp_file) {
     cr_assert(a && c);
     cr_assert_str_eq(a->dtype, "F32");
     cr_assert(a->ndim == 2 && a->shape[0] == 2 && a->shape[1] == 3 && a->numel == 6);
-    rg_tensor *want = rgt_uniform(RG_SHAPE(2, 3), -1, 1, 1), *got = rg_tensor_new(RG_F32, RG_SHAPE(2, 3), RG_CPU);
+    rg_tensor *want = rgt_uniform(RG_SHAPE(2, 3), -1, 1, 1),
+              *got = rg_tensor_new(RG_F32, RG_SHAPE(2, 3), RG_CPU);
     cr_assert_eq(rg_safetensors_read_tensor(f, a, got), RG_OK, "%s", rg_last_error());
     cr_assert(memcmp(got->data, want->data, 24) == 0, "bytes survive");
     int64_t cv[2];
@@ -77,7 +78,8 @@ Test(models_safetensors, round_trip_keeps_everything_and_leaves_no_temp_file) {
     cr_assert_null(rg_safetensors_meta(f, "absent"));
     rg_tensor *wrong = rg_tensor_new(RG_F32, RG_SHAPE(3, 2), RG_CPU);
     cr_assert_eq(rg_safetensors_read_tensor(f, a, wrong), RG_EMISMATCH);
-    cr_assert(strstr(rg_last_error(), "z.a") && strstr(rg_last_error(), "(2,3)"), "%s", rg_last_error());
+    cr_assert(strstr(rg_last_error(), "z.a") && strstr(rg_last_error(), "(2,3)"), "%s",
+              rg_last_error());
     rg_safetensors_close(f);
     rgt_free_all(3, (rg_tensor *[]){want, got, wrong});
     char cmd[4300];
@@ -108,7 +110,8 @@ Test(models_safetensors, truncation_at_every_byte_is_corrupt) {
         write_bytes(cut, buf, len);
         rg_safetensors *f = NULL;
         rg_status s = rg_safetensors_open(cut, &f);
-        cr_assert_eq(s, RG_ECORRUPT, "truncated to %zu of %zu bytes: %s", len, n, rg_status_name(s));
+        cr_assert_eq(s, RG_ECORRUPT, "truncated to %zu of %zu bytes: %s", len, n,
+                     rg_status_name(s));
         cr_assert_null(f);
     }
     /* and one byte too many: trailing bytes that belong to no tensor */
@@ -146,13 +149,15 @@ Test(models_safetensors, bad_headers_are_corrupt_and_say_why) {
     } cases[] = {
         {"{\"a\":", 0, "invalid JSON"},
         {"[1,2]", 0, "must be a JSON object"},
-        {"{\"w\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "unknown dtype F33"},
+        {"{\"w\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+         "unknown dtype F33"},
         {"{\"w\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "unknown dtype"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "shape[0]"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, "shape[0]"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":\"1\",\"data_offsets\":[0,4]}}", 4, "shape must be"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"
-         "\"data_offsets\":[0,4]}}", 4, "at most 16"},
+         "\"data_offsets\":[0,4]}}",
+         4, "at most 16"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}", 4,
          "overflows"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "need 12 bytes"},
@@ -165,13 +170,16 @@ Test(models_safetensors, bad_headers_are_corrupt_and_say_why) {
         {"{\"w\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8, "exactly"},
         {"{\"w\":[1]}", 0, "expected an object"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "overlaps"},
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+         12, "overlaps"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12, "gap"},
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+         12, "gap"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "gap"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 12, "cover 4"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-         "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "appears twice"},
+         "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+         8, "appears twice"},
         {"{\"__metadata__\":{\"k\":1}}", 0, "not a string"},
         {"{\"__metadata__\":[]}", 0, "must be an object"},
         {"{\"__metadata__\":{\"k\":\"a\",\"k\":\"b\"}}", 0, "appears twice"},

@@ -22,7 +22,8 @@ static void synthetic_init(synthetic *d) {
 }
 
 /* Batch `k` of n samples (scoped tensors): x (n,1,28,28), labels (n). */
-static void synthetic_batch(const synthetic *d, uint64_t k, int64_t n, rg_tensor **x, rg_tensor **y) {
+static void synthetic_batch(const synthetic *d, uint64_t k, int64_t n, rg_tensor **x,
+                            rg_tensor **y) {
     *x = rg_tensor_empty(RG_F32, RG_SHAPE(n, 1, 28, 28), RG_CPU);
     uint64_t off = 0;
     rg_tensor_uniform_(*x, 0, 1, 9000 + k, &off);
@@ -98,9 +99,11 @@ Test(models_training, memory_is_flat_across_100_steps) {
                      (unsigned long long)k, now.in_use, warm.in_use);
         const char *cache = getenv("RG_ALLOC_CACHE"); /* off under ASan: every block is malloc'ed */
         if (!(cache && strcmp(cache, "0") == 0))
-            cr_assert_eq(now.sys_allocs, warm.sys_allocs, "step %llu: %llu system allocations, "
-                         "%llu after warm-up", (unsigned long long)k,
-                         (unsigned long long)now.sys_allocs, (unsigned long long)warm.sys_allocs);
+            cr_assert_eq(now.sys_allocs, warm.sys_allocs,
+                         "step %llu: %llu system allocations, "
+                         "%llu after warm-up",
+                         (unsigned long long)k, (unsigned long long)now.sys_allocs,
+                         (unsigned long long)warm.sys_allocs);
     }
     rg_optim_free(opt);
     rg_model_free(net);

@@ -11,7 +11,9 @@ typedef struct {
     rg_optim *(*make)(const rg_param_list *params);
 } config;
 
-static rg_optim *sgd_plain(const rg_param_list *p) { return rg_sgd_new(p, &(rg_sgd_opts){.lr = 0.1f}); }
+static rg_optim *sgd_plain(const rg_param_list *p) {
+    return rg_sgd_new(p, &(rg_sgd_opts){.lr = 0.1f});
+}
 static rg_optim *sgd_momentum(const rg_param_list *p) {
     return rg_sgd_new(p, &(rg_sgd_opts){.lr = 0.1f, .momentum = 0.9f});
 }
@@ -24,19 +26,27 @@ static rg_optim *sgd_nesterov(const rg_param_list *p) {
 static rg_optim *sgd_weight_decay(const rg_param_list *p) {
     return rg_sgd_new(p, &(rg_sgd_opts){.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f});
 }
-static rg_optim *adam(const rg_param_list *p) { return rg_adam_new(p, &(rg_adam_opts){.lr = 0.01f}); }
+static rg_optim *adam(const rg_param_list *p) {
+    return rg_adam_new(p, &(rg_adam_opts){.lr = 0.01f});
+}
 static rg_optim *adam_weight_decay(const rg_param_list *p) {
-    return rg_adam_new(p, &(rg_adam_opts){.lr = 0.01f, .beta1 = 0.8f, .beta2 = 0.99f, .eps = 1e-6f,
-                                          .weight_decay = 0.1f});
+    return rg_adam_new(
+        p, &(rg_adam_opts){
+               .lr = 0.01f, .beta1 = 0.8f, .beta2 = 0.99f, .eps = 1e-6f, .weight_decay = 0.1f});
 }
 static rg_optim *adamw(const rg_param_list *p) {
     return rg_adamw_new(p, &(rg_adam_opts){.lr = 0.01f, .weight_decay = 0.1f});
 }
 
 static const config configs[] = {
-    {"sgd_plain", sgd_plain}, {"sgd_momentum", sgd_momentum}, {"sgd_dampening", sgd_dampening},
-    {"sgd_nesterov", sgd_nesterov}, {"sgd_weight_decay", sgd_weight_decay}, {"adam", adam},
-    {"adam_weight_decay", adam_weight_decay}, {"adamw", adamw},
+    {"sgd_plain", sgd_plain},
+    {"sgd_momentum", sgd_momentum},
+    {"sgd_dampening", sgd_dampening},
+    {"sgd_nesterov", sgd_nesterov},
+    {"sgd_weight_decay", sgd_weight_decay},
+    {"adam", adam},
+    {"adam_weight_decay", adam_weight_decay},
+    {"adamw", adamw},
 };
 
 /* Two parameters "a" (3,4) and "b" (5) with the reference's initial values. */
@@ -65,7 +75,8 @@ static void set_grad(rg_tensor *p, const float *g) {
 
 static void run_config(rg_safetensors *f, const config *c) {
     float *a0 = nn_ref_read(f, "init.a", "F32", NA), *b0 = nn_ref_read(f, "init.b", "F32", NB);
-    float *ga = nn_ref_read(f, "grad.a", "F32", STEPS * NA), *gb = nn_ref_read(f, "grad.b", "F32", STEPS * NB);
+    float *ga = nn_ref_read(f, "grad.a", "F32", STEPS * NA),
+          *gb = nn_ref_read(f, "grad.b", "F32", STEPS * NB);
     char name[64];
     snprintf(name, sizeof name, "%s.a", c->name);
     float *wa = nn_ref_read(f, name, "F32", STEPS * NA);
@@ -106,9 +117,13 @@ Test(optim_state, names_kinds_and_per_parameter_step_counts) {
     cr_assert_str_eq(rg_optim_kind(opt), "adam");
     cr_assert_float_eq(rg_optim_get_lr(opt), 1e-3f, 0, "torch's default lr");
     const rg_param_list *st = rg_optim_state(opt);
-    const char *names[] = {"optim.step", "optim.state.a.step", "optim.state.a.exp_avg",
-                           "optim.state.a.exp_avg_sq", "optim.state.b.step",
-                           "optim.state.b.exp_avg", "optim.state.b.exp_avg_sq"};
+    const char *names[] = {"optim.step",
+                           "optim.state.a.step",
+                           "optim.state.a.exp_avg",
+                           "optim.state.a.exp_avg_sq",
+                           "optim.state.b.step",
+                           "optim.state.b.exp_avg",
+                           "optim.state.b.exp_avg_sq"};
     cr_assert_eq(st->n, 7);
     for (int i = 0; i < 7; i++) cr_assert_str_eq(st->items[i].name, names[i]);
     set_grad(tp.a, g);

@@ -8,35 +8,46 @@ static void check_against_torch(const char *name, const rg_lr_schedule *s, int64
     double *want = nn_ref_read(f, name, "F64", n);
     for (int64_t t = 0; t < n; t++) {
         double got = rg_lr_schedule_at(s, t);
-        cr_assert(fabs(got - want[t]) <= 1e-9 + 1e-6 * fabs(want[t]), "%s at step %lld: %.9g, torch %.9g",
-                  name, (long long)t, got, want[t]);
+        cr_assert(fabs(got - want[t]) <= 1e-9 + 1e-6 * fabs(want[t]),
+                  "%s at step %lld: %.9g, torch %.9g", name, (long long)t, got, want[t]);
     }
     free(want);
     rg_safetensors_close(f);
 }
 
 Test(optim_schedule, step_matches_torch_steplr) {
-    check_against_torch("step", &(rg_lr_schedule){.kind = RG_LR_STEP, .base_lr = 0.1, .step_size = 3, .gamma = 0.5}, 12);
+    check_against_torch(
+        "step", &(rg_lr_schedule){.kind = RG_LR_STEP, .base_lr = 0.1, .step_size = 3, .gamma = 0.5},
+        12);
 }
 
 Test(optim_schedule, cosine_matches_torch_cosineannealinglr_beyond_t_max) {
-    check_against_torch("cosine", &(rg_lr_schedule){.kind = RG_LR_COSINE, .base_lr = 0.1, .t_max = 10, .eta_min = 0.001}, 25);
+    check_against_torch(
+        "cosine",
+        &(rg_lr_schedule){.kind = RG_LR_COSINE, .base_lr = 0.1, .t_max = 10, .eta_min = 0.001}, 25);
 }
 
 Test(optim_schedule, warmup_then_cosine_matches_torch_sequentiallr) {
-    rg_lr_schedule s = {.kind = RG_LR_COSINE, .base_lr = 0.1, .t_max = 10, .warmup_steps = 5, .warmup_start = 0.1};
+    rg_lr_schedule s = {
+        .kind = RG_LR_COSINE, .base_lr = 0.1, .t_max = 10, .warmup_steps = 5, .warmup_start = 0.1};
     check_against_torch("warmup_cosine", &s, 20);
 }
 
 Test(optim_schedule, warmup_then_step_matches_torch_sequentiallr) {
-    rg_lr_schedule s = {.kind = RG_LR_STEP, .base_lr = 0.1, .step_size = 3, .gamma = 0.1, .warmup_steps = 4, .warmup_start = 0.25};
+    rg_lr_schedule s = {.kind = RG_LR_STEP,
+                        .base_lr = 0.1,
+                        .step_size = 3,
+                        .gamma = 0.1,
+                        .warmup_steps = 4,
+                        .warmup_start = 0.25};
     check_against_torch("warmup_step", &s, 14);
 }
 
 Test(optim_schedule, constant_with_warmup_from_zero) {
     rg_lr_schedule s = {.kind = RG_LR_CONSTANT, .base_lr = 0.4, .warmup_steps = 4};
     float want[] = {0.0f, 0.1f, 0.2f, 0.3f, 0.4f, 0.4f};
-    for (int t = 0; t < 6; t++) cr_assert_float_eq(rg_lr_schedule_at(&s, t), want[t], 1e-7, "step %d", t);
+    for (int t = 0; t < 6; t++)
+        cr_assert_float_eq(rg_lr_schedule_at(&s, t), want[t], 1e-7, "step %d", t);
 }
 
 Test(optim_schedule, optimizer_applies_its_schedule_each_step) {
