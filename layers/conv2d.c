@@ -23,9 +23,8 @@ rg_layer *rg_conv2d_new(const char *name, int64_t in_ch, int64_t out_ch, int ker
     const char *nm = name ? name : "";
     rg_conv2d_opts o = opts ? *opts : (rg_conv2d_opts){0};
     RG_CHECK(in_ch > 0 && out_ch > 0 && kernel > 0,
-             "Conv2d %s: channels %lld -> %lld, kernel %d "
-             "must be positive",
-             nm, (long long)in_ch, (long long)out_ch, kernel);
+             "Conv2d %s: channels %lld -> %lld, kernel %d must be positive", nm, (long long)in_ch,
+             (long long)out_ch, kernel);
     RG_CHECK(o.stride >= 0 && o.padding >= 0, "Conv2d %s: stride %d, padding %d", nm, o.stride,
              o.padding);
     RG_CHECK(init, "Conv2d %s: NULL init stream", nm);

@@ -54,9 +54,7 @@ rg_tensor *rg_layer_add_param(rg_layer *l, const char *local, rg_tensor *t, bool
 rg_layer *rg_layer_add(rg_layer *l, rg_layer *child) {
     RG_CHECK(l && child, "rg_layer_add: NULL layer");
     RG_CHECK(l->children || l->params.n == 0,
-             "layer %s: a layer with its own tensors cannot "
-             "hold children",
-             l->name);
+             "layer %s: a layer with its own tensors cannot hold children", l->name);
     int n = l->n_children;
     if ((n & (n - 1)) == 0) {
         size_t cap = n ? 2 * (size_t)n : 4;

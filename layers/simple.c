@@ -43,8 +43,7 @@ static const rg_layer_vtable maxpool2d_vt = {.kind = "MaxPool2d", .forward = max
 
 rg_layer *rg_maxpool2d_new(const char *name, int kernel, int stride, int padding) {
     RG_CHECK(kernel > 0 && stride >= 0 && padding >= 0 && 2 * padding <= kernel,
-             "MaxPool2d %s: kernel %d, stride %d, padding %d (need kernel > 0 and padding at most "
-             "half the kernel)",
+             "MaxPool2d %s: kernel %d, stride %d, padding %d (need padding <= kernel/2)",
              name ? name : "", kernel, stride, padding);
     maxpool2d_layer *m = (maxpool2d_layer *)rg_layer_alloc(sizeof *m, &maxpool2d_vt, name);
     m->kernel = kernel;

@@ -118,10 +118,11 @@ static rg_status check_identity(const rg_safetensors *f, const rg_model *model, 
     const char *version = rg_safetensors_meta(f, "ringgrad.format_version");
     const char *name = rg_safetensors_meta(f, "model");
     if (required && (!version || !name))
-        return rg_error(RG_EMISMATCH,
-                        "%s: not a ringgrad checkpoint (no ringgrad.format_version "
-                        "or model in its metadata); to load only weights, use --init",
-                        path);
+        return rg_error(
+            RG_EMISMATCH,
+            "%s: not a ringgrad checkpoint (no format version or model in its metadata); "
+            "use --init to load only its weights",
+            path);
     char want[16];
     snprintf(want, sizeof want, "%d", RG_CHECKPOINT_FORMAT_VERSION);
     if (version && strcmp(version, want) != 0)
@@ -164,9 +165,8 @@ static rg_status check_optim_meta(const rg_safetensors *f, rg_optim *optim, floa
     const char *path = rg_safetensors_path(f), *kind = rg_safetensors_meta(f, "optim");
     if (!kind)
         return rg_error(RG_EMISMATCH,
-                        "%s: holds no optimizer state to resume the %s optimizer "
-                        "from",
-                        path, rg_optim_kind(optim));
+                        "%s: holds no optimizer state to resume the %s optimizer from", path,
+                        rg_optim_kind(optim));
     if (strcmp(kind, rg_optim_kind(optim)) != 0)
         return rg_error(RG_EMISMATCH, "%s: holds the state of a '%.40s' optimizer, not of '%s'",
                         path, kind, rg_optim_kind(optim));

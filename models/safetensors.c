@@ -47,18 +47,15 @@ static rg_status parse_shape(const char *path, const char *name, const rg_json *
                              rg_safetensors_entry *e) {
     if (v->kind != RG_JSON_ARRAY || v->count > RG_SAFETENSORS_MAX_DIMS)
         return fail(RG_ECORRUPT, path,
-                    "tensor '%.200s': shape must be an array of at most %d "
-                    "sizes",
-                    name, RG_SAFETENSORS_MAX_DIMS);
+                    "tensor '%.200s': shape must be an array of at most %d sizes", name,
+                    RG_SAFETENSORS_MAX_DIMS);
     e->ndim = (int)v->count;
     e->numel = 1;
     int i = 0;
     for (const rg_json *d = v->child; d; d = d->next, i++) {
         if (d->kind != RG_JSON_NUMBER || !d->is_int || d->integer < 0)
             return fail(RG_ECORRUPT, path,
-                        "tensor '%.200s': shape[%d] is not a non-negative "
-                        "integer",
-                        name, i);
+                        "tensor '%.200s': shape[%d] is not a non-negative integer", name, i);
         e->shape[i] = d->integer;
         if (d->integer && e->numel > INT64_MAX / d->integer)
             return fail(RG_ECORRUPT, path, "tensor '%.200s': shape overflows", name);
@@ -74,8 +71,7 @@ static rg_status parse_offsets(const char *path, const char *name, const rg_json
     if (!b || b->kind != RG_JSON_NUMBER || !b->is_int || b->integer < 0 ||
         end->kind != RG_JSON_NUMBER || !end->is_int || end->integer < b->integer)
         return fail(RG_ECORRUPT, path,
-                    "tensor '%.200s': data_offsets must be [begin, end] with "
-                    "0 <= begin <= end",
+                    "tensor '%.200s': data_offsets must be [begin, end] with 0 <= begin <= end",
                     name);
     e->begin = (uint64_t)b->integer, e->end = (uint64_t)end->integer;
     return RG_OK;
@@ -92,8 +88,7 @@ static rg_status parse_entry(const char *path, const rg_json *m, uint64_t data_s
     const rg_json *offsets = rg_json_get(m, "data_offsets");
     if (m->count != 3 || !dtype || !shape || !offsets)
         return fail(RG_ECORRUPT, path,
-                    "tensor '%.200s': needs exactly the fields dtype, shape "
-                    "and data_offsets",
+                    "tensor '%.200s': needs exactly the fields dtype, shape and data_offsets",
                     name);
     const rg_st_dtype *dt = dtype->kind == RG_JSON_STRING ? rg_st_dtype_find(dtype->str) : NULL;
     if (!dt)
@@ -103,20 +98,20 @@ static rg_status parse_entry(const char *path, const rg_json *m, uint64_t data_s
     e->elem_size = dt->size;
     RG_TRY(parse_shape(path, name, shape, e));
     RG_TRY(parse_offsets(path, name, offsets, e));
-    uint64_t bytes = (uint64_t)e->numel * e->elem_size; /* numel < 2^63, size <= 8: no overflow */
+    uint64_t bytes = (uint64_t)e->numel * e->elem_size; /* checked for overflow just below */
     if ((uint64_t)e->numel > UINT64_MAX / e->elem_size || e->end - e->begin != bytes)
         return fail(RG_ECORRUPT, path,
-                    "tensor '%.200s': %lld elements of %s need %llu bytes but "
-                    "data_offsets [%llu, %llu] hold %llu",
+                    "tensor '%.200s': %lld %s elements need %llu bytes, data_offsets [%llu, %llu] "
+                    "hold %llu",
                     name, (long long)e->numel, e->dtype, (unsigned long long)bytes,
                     (unsigned long long)e->begin, (unsigned long long)e->end,
                     (unsigned long long)(e->end - e->begin));
     if (e->end > data_size)
-        return fail(RG_ECORRUPT, path,
-                    "tensor '%.200s': data_offsets [%llu, %llu] run past the "
-                    "data section (%llu bytes)",
-                    name, (unsigned long long)e->begin, (unsigned long long)e->end,
-                    (unsigned long long)data_size);
+        return fail(
+            RG_ECORRUPT, path,
+            "tensor '%.200s': data_offsets [%llu, %llu] run past the data section (%llu bytes)",
+            name, (unsigned long long)e->begin, (unsigned long long)e->end,
+            (unsigned long long)data_size);
     return RG_OK;
 }
 
@@ -150,8 +145,7 @@ static rg_status check_coverage(rg_safetensors *f) {
         const rg_safetensors_entry *e = order[i];
         if (e->begin != at)
             s = fail(RG_ECORRUPT, f->path,
-                     "tensor '%.200s' at data_offsets [%llu, %llu] %s the "
-                     "previous tensor, which ends at %llu",
+                     "tensor '%.200s' at data_offsets [%llu, %llu] %s the tensor ending at %llu",
                      e->name, (unsigned long long)e->begin, (unsigned long long)e->end,
                      e->begin < at ? "overlaps" : "leaves a gap after", (unsigned long long)at);
         at = e->end;
@@ -172,9 +166,8 @@ static rg_status parse_metadata(rg_safetensors *f, const rg_json *m) {
     for (const rg_json *kv = m->child; kv; kv = kv->next) {
         if (kv->kind != RG_JSON_STRING)
             return fail(RG_ECORRUPT, f->path,
-                        "__metadata__ value of '%.200s' is a %s, not a "
-                        "string",
-                        kv->key, rg_json_kind_name(kv->kind));
+                        "__metadata__ value of '%.200s' is a %s, not a string", kv->key,
+                        rg_json_kind_name(kv->kind));
         f->meta[f->n_meta++] = kv;
     }
     qsort(f->meta, (size_t)f->n_meta, sizeof *f->meta, by_key);
@@ -231,10 +224,10 @@ const char *rg_safetensors_dtype_name(rg_dtype dt) {
 static rg_status read_header(rg_safetensors *f, uint64_t file_size, char **text, uint64_t *len) {
     unsigned char b[8];
     if (file_size < 8)
-        return fail(RG_ECORRUPT, f->path,
-                    "%llu bytes: too short for a safetensors file (it starts "
-                    "with an 8-byte header length)",
-                    (unsigned long long)file_size);
+        return fail(
+            RG_ECORRUPT, f->path,
+            "%llu bytes: too short for a safetensors file (it starts with an 8-byte header length)",
+            (unsigned long long)file_size);
     if (fread(b, 1, 8, f->fp) != 8)
         return fail(RG_EIO, f->path, "cannot read: %s", strerror(errno));
     uint64_t n = 0;
@@ -244,8 +237,7 @@ static rg_status read_header(rg_safetensors *f, uint64_t file_size, char **text,
                     (unsigned long long)n, RG_SAFETENSORS_MAX_HEADER);
     if (n > file_size - 8)
         return fail(RG_ECORRUPT, f->path,
-                    "header length %llu exceeds the %llu bytes after the "
-                    "length field",
+                    "header length %llu exceeds the %llu bytes after the length field",
                     (unsigned long long)n, (unsigned long long)(file_size - 8));
     *text = malloc(n + 1);
     if (!*text)
@@ -336,10 +328,10 @@ rg_status rg_safetensors_read(rg_safetensors *f, const rg_safetensors_entry *e, 
     if (bytes == 0) return RG_OK;
     if (fseeko(f->fp, (off_t)(f->data_start + e->begin), SEEK_SET) != 0 ||
         fread(dst, 1, bytes, f->fp) != bytes)
-        return fail(RG_EIO, f->path,
-                    "cannot read tensor '%.200s' (%zu bytes): the file is "
-                    "shorter than it was when opened",
-                    e->name, bytes);
+        return fail(
+            RG_EIO, f->path,
+            "cannot read tensor '%.200s' (%zu bytes): the file is shorter than it was when opened",
+            e->name, bytes);
     return RG_OK;
 }
 

@@ -35,9 +35,8 @@ static rg_adam_opts with_defaults(const rg_adam_opts *opts) {
     if (a.beta2 == 0.0f) a.beta2 = 0.999f;
     if (a.eps == 0.0f) a.eps = 1e-8f;
     RG_CHECK(a.lr > 0.0f && a.eps > 0.0f && a.weight_decay >= 0.0f,
-             "Adam: lr %g, eps %g and "
-             "weight decay %g must not be negative",
-             (double)a.lr, (double)a.eps, (double)a.weight_decay);
+             "Adam: lr %g, eps %g and weight decay %g must not be negative", (double)a.lr,
+             (double)a.eps, (double)a.weight_decay);
     RG_CHECK(a.beta1 > 0.0f && a.beta1 < 1.0f && a.beta2 > 0.0f && a.beta2 < 1.0f,
              "Adam: betas (%g, %g) must lie in (0, 1)", (double)a.beta1, (double)a.beta2);
     return a;

@@ -27,9 +27,8 @@ rg_optim *rg_sgd_new(const rg_param_list *params, const rg_sgd_opts *opts) {
     rg_sgd_opts s = *opts;
     RG_CHECK(s.lr > 0.0f, "rg_sgd_new: learning rate %g must be positive", (double)s.lr);
     RG_CHECK(s.momentum >= 0.0f && s.weight_decay >= 0.0f,
-             "rg_sgd_new: momentum %g and "
-             "weight decay %g must not be negative",
-             (double)s.momentum, (double)s.weight_decay);
+             "rg_sgd_new: momentum %g and weight decay %g must not be negative", (double)s.momentum,
+             (double)s.weight_decay);
     RG_CHECK(!s.nesterov || (s.momentum > 0.0f && s.dampening == 0.0f),
              "rg_sgd_new: Nesterov momentum requires a momentum and zero dampening");
     static const char *const names[] = {"momentum_buffer"};

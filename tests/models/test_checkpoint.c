@@ -179,10 +179,9 @@ static void write_variant(const char *path, const rg_model *m, rg_tensor *replac
     cr_assert_eq(rg_safetensors_save(path, ts, n, meta, n_meta), RG_OK, "%s", rg_last_error());
 }
 
-Test(models_checkpoint, missing_extra_reshaped_tensors_and_bad_metadata_are_errors) {
-    const char *dir = rgt_tmpdir("ckpt_tensors");
+Test(models_checkpoint, missing_extra_or_reshaped_tensors_are_mismatches) {
     char path[4200];
-    snprintf(path, sizeof path, "%s", file_in(dir, "v.safetensors"));
+    snprintf(path, sizeof path, "%s", file_in(rgt_tmpdir("ckpt_tensors"), "v.safetensors"));
     rg_model *src = rg_model_mlp(7), *m = rg_model_mlp(8), *m_copy = rg_model_mlp(8);
     rg_tensor *wrong_shape = rg_tensor_new(RG_F32, RG_SHAPE(256, 128), RG_CPU);
     rg_tensor *wrong_dtype = rg_tensor_new(RG_I32, RG_SHAPE(128, 256), RG_CPU);
@@ -205,47 +204,58 @@ Test(models_checkpoint, missing_extra_reshaped_tensors_and_bad_metadata_are_erro
     write_variant(path, src, fc2, NULL, NULL, 0);
     cr_assert_eq(rg_checkpoint_load_weights(path, m), RG_OK, "%s", rg_last_error());
     assert_same(rg_model_params(src), rg_model_params(m), "weights from a PyTorch-style file");
-    rg_model_free(m_copy);
-    m_copy = rg_model_mlp(7);
     expect_failure(rg_checkpoint_load(path, m, NULL, NULL), RG_EMISMATCH, path,
-                   "not a ringgrad checkpoint", m, m_copy);
-
-    rg_safetensors_kv meta[] = {{"ringgrad.format_version", "1"},
-                                {"model", "mlp"},
-                                {"step", "12"},
-                                {"epoch", "1"},
-                                {"seed", "7"},
-                                {"rng.dropout1.seed", "5"},
-                                {"rng.dropout1.offset", "64"}};
-    write_variant(path, src, fc2, NULL, meta, 7);
-    cr_assert_eq(rg_checkpoint_load(path, m, NULL, NULL), RG_OK, "%s", rg_last_error());
-    static const struct {
-        int key;
-        const char *value;
-        rg_status want;
-        const char *needle;
-    } bad[] = {
-        {2, "12x", RG_ECORRUPT, "'step' is '12x'"},
-        {2, "-1", RG_ECORRUPT, "not an unsigned"},
-        {2, "", RG_ECORRUPT, "'step'"},
-        {4, "18446744073709551616", RG_ECORRUPT, "'seed'"},
-        {3, "9223372036854775808", RG_ECORRUPT, "out of range"},
-        {6, "0x40", RG_ECORRUPT, "rng.dropout1.offset"},
-        {0, "2", RG_ENOTSUP, "version '2'"},
-        {1, "cnn", RG_EMISMATCH, "model 'cnn', not of 'mlp'"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        rg_safetensors_kv changed[7];
-        memcpy(changed, meta, sizeof meta);
-        changed[bad[i].key].value = bad[i].value;
-        write_variant(path, src, fc2, NULL, changed, 7);
-        expect_failure(rg_checkpoint_load(path, m, NULL, NULL), bad[i].want, path, bad[i].needle, m,
-                       m_copy);
-    }
-    write_variant(path, src, fc2, NULL, meta, 6); /* no rng.dropout1.offset */
-    expect_failure(rg_checkpoint_load(path, m, NULL, NULL), RG_ECORRUPT, path,
-                   "rng.dropout1.offset' is missing", m, m_copy);
+                   "not a ringgrad checkpoint", m, src);
     rgt_free_all(2, (rg_tensor *[]){wrong_shape, wrong_dtype});
+    rg_model_free(src), rg_model_free(m), rg_model_free(m_copy);
+}
+
+static const rg_safetensors_kv good_meta[] = {{"ringgrad.format_version", "1"},
+                                              {"model", "mlp"},
+                                              {"step", "12"},
+                                              {"epoch", "1"},
+                                              {"seed", "7"},
+                                              {"rng.dropout1.seed", "5"},
+                                              {"rng.dropout1.offset", "64"}};
+
+static const struct {
+    int key; /* index into good_meta */
+    const char *value;
+    rg_status want;
+    const char *needle;
+} bad_meta[] = {
+    {2, "12x", RG_ECORRUPT, "'step' is '12x'"},
+    {2, "-1", RG_ECORRUPT, "not an unsigned"},
+    {2, "", RG_ECORRUPT, "'step'"},
+    {4, "18446744073709551616", RG_ECORRUPT, "'seed'"},
+    {3, "9223372036854775808", RG_ECORRUPT, "out of range"},
+    {6, "0x40", RG_ECORRUPT, "rng.dropout1.offset"},
+    {0, "2", RG_ENOTSUP, "version '2'"},
+    {1, "cnn", RG_EMISMATCH, "model 'cnn', not of 'mlp'"},
+};
+
+Test(models_checkpoint, bad_metadata_is_an_error) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s", file_in(rgt_tmpdir("ckpt_meta"), "v.safetensors"));
+    rg_model *src = rg_model_mlp(7), *m = rg_model_mlp(8), *m_copy = rg_model_mlp(8);
+    rg_tensor *fc2 = rg_param_list_find(rg_model_params(src), "fc2.weight")->tensor;
+    write_variant(path, src, fc2, NULL, good_meta, 7);
+    cr_assert_eq(rg_checkpoint_load(path, m_copy, NULL, NULL), RG_OK, "%s", rg_last_error());
+    cr_assert_eq(rg_model_streams(m_copy, &(int){0})[0].stream->offset, 64, "stream restored");
+    for (size_t i = 0; i < sizeof bad_meta / sizeof bad_meta[0]; i++) {
+        rg_safetensors_kv changed[7];
+        memcpy(changed, good_meta, sizeof changed);
+        changed[bad_meta[i].key].value = bad_meta[i].value;
+        write_variant(path, src, fc2, NULL, changed, 7);
+        expect_failure(rg_checkpoint_load(path, m, NULL, NULL), bad_meta[i].want, path,
+                       bad_meta[i].needle, m, NULL);
+    }
+    write_variant(path, src, fc2, NULL, good_meta, 6); /* no rng.dropout1.offset */
+    expect_failure(rg_checkpoint_load(path, m, NULL, NULL), RG_ECORRUPT, path,
+                   "rng.dropout1.offset' is missing", m, NULL);
+    rg_model_free(m_copy);
+    m_copy = rg_model_mlp(8);
+    assert_same(rg_model_params(m_copy), rg_model_params(m), "model after failed loads");
     rg_model_free(src), rg_model_free(m), rg_model_free(m_copy);
 }
 

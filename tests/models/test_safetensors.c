@@ -140,56 +140,56 @@ Test(models_safetensors, garbage_and_bad_lengths_are_corrupt) {
     expect_open_fails(dir, RG_EIO, "not a regular file");
 }
 
+static const struct {
+    const char *header;
+    size_t data;
+    const char *needle;
+} bad_headers[] = {
+    {"{\"a\":", 0, "invalid JSON"},
+    {"[1,2]", 0, "must be a JSON object"},
+    {"{\"w\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "unknown dtype F33"},
+    {"{\"w\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "unknown dtype"},
+    {"{\"w\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "shape[0]"},
+    {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, "shape[0]"},
+    {"{\"w\":{\"dtype\":\"F32\",\"shape\":\"1\",\"data_offsets\":[0,4]}}", 4, "shape must be"},
+    {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"
+     "\"data_offsets\":[0,4]}}",
+     4, "at most 16"},
+    {"{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}", 4,
+     "overflows"},
+    {"{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "need 12 bytes"},
+    {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, "run past"},
+    {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "begin <= end"},
+    {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,9]}}", 8, "[begin, end]"},
+    {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[-8,0]}}", 8, "[begin, end]"},
+    {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "exactly the fields"},
+    {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", 8, "exactly"},
+    {"{\"w\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8, "exactly"},
+    {"{\"w\":[1]}", 0, "expected an object"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+     "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+     12, "overlaps"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+     "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+     12, "gap"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "gap"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 12, "cover 4"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+     "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+     8, "appears twice"},
+    {"{\"__metadata__\":{\"k\":1}}", 0, "not a string"},
+    {"{\"__metadata__\":[]}", 0, "must be an object"},
+    {"{\"__metadata__\":{\"k\":\"a\",\"k\":\"b\"}}", 0, "appears twice"},
+    {"{\"__metadata__\":{},\"__metadata__\":{}}", 0, "appears twice"},
+};
+
 Test(models_safetensors, bad_headers_are_corrupt_and_say_why) {
     const char *dir = rgt_tmpdir("st_headers");
-    static const struct {
-        const char *header;
-        size_t data;
-        const char *needle;
-    } cases[] = {
-        {"{\"a\":", 0, "invalid JSON"},
-        {"[1,2]", 0, "must be a JSON object"},
-        {"{\"w\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
-         "unknown dtype F33"},
-        {"{\"w\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "unknown dtype"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "shape[0]"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, "shape[0]"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":\"1\",\"data_offsets\":[0,4]}}", 4, "shape must be"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"
-         "\"data_offsets\":[0,4]}}",
-         4, "at most 16"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}", 4,
-         "overflows"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "need 12 bytes"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, "run past"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "begin <= end"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,9]}}", 8, "[begin, end]"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[-8,0]}}", 8, "[begin, end]"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "exactly the fields"},
-        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", 8, "exactly"},
-        {"{\"w\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8, "exactly"},
-        {"{\"w\":[1]}", 0, "expected an object"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
-         12, "overlaps"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
-         12, "gap"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "gap"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 12, "cover 4"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-         "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
-         8, "appears twice"},
-        {"{\"__metadata__\":{\"k\":1}}", 0, "not a string"},
-        {"{\"__metadata__\":[]}", 0, "must be an object"},
-        {"{\"__metadata__\":{\"k\":\"a\",\"k\":\"b\"}}", 0, "appears twice"},
-        {"{\"__metadata__\":{},\"__metadata__\":{}}", 0, "appears twice"},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t i = 0; i < sizeof bad_headers / sizeof bad_headers[0]; i++) {
         char name[32];
         snprintf(name, sizeof name, "case%zu", i);
-        write_with_header(tmp_path(dir, name), cases[i].header, cases[i].data);
-        expect_open_fails(path_buf, RG_ECORRUPT, cases[i].needle);
+        write_with_header(tmp_path(dir, name), bad_headers[i].header, bad_headers[i].data);
+        expect_open_fails(path_buf, RG_ECORRUPT, bad_headers[i].needle);
     }
     /* valid corner cases: empty header, zero-size tensors, every dtype the format has */
     const char *ok[] = {"{}", "{\"e\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[0,0]},"
