@@ -120,6 +120,45 @@ Test(models_safetensors, truncation_at_every_byte_is_corrupt) {
     expect_open_fails(cut, RG_ECORRUPT, "cover");
 }
 
+Test(models_safetensors, every_single_byte_mutation_is_valid_or_corrupt_never_a_crash) {
+    const char *dir = rgt_tmpdir("st_mutated");
+    char path[4200], mutated[4200];
+    snprintf(path, sizeof path, "%s/t.safetensors", dir);
+    snprintf(mutated, sizeof mutated, "%s/m.safetensors", dir);
+    save_three(path);
+    FILE *fp = fopen(path, "rb");
+    unsigned char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    size_t header_end = 8 + (size_t)buf[0] + 256 * (size_t)buf[1];
+    const unsigned char values[] = {'{',  '}', '[', ']', '"', ',',  ':',
+                                    '\\', '-', '0', '9', 0,   0x80, 0xff};
+    int corrupt = 0;
+    for (size_t at = 0; at < header_end; at++) {
+        for (size_t v = 0; v < sizeof values; v++) {
+            unsigned char keep = buf[at];
+            buf[at] = values[v];
+            write_bytes(mutated, buf, n);
+            buf[at] = keep;
+            rg_safetensors *f = NULL;
+            rg_status s = rg_safetensors_open(mutated, &f);
+            cr_assert(s == RG_OK || s == RG_ECORRUPT, "byte %zu set to 0x%02x: %s", at, values[v],
+                      rg_status_name(s));
+            corrupt += s != RG_OK;
+            if (s == RG_OK) { /* still valid (a changed name, say): every entry is readable */
+                for (int i = 0; i < rg_safetensors_count(f); i++) {
+                    const rg_safetensors_entry *e = rg_safetensors_entry_at(f, i);
+                    void *dst = malloc(e->end - e->begin + 1);
+                    cr_assert_eq(rg_safetensors_read(f, e, dst), RG_OK);
+                    free(dst);
+                }
+            }
+            rg_safetensors_close(f);
+        }
+    }
+    cr_assert_gt(corrupt, (int)header_end, "most mutations are caught");
+}
+
 Test(models_safetensors, garbage_and_bad_lengths_are_corrupt) {
     const char *dir = rgt_tmpdir("st_garbage");
     unsigned char junk[1000];
