@@ -95,17 +95,25 @@ Test(models_safetensors, round_trip_keeps_everything_and_leaves_no_temp_file) {
     cr_assert_eq(st.st_mode & 0777, 0644, "an ordinary file, not mkstemp's 0600");
 }
 
-Test(models_safetensors, truncation_at_every_byte_is_corrupt) {
-    const char *dir = rgt_tmpdir("st_truncated");
-    char path[4200], cut[4200];
+/* Saves save_three()'s file in a fresh directory for `test` and reads it into buf; other_path
+ * receives a second path in that directory. Returns the file's size. */
+static size_t saved_bytes(const char *test, unsigned char *buf, size_t cap, char *other_path) {
+    const char *dir = rgt_tmpdir(test);
+    char path[4200];
     snprintf(path, sizeof path, "%s/t.safetensors", dir);
-    snprintf(cut, sizeof cut, "%s/cut.safetensors", dir);
+    snprintf(other_path, 4200, "%s/other.safetensors", dir);
     save_three(path);
     FILE *fp = fopen(path, "rb");
-    unsigned char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf, fp);
+    size_t n = fread(buf, 1, cap, fp);
     fclose(fp);
-    cr_assert(n > 100 && n < sizeof buf);
+    cr_assert(n > 100 && n < cap);
+    return n;
+}
+
+Test(models_safetensors, truncation_at_every_byte_is_corrupt) {
+    char cut[4200];
+    unsigned char buf[4096];
+    size_t n = saved_bytes("st_truncated", buf, sizeof buf, cut);
     for (size_t len = 0; len < n; len++) {
         write_bytes(cut, buf, len);
         rg_safetensors *f = NULL;
@@ -121,15 +129,9 @@ Test(models_safetensors, truncation_at_every_byte_is_corrupt) {
 }
 
 Test(models_safetensors, every_single_byte_mutation_is_valid_or_corrupt_never_a_crash) {
-    const char *dir = rgt_tmpdir("st_mutated");
-    char path[4200], mutated[4200];
-    snprintf(path, sizeof path, "%s/t.safetensors", dir);
-    snprintf(mutated, sizeof mutated, "%s/m.safetensors", dir);
-    save_three(path);
-    FILE *fp = fopen(path, "rb");
+    char mutated[4200];
     unsigned char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf, fp);
-    fclose(fp);
+    size_t n = saved_bytes("st_mutated", buf, sizeof buf, mutated);
     size_t header_end = 8 + (size_t)buf[0] + 256 * (size_t)buf[1];
     const unsigned char values[] = {'{',  '}', '[', ']', '"', ',',  ':',
                                     '\\', '-', '0', '9', 0,   0x80, 0xff};
