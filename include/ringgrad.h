@@ -12,5 +12,11 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "data/loader.h"
+#include "layers/params.h"
+#include "layers/layer.h"
+#include "optim/optim.h"
+#include "models/model.h"
+#include "models/safetensors.h"
+#include "models/checkpoint.h"
 
 #endif
