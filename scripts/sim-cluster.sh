@@ -110,14 +110,21 @@ rate_bits() {
 }
 
 # Shape the egress of device $2 in namespace $1 to rate $3 (tbf), plus latency $4 (netem) if set.
-# The bucket holds 1 ms at the rate (at least 64 KiB, one GSO packet): a larger bucket lets short
-# messages pass faster than the rate, a smaller one wakes the timer too often at 10gbit. The queue
-# holds 10 ms, like a switch port's buffer; TCP keeps it from filling.
+# The token bucket holds 100 us of traffic at the rate (12.5 KB at 1gbit, 125 KB at 10gbit; at
+# least two full frames), so anything bigger than a few packets moves at the rate, as through a
+# real NIC; a bigger bucket lets a message of that size pass at memory speed. The queue holds 50 ms
+# at the rate: more than a TCP window, so one flow never overflows it (drops would stall a run
+# for a retransmission timeout at random), while several senders into one port still can.
+# RG_SIM_BURST and RG_SIM_LIMIT (bytes) override the two.
+# TCP hands the device up to 64 KB at once (GSO); tbf cuts a packet bigger than its bucket into
+# frames, which costs so much CPU here that two directions at 1gbit fell to 0.65-0.84 Gbit/s each.
+# So the sender's packets are capped to fit the bucket (gso_max_size), which keeps 0.93 each way.
 shape_link() {
     local ns=$1 dev=$2 rate=$3 delay=$4 bytes burst limit
     bytes=$(($(rate_bits "$rate") / 8))
-    burst=${RG_SIM_BURST:-$((bytes / 1000 > 65536 ? bytes / 1000 : 65536))}
-    limit=${RG_SIM_LIMIT:-$((bytes / 100 > 2 * burst ? bytes / 100 : 2 * burst))}
+    burst=${RG_SIM_BURST:-$((bytes / 10000 > 3028 ? bytes / 10000 : 3028))}
+    limit=${RG_SIM_LIMIT:-$((bytes / 20 > 4 * burst ? bytes / 20 : 4 * burst))}
+    ip -n "$ns" link set dev "$dev" gso_max_size $((burst * 9 / 10 < 65536 ? burst * 9 / 10 : 65536))
     tc -n "$ns" qdisc add dev "$dev" root handle 1: tbf rate "$rate" burst "$burst" limit "$limit"
     if [ -n "$delay" ]; then
         tc -n "$ns" qdisc add dev "$dev" parent 1:1 handle 10: netem delay "$delay" limit 100000 ||
@@ -176,34 +183,58 @@ print_cluster() {
 
 # ---- mpirun ------------------------------------------------------------------------------------
 
-# mpirun in the head namespace, one orted per host through the rsh agent. Flags, and why:
+# mpirun in the head namespace, one orted per host through the rsh agent. MCA settings, and why:
 #   plm_rsh_agent                  "ssh" = enter the host's namespace (sim-cluster/rsh-agent.sh)
 #   plm_rsh_no_tree_spawn 1        mpirun starts every orted itself (no orted-starts-orted)
 #   pml ob1, btl tcp,self          MPI traffic over TCP; shared memory (vader, UCX) would bypass
 #                                  the simulated network, since the "hosts" share one kernel
 #   btl/oob_tcp_if_include SUBNET  use the cluster's links, never loopback or another interface
-#   rg-mpirun adds mpi_yield_when_idle 1 (a waiting rank's busy polling would starve the kernel's
-#   network processing: a 4.8 MB allreduce took 140-290 ms instead of 7 ms), --bind-to none (all
-#   "hosts" share the same cores), --oversubscribe and --allow-run-as-root.
+#   btl_tcp_flags (default less put)  large messages as plain sends, not emulated RDMA puts: with
+#                                  puts, two ranks sending to each other at once (a 2-rank ring
+#                                  allreduce) got half the link rate each way, 0.47 of 0.95 Gbit/s
+# rg-mpirun adds mpi_yield_when_idle 1 (a waiting rank's busy polling would starve the kernel's
+# network processing: a 4.8 MB allreduce took 140-290 ms instead of 7 ms), --bind-to none (all
+# "hosts" share the same cores), --oversubscribe and --allow-run-as-root.
+# mpirun refuses a parameter given twice, so one the caller sets (in MPIRUN_ARGS or
+# RG_MPIRUN_FLAGS) replaces ours; so do the caller's -H / --hostfile.
+CLUSTER_MCA=(
+    plm rsh plm_rsh_agent "$AGENT" plm_rsh_no_tree_spawn 1
+    pml ob1 btl tcp,self btl_tcp_flags send,inplace,need-ack,need-csum,hetero-rdma
+    btl_tcp_if_include "$SUBNET.0/24" oob_tcp_if_include "$SUBNET.0/24"
+)
+
+# Does the argument list $2... set MCA parameter $1 (or, for $1 = -H, name the hosts)?
+caller_sets() {
+    local want=$1 prev=""
+    shift
+    for a in "$@"; do
+        case "$prev/$a" in
+        --mca/"$want" | -mca/"$want" | --gmca/"$want" | -gmca/"$want") return 0 ;;
+        esac
+        if [ "$want" = -H ]; then
+            case "$a" in -H | -host | --host | -hostfile | --hostfile | -machinefile | --machinefile)
+                return 0 ;;
+            esac
+        fi
+        prev=$a
+    done
+    return 1
+}
+
 cluster_mpirun() {
-    local c=$1 n slots hosts="" k
+    local c=$1 n slots hosts="" k i
     shift
     [ -e "/run/netns/$c-head" ] || die "no cluster $c (run: sim-cluster.sh up N)"
     n=$(cat "$STATE/$c/hosts")
     slots=$(cat "$STATE/$c/slots")
-    for ((k = 1; k <= n; k++)); do hosts+="${hosts:+,}$(host_ip "$k"):$slots"; done
-    local hostflags=(-H "$hosts")
-    local a
-    for a in "$@"; do
-        case "$a" in -H | -host | --host | -hostfile | --hostfile | -machinefile | --machinefile)
-            hostflags=() ;;
-        esac
+    # shellcheck disable=SC2206
+    local theirs=("$@" ${RG_MPIRUN_FLAGS:-}) ours=()
+    for ((i = 0; i < ${#CLUSTER_MCA[@]}; i += 2)); do
+        caller_sets "${CLUSTER_MCA[i]}" "${theirs[@]}" || ours+=(--mca "${CLUSTER_MCA[i]}" "${CLUSTER_MCA[i + 1]}")
     done
-    RG_SIM_CLUSTER=$c ip netns exec "$c-head" "$HERE/rg-mpirun" \
-        --mca plm rsh --mca plm_rsh_agent "$AGENT" --mca plm_rsh_no_tree_spawn 1 \
-        --mca pml ob1 --mca btl tcp,self \
-        --mca btl_tcp_if_include "$SUBNET.0/24" --mca oob_tcp_if_include "$SUBNET.0/24" \
-        "${hostflags[@]}" "$@"
+    for ((k = 1; k <= n; k++)); do hosts+="${hosts:+,}$(host_ip "$k"):$slots"; done
+    caller_sets -H "${theirs[@]}" || ours+=(-H "$hosts")
+    RG_SIM_CLUSTER=$c ip netns exec "$c-head" "$HERE/rg-mpirun" "${ours[@]}" "$@"
 }
 
 # ---- check -------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@
  *
  * Ping-pong: rank 0 sends a message to rank 1, which sends it back; half the round trip is the
  * one-way time, and bytes / one-way time the bandwidth (one direction busy at a time, as in the
- * OSU osu_latency / osu_bw-style tables). Allreduce: all ranks sum a float vector; besides the time
+ * OSU osu_latency / osu_bw-style tables). Exchange: ranks 0 and 1 send each other a message at
+ * once (MPI_Sendrecv), the bandwidth per direction of a full-duplex link. Allreduce: all ranks sum a float vector; besides the time
  * it prints NCCL's "bus bandwidth" 2(W-1)/W * bytes / time, the rate each link must sustain for a
  * ring allreduce, comparable with the link rate for any world size W.
  * Every figure is the median of --reps timed repetitions (after one warm-up). A benchmark, not a
@@ -44,6 +45,22 @@ static double pingpong(char *buf, int bytes, int reps, int rank) {
     return median(t, reps);
 }
 
+/* Median time (s) for ranks 0 and 1 to swap `bytes` at once (MPI_Sendrecv), both directions busy:
+ * what a 2-rank allreduce needs from a full-duplex link. */
+static double exchange(char *buf, int bytes, int reps, int rank) {
+    double t[64];
+    for (int r = -1; r < reps; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        if (rank < 2)
+            MPI_Sendrecv(buf, bytes, MPI_BYTE, 1 - rank, 2, buf + bytes, bytes, MPI_BYTE, 1 - rank,
+                         2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (r >= 0)
+            t[r] = MPI_Wtime() - t0;
+    }
+    return median(t, reps);
+}
+
 /* Median time (s) of an allreduce (sum) of n floats; the slowest rank's time counts. */
 static double allreduce(float *x, int n, int reps) {
     double t[64];
@@ -74,7 +91,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int max_bytes = 64 << 20;
-    char *buf = calloc((size_t)max_bytes, 1);
+    char *buf = calloc(2 * (size_t)max_bytes, 1); /* two halves for exchange() */
     if (!buf)
         MPI_Abort(MPI_COMM_WORLD, 1);
     char names[2][MPI_MAX_PROCESSOR_NAME] = {{0}};
@@ -87,12 +104,14 @@ int main(int argc, char **argv) {
                  MPI_STATUS_IGNORE);
     if (rank == 0)
         printf("bench_cluster: %d ranks, rank 0 on %s, rank 1 on %s, median of %d\n\n"
-               "ping-pong %12s %12s %10s\n",
-               world, names[0], names[1], reps, "bytes", "one-way us", "Gbit/s");
+               "ping-pong %12s %12s %10s   exchange %10s\n",
+               world, names[0], names[1], reps, "bytes", "one-way us", "Gbit/s", "Gbit/s");
     for (int bytes = 8; bytes <= max_bytes; bytes *= (bytes < 4096 ? 8 : 4)) {
         const double t = pingpong(buf, bytes, reps, rank);
+        const double tx = exchange(buf, bytes, reps, rank);
         if (rank == 0)
-            printf("          %12d %12.1f %10.3f\n", bytes, 1e6 * t, 8e-9 * bytes / t);
+            printf("          %12d %12.1f %10.3f   %19.3f\n", bytes, 1e6 * t, 8e-9 * bytes / t,
+                   8e-9 * bytes / tx);
     }
     if (rank == 0)
         printf("\nallreduce %12s %12s %10s\n", "bytes", "ms", "busbw Gb/s");
