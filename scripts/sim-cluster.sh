@@ -43,7 +43,7 @@ cluster_name() { if [ -n "$1" ]; then echo "rg-$1"; else echo rg; fi; }
 
 # The namespaces that belong to cluster $1.
 cluster_namespaces() {
-    ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$1-(head|switch|host[0-9]+)\$" || true
+    ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$1-(head|switch|host[0-9]+)\$" | sort -V || true
 }
 
 # Every cluster that has a namespace or a state folder.
@@ -65,26 +65,32 @@ is_stale() {
 
 # ---- down --------------------------------------------------------------------------------------
 
-# Kill what still runs inside the namespaces (orted and ranks a killed mpirun left behind), then
-# delete them; the veth pairs and the bridge disappear with their namespaces.
+# Stop what still runs in namespace $1 (orted and ranks of a killed mpirun): TERM, then KILL.
+stop_processes() {
+    local sig pids
+    for sig in TERM KILL; do
+        mapfile -t pids < <(ip netns pids "$1" 2>/dev/null)
+        [ ${#pids[@]} -gt 0 ] || return 0
+        kill -"$sig" "${pids[@]}" 2>/dev/null || true
+        sleep 0.5
+    done
+}
+
+# Delete cluster $1; its veth pairs and the bridge disappear with their namespaces.
 cluster_down() {
-    local c=$1 ns pids
+    local c=$1 ns
     for ns in $(cluster_namespaces "$c"); do
-        pids=$(ip netns pids "$ns" 2>/dev/null || true)
-        if [ -n "$pids" ]; then
-            # shellcheck disable=SC2086
-            kill -TERM $pids 2>/dev/null || true
-            sleep 0.5
-            # shellcheck disable=SC2086
-            kill -KILL $(ip netns pids "$ns" 2>/dev/null) 2>/dev/null || true
-        fi
+        stop_processes "$ns"
         ip netns del "$ns" 2>/dev/null || true
     done
     rm -rf "${STATE:?}/$c"
 }
 
 down_stale() {
-    local c
+    local c ns
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^rg-check[0-9]+$'); do
+        [ -e "/proc/${ns#rg-check}" ] || ip netns del "$ns" 2>/dev/null || true # a killed `check`
+    done
     for c in $(all_clusters); do
         if is_stale "$c"; then
             echo "sim-cluster.sh: removing stale cluster $c" >&2
@@ -105,11 +111,13 @@ rate_bits() {
     *tbit) mult=1000000000000 ;;
     *) mult=0 ;;
     esac
-    [[ "$n" =~ ^[0-9]+$ ]] && [ "$mult" -gt 0 ] || die "bad rate '$1' (want e.g. 100mbit, 1gbit, 10gbit)"
+    if ! [[ "$n" =~ ^[0-9]+$ ]] || [ "$mult" = 0 ]; then
+        die "bad rate '$1' (want e.g. 100mbit, 1gbit, 10gbit)"
+    fi
     echo $((n * mult))
 }
 
-# Shape the egress of device $2 in namespace $1 to rate $3 (tbf), plus latency $4 (netem) if set.
+# Shape the egress of device $2 in namespace $1: rate $3 (tbf) and/or one-way latency $4 (netem).
 # The token bucket holds 100 us of traffic at the rate (12.5 KB at 1gbit, 125 KB at 10gbit; at
 # least two full frames), so anything bigger than a few packets moves at the rate, as through a
 # real NIC; a bigger bucket lets a message of that size pass at memory speed. The queue holds 50 ms
@@ -120,16 +128,29 @@ rate_bits() {
 # frames, which costs so much CPU here that two directions at 1gbit fell to 0.65-0.84 Gbit/s each.
 # So the sender's packets are capped to fit the bucket (gso_max_size), which keeps 0.93 each way.
 shape_link() {
-    local ns=$1 dev=$2 rate=$3 delay=$4 bytes burst limit
-    bytes=$(($(rate_bits "$rate") / 8))
-    burst=${RG_SIM_BURST:-$((bytes / 10000 > 3028 ? bytes / 10000 : 3028))}
-    limit=${RG_SIM_LIMIT:-$((bytes / 20 > 4 * burst ? bytes / 20 : 4 * burst))}
-    ip -n "$ns" link set dev "$dev" gso_max_size $((burst * 9 / 10 < 65536 ? burst * 9 / 10 : 65536))
-    tc -n "$ns" qdisc add dev "$dev" root handle 1: tbf rate "$rate" burst "$burst" limit "$limit"
-    if [ -n "$delay" ]; then
-        tc -n "$ns" qdisc add dev "$dev" parent 1:1 handle 10: netem delay "$delay" limit 100000 ||
-            die "--delay needs the netem qdisc (CONFIG_NET_SCH_NETEM), which this kernel may lack"
+    local ns=$1 dev=$2 rate=$3 delay=$4 bytes burst limit parent=root
+    if [ -n "$rate" ]; then
+        bytes=$(($(rate_bits "$rate") / 8))
+        burst=${RG_SIM_BURST:-$((bytes / 10000 > 3028 ? bytes / 10000 : 3028))}
+        limit=${RG_SIM_LIMIT:-$((bytes / 20 > 4 * burst ? bytes / 20 : 4 * burst))}
+        ip -n "$ns" link set dev "$dev" gso_max_size $((burst * 9 / 10 < 65536 ? burst * 9 / 10 : 65536))
+        tc -n "$ns" qdisc add dev "$dev" root handle 1: tbf rate "$rate" burst "$burst" limit "$limit"
+        parent="parent 1:1"
     fi
+    if [ -n "$delay" ]; then
+        # shellcheck disable=SC2086
+        tc -n "$ns" qdisc add dev "$dev" $parent handle 10: netem delay "$delay" limit 100000
+    fi
+}
+
+# Can this kernel delay packets (sch_netem)? Tried on a veth in a throwaway namespace.
+have_netem() {
+    local ns="rg-check$$" ok=1
+    ip netns add "$ns" || return 1
+    if ip -n "$ns" link add vcheck0 type veth peer name vcheck1 &&
+        tc -n "$ns" qdisc add dev vcheck0 root netem delay 1ms 2>/dev/null; then ok=0; fi
+    ip netns del "$ns"
+    return $ok
 }
 
 # Create namespace $1 with loopback up and IPv6 off (no router solicitations on the wire).
@@ -150,13 +171,18 @@ plug() {
 
 cluster_up() {
     local c=$1 n=$2 rate=$3 delay=$4 slots=$5 owner=$6 k
-    # State first: a concurrent `down` must never mistake a cluster being built for a stale one.
-    mkdir -p "$STATE/$c"
-    echo "$owner" >"$STATE/$c/owner"
-    printf '%s\n' "$n" >"$STATE/$c/hosts"
-    printf '%s\n' "${rate:-unshaped}" >"$STATE/$c/rate"
-    printf '%s\n' "$delay" >"$STATE/$c/delay"
-    printf '%s\n' "$slots" >"$STATE/$c/slots"
+    # State first, complete or not at all (written aside, then renamed): a concurrent `down` must
+    # never mistake a cluster being built for a stale one.
+    local tmp
+    mkdir -p "$STATE"
+    tmp=$(mktemp -d "$STATE/.new.XXXXXX")
+    chmod 755 "$tmp"
+    echo "$owner" >"$tmp/owner"
+    echo "$n" >"$tmp/hosts"
+    echo "${rate:-unshaped}" >"$tmp/rate"
+    echo "$delay" >"$tmp/delay"
+    echo "$slots" >"$tmp/slots"
+    mv "$tmp" "$STATE/$c"
 
     make_ns "$c-switch"
     ip -n "$c-switch" link add br0 type bridge
@@ -166,16 +192,15 @@ cluster_up() {
     for ((k = 1; k <= n; k++)); do
         make_ns "$c-host$k"
         plug "$c-host$k" "$(host_ip "$k")" "h$k" "$c"
-        if [ -n "$rate" ]; then
-            shape_link "$c-host$k" eth0 "$rate" "$delay" # uplink: host -> switch
-            shape_link "$c-switch" "h$k" "$rate" ""      # downlink: switch -> host
-        fi
+        shape_link "$c-host$k" eth0 "$rate" "$delay" # uplink: host -> switch
+        shape_link "$c-switch" "h$k" "$rate" ""      # downlink: switch -> host
     done
 }
 
 print_cluster() {
-    local c=$1 n k
+    local c=$1 n k delay
     n=$(cat "$STATE/$c/hosts")
+    delay=$(cat "$STATE/$c/delay")
     echo "cluster $c: $n hosts, links $(cat "$STATE/$c/rate")${delay:+, +$delay one way}," \
         "mpirun runs in $c-head ($SUBNET.1)"
     for ((k = 1; k <= n; k++)); do echo "  $c-host$k  $(host_ip "$k")"; done
@@ -197,6 +222,7 @@ print_cluster() {
 # "hosts" share the same cores), --oversubscribe and --allow-run-as-root.
 # mpirun refuses a parameter given twice, so one the caller sets (in MPIRUN_ARGS or
 # RG_MPIRUN_FLAGS) replaces ours; so do the caller's -H / --hostfile.
+# shellcheck disable=SC2054 # pairs: name value (values hold commas)
 CLUSTER_MCA=(
     plm rsh plm_rsh_agent "$AGENT" plm_rsh_no_tree_spawn 1
     pml ob1 btl tcp,self btl_tcp_flags send,inplace,need-ack,need-csum,hetero-rdma
@@ -291,6 +317,16 @@ need_root() {
     [ "$(id -u)" = 0 ] || die "must run as root (network namespaces need CAP_SYS_ADMIN)"
 }
 
+# Remove cluster $1 however this script ends: normally, on an error, on Ctrl-C or a timeout's
+# TERM. (A KILL leaves it behind as a stale cluster, which the next up/run/down removes.)
+remove_on_exit() {
+    # shellcheck disable=SC2064
+    trap "cluster_down '$1'" EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    trap 'exit 129' HUP
+}
+
 cmd=${1:-}
 [ -n "$cmd" ] || usage
 shift
@@ -301,6 +337,9 @@ if [[ "$cmd" =~ ^(up|run|exec)$ ]]; then
     shift
 fi
 while [ $# -gt 0 ]; do
+    case "$1" in
+    --rate | --delay | --slots | --id) [ $# -ge 2 ] || die "$1 needs a value" ;;
+    esac
     case "$1" in
     --rate) rate=$2; shift 2 ;;
     --delay) delay=$2; shift 2 ;;
@@ -315,25 +354,28 @@ done
 [[ "$id" =~ ^[A-Za-z0-9]*$ ]] || die "--id: letters and digits only"
 [[ "$slots" =~ ^[1-9][0-9]*$ ]] || die "--slots: want a positive number"
 [ -z "$rate" ] || rate_bits "$rate" >/dev/null
-[ -z "$delay" ] || [ -n "$rate" ] || die "--delay needs --rate"
+case "$cmd" in check | status) ;; *) need_root ;; esac
+if [[ "$cmd" =~ ^(up|run)$ ]]; then
+    if [ "$n" -lt 1 ] || [ "$n" -gt $MAX_HOSTS ]; then die "$cmd: 1 to $MAX_HOSTS hosts"; fi
+    if [ -n "$delay" ] && ! have_netem; then
+        die "--delay needs the netem qdisc (CONFIG_NET_SCH_NETEM), which this kernel lacks"
+    fi
+fi
 
 case "$cmd" in
 check) check ;;
 status) status ;;
 up)
-    need_root
-    [ "$n" -ge 1 ] && [ "$n" -le $MAX_HOSTS ] || die "up: 1 to $MAX_HOSTS hosts"
     c=$(cluster_name "$id")
     down_stale
     if [ -n "$(cluster_namespaces "$c")" ]; then echo "sim-cluster.sh: replacing $c" >&2; fi
     cluster_down "$c"
-    trap 'cluster_down "$c"' ERR
+    remove_on_exit "$c" # until it is complete
     cluster_up "$c" "$n" "$rate" "$delay" "$slots" -
-    trap - ERR
+    trap - EXIT INT TERM HUP
     print_cluster "$c"
     ;;
 down)
-    need_root
     if [ $all = 1 ]; then
         for c in $(all_clusters); do cluster_down "$c"; done
     else
@@ -341,12 +383,8 @@ down)
         down_stale
     fi
     ;;
-mpirun)
-    need_root
-    cluster_mpirun "$(cluster_name "$id")" "$@"
-    ;;
+mpirun) cluster_mpirun "$(cluster_name "$id")" "$@" ;;
 exec)
-    need_root
     [ $# -gt 0 ] || die "exec: no command"
     c=$(cluster_name "$id")
     if [ "$n" = 0 ]; then ns="$c-head"; else ns="$c-host$n"; fi
@@ -354,25 +392,19 @@ exec)
     exec ip netns exec "$ns" "$@"
     ;;
 run)
-    need_root
-    [ "$n" -ge 1 ] && [ "$n" -le $MAX_HOSTS ] || die "run: 1 to $MAX_HOSTS hosts"
     [ $# -gt 0 ] || die "run: no mpirun arguments after --"
     c=$(cluster_name "${id:-r$$}")
-    # Tear down on every exit: normal, error, Ctrl-C, a timeout's TERM. mpirun runs in the
-    # background so that a signal interrupts `wait` at once (bash runs traps only between
-    # commands); cluster_down then stops mpirun too, as it lives in the head namespace. A KILL
-    # leaves a stale cluster, which the next up/run/down removes.
-    trap 'cluster_down "$c"' EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
-    trap 'exit 129' HUP
+    remove_on_exit "$c"
     down_stale
     cluster_up "$c" "$n" "$rate" "$delay" "$slots" $$
     print_cluster "$c" >&2
-    cluster_mpirun "$c" "$@" <&0 & # <&0: keep stdin (a background job's would be /dev/null)
-    status=0
-    wait $! || status=$?
-    exit $status
+    # mpirun runs in the background so that a signal interrupts `wait` at once (bash runs traps
+    # only between commands); cluster_down then stops mpirun too, as it lives in the head
+    # namespace. <&0 keeps stdin (a background job's would be /dev/null).
+    cluster_mpirun "$c" "$@" <&0 &
+    rc=0
+    wait $! || rc=$?
+    exit $rc
     ;;
 *) usage ;;
 esac

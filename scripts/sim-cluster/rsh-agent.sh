@@ -27,5 +27,6 @@ if [ "$k" -lt 1 ] || [ ! -e "/run/netns/$ns" ]; then
     echo "rsh-agent.sh: no simulated host '$host' in cluster '$cluster'" >&2
     exit 255 # what ssh returns when it cannot connect
 fi
+# shellcheck disable=SC2016 # $1 and $* belong to the inner shell
 # Like ssh, join the command words with spaces and let a shell parse them (mpirun quotes for that).
 exec ip netns exec "$ns" unshare --uts -- sh -c 'hostname "$1" && shift && eval "$*"' rsh-agent "$ns" "$@"
