@@ -32,19 +32,15 @@ typedef struct {
 static place where_am_i(void) {
     place p = {0};
     struct stat st;
-    if (stat("/proc/self/ns/net", &st) == 0)
-        p.netns = (uint64_t)st.st_ino;
-    if (gethostname(p.host, sizeof p.host - 1) != 0)
-        strcpy(p.host, "?");
+    if (stat("/proc/self/ns/net", &st) == 0) p.netns = (uint64_t)st.st_ino;
+    if (gethostname(p.host, sizeof p.host - 1) != 0) strcpy(p.host, "?");
     strcpy(p.addr, "?");
     struct ifaddrs *ifs = NULL;
     if (getifaddrs(&ifs) == 0) {
         for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-            if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
-                continue;
+            if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
             const struct in_addr *a = &((const struct sockaddr_in *)i->ifa_addr)->sin_addr;
-            if ((ntohl(a->s_addr) >> 24) == 127)
-                continue;
+            if ((ntohl(a->s_addr) >> 24) == 127) continue;
             inet_ntop(AF_INET, a, p.addr, sizeof p.addr);
             break;
         }
@@ -62,8 +58,7 @@ static int64_t check_allreduce(int64_t n, int rank, int world) {
         fprintf(stderr, "cluster_smoke: out of memory for %lld floats\n", (long long)n);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    for (int64_t i = 0; i < n; i++)
-        x[i] = (float)(rank + 1) * (float)(i % 1000 + 1);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(rank + 1) * (float)(i % 1000 + 1);
     double t = MPI_Wtime();
     MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     t = MPI_Wtime() - t;
@@ -86,14 +81,12 @@ static int64_t check_allreduce(int64_t n, int rank, int world) {
 static int count_hosts(int rank, int world) {
     place me = where_am_i();
     place *all = malloc((size_t)world * sizeof *all);
-    if (!all)
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    if (!all) MPI_Abort(MPI_COMM_WORLD, 1);
     MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD);
     int distinct = 0;
     for (int r = 0; r < world; r++) {
         int seen = 0;
-        for (int q = 0; q < r; q++)
-            seen |= all[q].netns == all[r].netns;
+        for (int q = 0; q < r; q++) seen |= all[q].netns == all[r].netns;
         distinct += !seen;
         if (rank == 0)
             printf("rank %d on host %s, address %s, net namespace %llu\n", r, all[r].host,
@@ -110,13 +103,11 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     int want_hosts = 0;
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--hosts") && i + 1 < argc)
-            want_hosts = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--hosts") && i + 1 < argc) want_hosts = atoi(argv[++i]);
 
     int failed = 0;
     const int hosts = count_hosts(rank, world);
-    if (rank == 0)
-        printf("%d ranks on %d hosts\n", world, hosts);
+    if (rank == 0) printf("%d ranks on %d hosts\n", world, hosts);
     if (want_hosts > 0 && hosts != want_hosts) {
         if (rank == 0)
             fprintf(stderr, "cluster_smoke: ranks ran on %d hosts, want %d\n", hosts, want_hosts);
@@ -127,8 +118,7 @@ int main(int argc, char **argv) {
         failed |= check_allreduce(sizes[s], rank, world) != 0;
 
     MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0)
-        printf("cluster_smoke: %s\n", failed ? "FAILED" : "passed");
+    if (rank == 0) printf("cluster_smoke: %s\n", failed ? "FAILED" : "passed");
     MPI_Finalize();
     return failed;
 }
