@@ -5,12 +5,12 @@
  *
  * Ping-pong: rank 0 sends a message to rank 1, which sends it back; half the round trip is the
  * one-way time, and bytes / one-way time the bandwidth (one direction busy at a time, as in OSU's
- * osu_latency). Exchange: ranks 0 and 1 send each other a message at
- * once (MPI_Sendrecv), the bandwidth per direction of a full-duplex link. Allreduce: all ranks sum
- * a float vector; besides the time it prints NCCL's "bus bandwidth" 2(W-1)/W * bytes / time, the
- * rate each link must sustain for a ring allreduce, comparable with the link rate for any world
- * size W. Every figure is the median of --reps timed repetitions (after one warm-up). A benchmark,
- * not a test: it asserts nothing and its numbers depend on the machine. */
+ * osu_latency). Exchange: ranks 0 and 1 send each other a message at once (MPI_Sendrecv), the
+ * bandwidth per direction of a full-duplex link. Allreduce: all ranks sum a float vector; besides
+ * the time it prints NCCL's "bus bandwidth" 2(W-1)/W * bytes / time, the rate each link must carry
+ * for a ring allreduce, comparable with the link rate for any world size W.
+ * Every figure is the median of --reps timed repetitions (after one warm-up). A benchmark, not a
+ * test: it asserts nothing and its numbers depend on the machine. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
