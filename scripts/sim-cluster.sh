@@ -54,13 +54,17 @@ all_clusters() {
     } | sort -u
 }
 
-# A cluster is stale when the `run` that owns it has died (killed by a timeout, say) or when its
-# state is gone. Clusters made by `up` have no owner and stay until `down` names them.
+# A cluster is stale when the sim-cluster.sh that owns it (a `run`, or an `up` still building it)
+# has died, killed by a timeout say, or when its state is gone. A finished `up` leaves owner "-":
+# such a cluster stays until `down` names it, or until its namespaces are gone (a reboot).
 is_stale() {
     local owner
     owner=$(cat "$STATE/$1/owner" 2>/dev/null) || return 0
-    [ "$owner" = - ] && return 1
-    ! grep -qs sim-cluster "/proc/$owner/cmdline"
+    if [ "$owner" = - ]; then
+        [ -z "$(cluster_namespaces "$1")" ]
+    else
+        if grep -qs sim-cluster "/proc/$owner/cmdline"; then return 1; fi
+    fi
 }
 
 # ---- down --------------------------------------------------------------------------------------
@@ -133,7 +137,8 @@ shape_link() {
         bytes=$(($(rate_bits "$rate") / 8))
         burst=${RG_SIM_BURST:-$((bytes / 10000 > 3028 ? bytes / 10000 : 3028))}
         limit=${RG_SIM_LIMIT:-$((bytes / 20 > 4 * burst ? bytes / 20 : 4 * burst))}
-        ip -n "$ns" link set dev "$dev" gso_max_size $((burst * 9 / 10 < 65536 ? burst * 9 / 10 : 65536))
+        ip -n "$ns" link set dev "$dev" gso_max_size $((burst * 9 / 10 < 65536 ? burst * 9 / 10 : 65536)) ||
+            echo "sim-cluster.sh: cannot set gso_max_size (old iproute2?); shaping costs more CPU" >&2
         tc -n "$ns" qdisc add dev "$dev" root handle 1: tbf rate "$rate" burst "$burst" limit "$limit"
         parent="parent 1:1"
     fi
@@ -371,7 +376,8 @@ up)
     if [ -n "$(cluster_namespaces "$c")" ]; then echo "sim-cluster.sh: replacing $c" >&2; fi
     cluster_down "$c"
     remove_on_exit "$c" # until it is complete
-    cluster_up "$c" "$n" "$rate" "$delay" "$slots" -
+    cluster_up "$c" "$n" "$rate" "$delay" "$slots" $$
+    echo - >"$STATE/$c/owner" # complete: from now on it lives until `down`
     trap - EXIT INT TERM HUP
     print_cluster "$c"
     ;;
