@@ -20,6 +20,8 @@
 #   sim-cluster.sh run N [--rate R] [--delay D] [--slots S] -- MPIRUN_ARGS...
 #                                           up, mpirun, down; exits with mpirun's status
 #   sim-cluster.sh check                    exit 0 if this machine can do it, else 77 and why
+# up and run also exit 77 with "SKIPPED: <why>" where namespaces are not allowed, so a ctest with
+# SKIP_RETURN_CODE 77 can call `run` directly.
 # R is a tc rate: 100mbit, 1gbit, 10gbit (default: unshaped). D is a one-way latency added on every
 # host's uplink (10us, 1ms), which needs the netem qdisc. S is the slots (ranks) per host (default 1).
 # Without --id the cluster is named "rg" (up/mpirun/exec/down) or "rg-r<pid>" (run, unique per call).
@@ -270,28 +272,35 @@ cluster_mpirun() {
 
 # ---- check -------------------------------------------------------------------------------------
 
-# Can this machine build a cluster? Tries every kind of object once, in a throwaway namespace.
-check() {
-    local why="" ns="rg-check$$"
+# Why this machine cannot build a cluster (empty if it can). Tries every kind of object once, in
+# a throwaway namespace.
+cannot_simulate() {
+    local ns="rg-check$$"
     if [ "$(id -u)" != 0 ]; then
-        why="not root"
+        echo "not root"
     elif ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
-        why="ip or tc (iproute2) not found"
+        echo "ip or tc (iproute2) not found"
     elif ! command -v mpirun >/dev/null || ! command -v unshare >/dev/null; then
-        why="mpirun or unshare not found"
+        echo "mpirun or unshare not found"
     elif ! ip netns add "$ns" 2>/dev/null; then
-        why="no network namespace support (ip netns add failed)"
-    elif ! { ip -n "$ns" link add vcheck0 type veth peer name vcheck1 && ip -n "$ns" link add br0 type bridge &&
-        tc -n "$ns" qdisc add dev vcheck0 root tbf rate 1gbit burst 64k limit 1m &&
-        ip netns exec "$ns" unshare --uts true; } 2>/dev/null; then
-        why="veth, bridge, tbf or UTS namespaces not supported"
+        echo "no network namespace support (ip netns add failed)"
+    else
+        { ip -n "$ns" link add vcheck0 type veth peer name vcheck1 && ip -n "$ns" link add br0 type bridge &&
+            tc -n "$ns" qdisc add dev vcheck0 root tbf rate 1gbit burst 64k limit 1m &&
+            ip netns exec "$ns" unshare --uts true; } >/dev/null 2>&1 ||
+            echo "veth, bridge, tbf or UTS namespaces not supported"
+        ip netns del "$ns" 2>/dev/null || true
     fi
-    ip netns del "$ns" 2>/dev/null || true
+}
+
+# Exit 77 ("skipped" for ctest) with the reason if this machine cannot build a cluster.
+skip_unless_possible() {
+    local why
+    why=$(cannot_simulate)
     if [ -n "$why" ]; then
         echo "SKIPPED: sim-cluster needs root and network namespaces: $why"
         exit $SKIP
     fi
-    echo "sim-cluster: this machine can simulate a cluster"
 }
 
 # ---- status ------------------------------------------------------------------------------------
@@ -359,7 +368,7 @@ done
 [[ "$id" =~ ^[A-Za-z0-9]*$ ]] || die "--id: letters and digits only"
 [[ "$slots" =~ ^[1-9][0-9]*$ ]] || die "--slots: want a positive number"
 [ -z "$rate" ] || rate_bits "$rate" >/dev/null
-case "$cmd" in check | status) ;; *) need_root ;; esac
+case "$cmd" in check | status) ;; up | run) skip_unless_possible ;; *) need_root ;; esac
 if [[ "$cmd" =~ ^(up|run)$ ]]; then
     if [ "$n" -lt 1 ] || [ "$n" -gt $MAX_HOSTS ]; then die "$cmd: 1 to $MAX_HOSTS hosts"; fi
     if [ -n "$delay" ] && ! have_netem; then
@@ -368,7 +377,10 @@ if [[ "$cmd" =~ ^(up|run)$ ]]; then
 fi
 
 case "$cmd" in
-check) check ;;
+check)
+    skip_unless_possible
+    echo "sim-cluster: this machine can simulate a cluster"
+    ;;
 status) status ;;
 up)
     c=$(cluster_name "$id")
