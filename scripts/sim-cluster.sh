@@ -127,8 +127,8 @@ rate_bits() {
 # The token bucket holds 100 us of traffic at the rate (12.5 KB at 1gbit, 125 KB at 10gbit; at
 # least two full frames), so anything bigger than a few packets moves at the rate, as through a
 # real NIC; a bigger bucket lets a message of that size pass at memory speed. The queue holds 50 ms
-# at the rate: more than a TCP window, so one flow never overflows it (drops would stall a run
-# for a retransmission timeout at random), while several senders into one port still can.
+# at the rate: from 1gbit up that is a whole TCP window (6 MB), so one flow does not overflow it
+# (drops would stall a run for a retransmission at random), while several senders into one port can.
 # RG_SIM_BURST and RG_SIM_LIMIT (bytes) override the two.
 # TCP hands the device up to 64 KB at once (GSO); tbf cuts a packet bigger than its bucket into
 # frames, which costs so much CPU here that two directions at 1gbit fell to 0.65-0.84 Gbit/s each.
