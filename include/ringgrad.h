@@ -8,5 +8,15 @@
 #include "tensor/ops.h"
 #include "tensor/backend.h"
 #include "autograd/autograd.h"
+#include "data/idx.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "data/loader.h"
+#include "layers/params.h"
+#include "layers/layer.h"
+#include "optim/optim.h"
+#include "models/model.h"
+#include "models/safetensors.h"
+#include "models/checkpoint.h"
 
 #endif
