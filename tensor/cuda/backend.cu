@@ -1,4 +1,4 @@
-/* backend.cu — the CUDA backend's table, and its plain memory operations.
+/* backend.cu — the CUDA backend's tables (one per device) and its plain memory operations.
  *
  * What it teaches: where a GPU framework waits. Every entry only queues work on the current
  * device's compute stream and returns; the host waits in exactly three places:
@@ -9,6 +9,9 @@
  * H2D copies from pageable memory return once the driver has staged the source (it may wait for
  * the stream to do so); from pinned memory (host_alloc) they are fully asynchronous. */
 #include <string.h>
+
+#include <array>
+#include <utility>
 
 #include "tensor/cuda/cuda_impl.h"
 
@@ -67,40 +70,67 @@ static void cuda_synchronize(void) {
     for (int s = 0; s < RG_CUDA_STREAM_COUNT; s++) RG_CUDA_CHECK(cudaStreamSynchronize(ctx->stream[s]));
 }
 
-/* Every entry of rg_backend, in its declaration order (C++20 designated initialisers). */
-extern "C" const rg_backend rg_cuda_backend = {
-    .name = "cuda",
-    .alloc = rg_cuda_alloc,
-    .free = rg_cuda_free,
-    .memset0 = cuda_memset0,
-    .copy = cuda_copy,
-    .synchronize = cuda_synchronize,
-    .mem_stats = rg_cuda_mem_stats,
-    .mem_release_cached = rg_cuda_mem_release_cached,
-    .fill = rg_cuda_fill,
-    .axpby = rg_cuda_axpby,
-    .binary = rg_cuda_binary,
-    .reduce_bcast = rg_cuda_reduce_bcast,
-    .relu_forward = rg_cuda_relu_forward,
-    .relu_backward = rg_cuda_relu_backward,
-    .sum = rg_cuda_sum,
-    .argmax = rg_cuda_argmax,
-    .uniform = rg_cuda_uniform,
-    .normal = rg_cuda_normal,
-    .gemm = rg_cuda_gemm,
-    .conv2d_forward = rg_cuda_conv2d_forward,
-    .conv2d_backward_data = rg_cuda_conv2d_backward_data,
-    .conv2d_backward_filter = rg_cuda_conv2d_backward_filter,
-    .maxpool2d_forward = rg_cuda_maxpool2d_forward,
-    .maxpool2d_backward = rg_cuda_maxpool2d_backward,
-    .dropout_forward = rg_cuda_dropout_forward,
-    .dropout_backward = rg_cuda_dropout_backward,
-    .cross_entropy_forward = rg_cuda_cross_entropy_forward,
-    .cross_entropy_backward = rg_cuda_cross_entropy_backward,
-    .sgd_step = rg_cuda_sgd_step,
-    .adam_step = rg_cuda_adam_step,
-    .f32_to_f16 = rg_cuda_f32_to_f16,
-    .f16_to_f32 = rg_cuda_f16_to_f32,
-    .host_alloc = rg_cuda_host_alloc,
-    .host_free = rg_cuda_host_free,
+/* ---- one table per device ----
+ * The entries take no device argument, yet the table that rg_backend_for(cuda:D) returns must run
+ * on D whichever thread calls it, now or later (a thread may keep a table, as the DDP reducer
+ * does). So each device gets its own table of tiny wrappers generated from the one implementation:
+ * on<D, f>::run makes D the calling thread's current device, then calls f, which works on the
+ * current device. When D is already current this costs one cudaGetDevice. */
+template <int D, auto F> struct on;
+template <int D, typename R, typename... A, R (*F)(A...)> struct on<D, F> {
+    static R run(A... args) {
+        rg_cuda_swap_device(D);
+        return F(args...);
+    }
 };
+
+/* Every entry of rg_backend, in declaration order (C++20 designated initialisers). */
+template <int D> static constexpr rg_backend table_for() {
+    return rg_backend{
+        .name = "cuda",
+        .alloc = on<D, rg_cuda_alloc>::run,
+        .free = on<D, rg_cuda_free>::run,
+        .memset0 = on<D, cuda_memset0>::run,
+        .copy = on<D, cuda_copy>::run,
+        .synchronize = on<D, cuda_synchronize>::run,
+        .mem_stats = on<D, rg_cuda_mem_stats>::run,
+        .mem_release_cached = on<D, rg_cuda_mem_release_cached>::run,
+        .fill = on<D, rg_cuda_fill>::run,
+        .axpby = on<D, rg_cuda_axpby>::run,
+        .binary = on<D, rg_cuda_binary>::run,
+        .reduce_bcast = on<D, rg_cuda_reduce_bcast>::run,
+        .relu_forward = on<D, rg_cuda_relu_forward>::run,
+        .relu_backward = on<D, rg_cuda_relu_backward>::run,
+        .sum = on<D, rg_cuda_sum>::run,
+        .argmax = on<D, rg_cuda_argmax>::run,
+        .uniform = on<D, rg_cuda_uniform>::run,
+        .normal = on<D, rg_cuda_normal>::run,
+        .gemm = on<D, rg_cuda_gemm>::run,
+        .conv2d_forward = on<D, rg_cuda_conv2d_forward>::run,
+        .conv2d_backward_data = on<D, rg_cuda_conv2d_backward_data>::run,
+        .conv2d_backward_filter = on<D, rg_cuda_conv2d_backward_filter>::run,
+        .maxpool2d_forward = on<D, rg_cuda_maxpool2d_forward>::run,
+        .maxpool2d_backward = on<D, rg_cuda_maxpool2d_backward>::run,
+        .dropout_forward = on<D, rg_cuda_dropout_forward>::run,
+        .dropout_backward = on<D, rg_cuda_dropout_backward>::run,
+        .cross_entropy_forward = on<D, rg_cuda_cross_entropy_forward>::run,
+        .cross_entropy_backward = on<D, rg_cuda_cross_entropy_backward>::run,
+        .sgd_step = on<D, rg_cuda_sgd_step>::run,
+        .adam_step = on<D, rg_cuda_adam_step>::run,
+        .f32_to_f16 = on<D, rg_cuda_f32_to_f16>::run,
+        .f16_to_f32 = on<D, rg_cuda_f16_to_f32>::run,
+        .host_alloc = on<D, rg_cuda_host_alloc>::run,
+        .host_free = on<D, rg_cuda_host_free>::run,
+    };
+}
+
+template <size_t... D>
+static constexpr std::array<rg_backend, sizeof...(D)> tables_for(std::index_sequence<D...>) {
+    return {table_for<(int)D>()...};
+}
+
+/* Read-only, built at compile time. */
+static constexpr std::array<rg_backend, RG_CUDA_MAX_DEVICES> tables =
+    tables_for(std::make_index_sequence<RG_CUDA_MAX_DEVICES>{});
+
+const rg_backend *rg_cuda_table(int device) { return &tables[(size_t)device]; }

@@ -3,10 +3,10 @@
  *
  * The op layer (rg_bcast_plan) has already collapsed the shapes: at most RG_MAX_DIMS dimensions,
  * alternating between ones where b is broadcast (stride 0) and ones where it is not. A kernel then
- * finds b's element for output index i by decomposing i over those dimensions (dims_offset).
- * Integer division is the cost of that, and 64-bit division is several times slower than 32-bit
- * on a GPU, so every kernel here is a template on the index type: uint32_t whenever the tensor has
- * fewer than 2^31 elements, int64_t otherwise.
+ * finds b's element for output index i by decomposing i over those dimensions (dims_offset, in
+ * per_thread.h). Integer division is the cost of that, and 64-bit division is several times slower
+ * than 32-bit on a GPU, so every kernel here is a template on the index type: uint32_t whenever
+ * the tensor has fewer than 2^31 elements, int64_t otherwise.
  *
  * The gradient db = sum of dy over the broadcast dimensions is computed output-stationary: each
  * element of db is summed by one thread (when there are many of them) or one block (when there
@@ -14,33 +14,19 @@
  * no atomics. */
 #include "tensor/cuda/cuda_impl.h"
 
-/* Dimensions as kernels take them, by value: sizes and element strides. */
-typedef struct {
-    int nd;
-    int64_t size[RG_MAX_DIMS];
-    int64_t stride[RG_MAX_DIMS];
-} dims;
-
-/* The offset of row-major index idx over d.size: sum over k of coordinate_k * d.stride[k].
- * Unrolled over RG_MAX_DIMS so that every d.size[k] has a constant index: the kernel reads it
- * straight from its parameter space instead of copying d to (slow, local) stack memory. */
-template <typename I> static __device__ __forceinline__ I dims_offset(const dims &d, I idx) {
-    I off = 0;
-#pragma unroll
-    for (int k = RG_MAX_DIMS - 1; k >= 0; k--) {
-        if (k >= d.nd) continue;
-        I size = (I)d.size[k];
-        off += (idx % size) * (I)d.stride[k];
-        idx /= size;
-    }
-    return off;
+/* The index maps (tensor/cuda/per_thread.h, tested on the CPU), by index type. */
+static __device__ __forceinline__ uint32_t dims_offset(const rg_cuda_dims &d, uint32_t i) {
+    return rg_dims_offset_u32(&d, i);
+}
+static __device__ __forceinline__ int64_t dims_offset(const rg_cuda_dims &d, int64_t i) {
+    return rg_dims_offset_i64(&d, i);
 }
 
 /* ---- binary: out = a (op) b ---------------------------------------------------------------- */
 
 /* out (n) = a (n) op b[dims_offset(bd, i)]; out may be a */
 template <typename I, rg_binary_op OP>
-__global__ void binary_kernel(I n, dims bd, const float *a, const float *b, float *out) {
+__global__ void binary_kernel(I n, rg_cuda_dims bd, const float *a, const float *b, float *out) {
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)blockDim.x * gridDim.x) {
         float bv = b[dims_offset(bd, i)];
         out[i] = OP == RG_BINARY_ADD ? a[i] + bv : a[i] * bv;
@@ -49,7 +35,7 @@ __global__ void binary_kernel(I n, dims bd, const float *a, const float *b, floa
 static_assert(RG_BINARY_COUNT == 2, "binary_launch handles every op");
 
 template <typename I>
-static void binary_launch(rg_cuda_ctx *ctx, rg_binary_op op, int64_t n, const dims &bd,
+static void binary_launch(rg_cuda_ctx *ctx, rg_binary_op op, int64_t n, const rg_cuda_dims &bd,
                           const float *a, const float *b, float *out) {
     unsigned grid = rg_cuda_grid(ctx, n);
     cudaStream_t s = rg_cuda_compute(ctx);
@@ -65,19 +51,18 @@ void rg_cuda_binary(rg_binary_op op, const rg_bcast *bc, const float *a, const f
     RG_CHECK((unsigned)op < RG_BINARY_COUNT, "cuda binary: bad op %d", (int)op);
     if (bc->n <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
-    dims bd = {bc->ndim, {0}, {0}};
-    for (int d = 0; d < bc->ndim; d++) bd.size[d] = bc->shape[d], bd.stride[d] = bc->bstride[d];
+    rg_cuda_dims bd = rg_bcast_b_dims(bc);
     if (bc->n <= INT32_MAX) binary_launch<uint32_t>(ctx, op, bc->n, bd, a, b, out);
     else binary_launch<int64_t>(ctx, op, bc->n, bd, a, b, out);
 }
 
 /* ---- reduce_bcast: db = beta*db + sum over the broadcast dims of dy (times x) ---------------
- * `kept` walks dy over the dimensions b has (db's elements, row-major = b's own layout), `red`
- * over the dimensions b is broadcast along (m = n / nb terms per element of db). */
+ * rg_bcast_split: `kept` walks dy over the dimensions b has (db's elements), `red` over the
+ * dimensions b is broadcast along (m = n / nb terms per element of db). */
 
 /* db (nb) = beta*db + sum_r dy[o] (* x[o]), o = kept(j) + red(r); one thread per element j */
 template <typename I>
-__global__ void reduce_bcast_thread_kernel(I nb, I m, dims kept, dims red, const float *dy,
+__global__ void reduce_bcast_thread_kernel(I nb, I m, rg_cuda_dims kept, rg_cuda_dims red, const float *dy,
                                            const float *x, float beta, float *db) {
     for (I j = (I)blockIdx.x * blockDim.x + threadIdx.x; j < nb; j += (I)blockDim.x * gridDim.x) {
         I base = dims_offset(kept, j);
@@ -92,7 +77,7 @@ __global__ void reduce_bcast_thread_kernel(I nb, I m, dims kept, dims red, const
 
 /* Same, one block per element j: its threads split the m terms, then a block tree sum. */
 template <typename I>
-__global__ void reduce_bcast_block_kernel(I nb, I m, dims kept, dims red, const float *dy,
+__global__ void reduce_bcast_block_kernel(I nb, I m, rg_cuda_dims kept, rg_cuda_dims red, const float *dy,
                                           const float *x, float beta, float *db) {
     for (I j = blockIdx.x; j < nb; j += gridDim.x) { /* uniform per block: no divergent sync */
         I base = dims_offset(kept, j);
@@ -107,8 +92,8 @@ __global__ void reduce_bcast_block_kernel(I nb, I m, dims kept, dims red, const 
 }
 
 template <typename I>
-static void reduce_bcast_launch(rg_cuda_ctx *ctx, int64_t nb, int64_t m, const dims &kept,
-                                const dims &red, const float *dy, const float *x, float beta,
+static void reduce_bcast_launch(rg_cuda_ctx *ctx, int64_t nb, int64_t m, const rg_cuda_dims &kept,
+                                const rg_cuda_dims &red, const float *dy, const float *x, float beta,
                                 float *db) {
     cudaStream_t s = rg_cuda_compute(ctx);
     /* A thread per element of db fills the GPU once there are enough of them, and keeps reads
@@ -130,13 +115,8 @@ void rg_cuda_reduce_bcast(const rg_bcast *bc, const float *dy, const float *x, f
     if (bc->nb <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
     if (bc->n == 0) return rg_cuda_scale(ctx, bc->nb, beta, db); /* an empty sum */
-    dims kept = {0, {0}, {0}}, red = {0, {0}, {0}};
-    int64_t ostride[RG_MAX_DIMS], stride = 1; /* dy's row-major strides */
-    for (int d = bc->ndim - 1; d >= 0; d--) ostride[d] = stride, stride *= bc->shape[d];
-    for (int d = 0; d < bc->ndim; d++) {
-        dims *t = bc->bstride[d] ? &kept : &red;
-        t->size[t->nd] = bc->shape[d], t->stride[t->nd] = ostride[d], t->nd++;
-    }
+    rg_cuda_dims kept, red;
+    rg_bcast_split(bc, &kept, &red);
     int64_t m = bc->n / bc->nb;
     if (bc->n <= INT32_MAX) reduce_bcast_launch<uint32_t>(ctx, bc->nb, m, kept, red, dy, x, beta, db);
     else reduce_bcast_launch<int64_t>(ctx, bc->nb, m, kept, red, dy, x, beta, db);

@@ -1,11 +1,11 @@
 /* context.cu — one context per GPU (streams, cuBLAS and cuDNN handles, memory caches), device
  * discovery and selection, the stream API for the dist module and the event timers.
  *
- * What it teaches: which device an op runs on. The backend table's entries take no device
- * argument; they run on the calling thread's *current* device, the CUDA runtime's per-thread
- * notion. rg_cuda_backend_for(index), which the dispatcher calls for every op, makes cuda:index
- * current first (PyTorch's device guard, without the restore), so a tensor on cuda:1 is always
- * worked on by cuda:1 even from a thread that last used cuda:0.
+ * What it teaches: which device an op runs on. The kernels' host functions work on the calling
+ * thread's *current* device, the CUDA runtime's per-thread notion, and find its context here.
+ * rg_cuda_backend_for(index) returns cuda:index's own table (backend.cu), whose every entry first
+ * makes cuda:index current (PyTorch's device guard, without the restore): a tensor on cuda:1 is
+ * worked on by cuda:1 from any thread, whatever device that thread used last.
  *
  * Global state, and the only mutable kind in the backend: the table `contexts`, one slot per
  * device, each filled once under init_lock and read-only afterwards (readers take the fast path
@@ -117,9 +117,8 @@ rg_cuda_ctx *rg_cuda_ctx_current(void) {
 }
 
 extern "C" const rg_backend *rg_cuda_backend_for(int index) {
-    rg_cuda_ctx_get(index);
-    rg_cuda_swap_device(index);
-    return &rg_cuda_backend;
+    rg_cuda_ctx_get(index); /* checks the index; makes the context on first use */
+    return rg_cuda_table(index);
 }
 
 void rg_cuda_order(rg_cuda_ctx *signal_ctx, cudaStream_t signaller, cudaStream_t waiter) {

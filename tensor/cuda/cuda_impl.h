@@ -1,6 +1,6 @@
 /* cuda_impl.h — private to the CUDA backend: the per-device context, error checks, launch helpers,
  * warp and block reductions, and the host entry points of the kernels (one .cu file per op, paired
- * with tensor/cpu/<op>.c; the table that gathers them is in backend.cu).
+ * with tensor/cpu/<op>.c; the per-device tables that gather them are in backend.cu).
  *
  * Conventions every .cu file follows:
  *   - all work goes on the current device's COMPUTE stream; nothing uses the legacy default stream;
@@ -20,9 +20,10 @@
 #include "tensor/backend.h"
 #include "tensor/block_cache.h"
 #include "tensor/cuda/cuda_backend.h"
+#include "tensor/cuda/per_thread.h"
 #include "tensor/cuda/streams.h"
 
-#define RG_CUDA_MAX_DEVICES 64
+#define RG_CUDA_MAX_DEVICES 16 /* devices one process can use; more are not counted */
 /* The pinned-host cache's pseudo-stream: "the host owns this block" (alloc.cu). */
 #define RG_CUDA_STREAM_HOST RG_CUDA_STREAM_COUNT
 static_assert(RG_CUDA_STREAM_HOST < RG_BLOCK_CACHE_MAX_STREAMS, "stream ids fit the cache");
@@ -91,11 +92,6 @@ static inline unsigned rg_cuda_warp_grid(const rg_cuda_ctx *ctx, int64_t rows) {
 #define RG_CUDA_FOR(i, n)                                                                          \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                     \
          i += (int64_t)blockDim.x * gridDim.x)
-
-/* Philox counters (four stream positions each) covering positions [offset, offset + n), n > 0. */
-static __host__ __device__ __forceinline__ int64_t rg_philox_counters(int64_t n, uint64_t offset) {
-    return (int64_t)(((offset + (uint64_t)n - 1) >> 2) - (offset >> 2) + 1);
-}
 
 /* A warp-stride loop: each warp takes rows warp, warp + warps, ... (all its lanes the same row). */
 #define RG_CUDA_FOR_WARP(r, rows)                                                                  \
@@ -222,7 +218,8 @@ void rg_cuda_sgd_step(int64_t n, const rg_sgd_hparams *h, float *param, const fl
 void rg_cuda_adam_step(int64_t n, const rg_adam_hparams *h, float *param, const float *grad,
                        float *m, float *v);
 
-/* The table (backend.cu). */
-extern "C" const rg_backend rg_cuda_backend;
+/* ---- backend.cu ---- */
+/* The table of cuda:device (device < RG_CUDA_MAX_DEVICES); its entries make that device current. */
+const rg_backend *rg_cuda_table(int device);
 
 #endif

@@ -6,10 +6,11 @@
  * recompute the mask instead of storing it, and nothing depends on the launch shape.
  *
  * One Philox call yields four stream positions (4c .. 4c+3), so a thread owns one counter c and
- * the (up to four) elements at its positions. The four rg_dropout_keep calls are made
- * unconditionally, with positions written (c << 2) | j: the compiler then sees that they share one
- * counter and computes Philox once instead of four times (checked in the PTX: 22 multiplies per
- * thread, not 80). The bounds checks come after, on the stores. */
+ * the (up to four) elements at its positions (rg_philox_position, per_thread.h). The four
+ * rg_dropout_keep calls are made unconditionally, with positions written (c << 2) | j: the
+ * compiler then sees that they share one counter and computes Philox once instead of four times
+ * (checked in the PTX: 22 multiplies per thread, not 80). The bounds checks come after, on the
+ * stores. */
 #include "tensor/cuda/cuda_impl.h"
 
 /* 1/(1-p) for the kept elements; p == 1 drops everything */
@@ -20,14 +21,12 @@ __global__ void dropout_forward_kernel(int64_t n, float p, float scale, uint64_t
                                        uint64_t offset, const float *x, float *y) {
     int64_t counters = rg_philox_counters(n, offset);
     RG_CUDA_FOR(g, counters) {
-        uint64_t c = (offset >> 2) + (uint64_t)g;
-        bool keep[4];
-        for (uint64_t j = 0; j < 4; j++) keep[j] = rg_dropout_keep(p, seed, (c << 2) | j);
-        for (uint64_t j = 0; j < 4; j++) {
-            uint64_t pos = (c << 2) | j;
-            int64_t i = (int64_t)(pos - offset);
-            if (pos >= offset && i < n) y[i] = keep[j] ? x[i] * scale : 0.0f;
-        }
+        bool keep[4], in[4];
+        int64_t idx[4];
+        for (uint64_t j = 0; j < 4; j++) /* unconditional: one shared Philox call */
+            keep[j] = rg_dropout_keep(p, seed, rg_philox_position(offset, n, g, j, &idx[j], &in[j]));
+        for (int j = 0; j < 4; j++)
+            if (in[j]) y[idx[j]] = keep[j] ? x[idx[j]] * scale : 0.0f;
     }
 }
 
@@ -45,15 +44,14 @@ __global__ void dropout_backward_kernel(int64_t n, float p, float scale, uint64_
                                         uint64_t offset, const float *dy, float beta, float *dx) {
     int64_t counters = rg_philox_counters(n, offset);
     RG_CUDA_FOR(g, counters) {
-        uint64_t c = (offset >> 2) + (uint64_t)g;
-        bool keep[4];
-        for (uint64_t j = 0; j < 4; j++) keep[j] = rg_dropout_keep(p, seed, (c << 2) | j);
-        for (uint64_t j = 0; j < 4; j++) {
-            uint64_t pos = (c << 2) | j;
-            int64_t i = (int64_t)(pos - offset);
-            if (pos < offset || i >= n) continue;
-            float v = keep[j] ? dy[i] * scale : 0.0f;
-            dx[i] = beta == 0.0f ? v : v + beta * dx[i];
+        bool keep[4], in[4];
+        int64_t idx[4];
+        for (uint64_t j = 0; j < 4; j++)
+            keep[j] = rg_dropout_keep(p, seed, rg_philox_position(offset, n, g, j, &idx[j], &in[j]));
+        for (int j = 0; j < 4; j++) {
+            if (!in[j]) continue;
+            float v = keep[j] ? dy[idx[j]] * scale : 0.0f;
+            dx[idx[j]] = beta == 0.0f ? v : v + beta * dx[idx[j]];
         }
     }
 }

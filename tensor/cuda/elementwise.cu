@@ -88,14 +88,13 @@ __global__ void uniform_kernel(int64_t n, float lo, float hi, uint64_t seed, uin
                                float *x) {
     int64_t counters = rg_philox_counters(n, offset);
     RG_CUDA_FOR(g, counters) {
-        uint64_t c = (offset >> 2) + (uint64_t)g;
         float u[4];
-        for (uint64_t j = 0; j < 4; j++) u[j] = rg_philox_uniform(seed, (c << 2) | j);
-        for (uint64_t j = 0; j < 4; j++) {
-            uint64_t pos = (c << 2) | j;
-            int64_t i = (int64_t)(pos - offset);
-            if (pos >= offset && i < n) x[i] = lo + (hi - lo) * u[j];
-        }
+        int64_t idx[4];
+        bool in[4];
+        for (uint64_t j = 0; j < 4; j++) /* unconditional: one shared Philox call */
+            u[j] = rg_philox_uniform(seed, rg_philox_position(offset, n, g, j, &idx[j], &in[j]));
+        for (int j = 0; j < 4; j++)
+            if (in[j]) x[idx[j]] = lo + (hi - lo) * u[j];
     }
 }
 

@@ -58,12 +58,12 @@ __global__ void argmax_kernel(int64_t rows, int64_t cols, const float *x, int64_
         int64_t at = -1; /* -1: no candidate yet */
         for (int64_t j = lane; j < cols; j += 32) {
             float v = xr[j];
-            if (v == v && (at < 0 || v > best)) best = v, at = j;
+            if (v == v && rg_argmax_better(v, j, best, at)) best = v, at = j;
         }
         for (int o = 16; o > 0; o >>= 1) {
             float ob = __shfl_xor_sync(0xffffffffu, best, o);
             int64_t oa = __shfl_xor_sync(0xffffffffu, at, o);
-            if (oa >= 0 && (at < 0 || ob > best || (ob == best && oa < at))) best = ob, at = oa;
+            if (rg_argmax_better(ob, oa, best, at)) best = ob, at = oa;
         }
         if (lane == 0) out[r] = (at < 0 || xr[0] != xr[0]) ? 0 : at;
     }
