@@ -104,6 +104,9 @@ static bool pick(const rg_cuda_ctx *ctx, const Perf *perf, int n, WorkspaceFn wo
         size_t bytes = 0;
         if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
         if (ctx->deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+        if (!ctx->tf32 && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                           perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+            continue; /* a tensor-core algorithm: TF32 or lower precision */
         if (workspace(perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > limit) continue;
         *algo = perf[i].algo, *ws = bytes;
         if (ctx->tf32) *math = perf[i].mathType; /* without TF32, FMA math stays */

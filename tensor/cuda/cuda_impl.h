@@ -136,7 +136,7 @@ static __device__ __forceinline__ float rg_block_sum(float v) {
 
 /* The context of cuda:device, made on first use. Stops (RG_CHECK) for a device that is not there. */
 rg_cuda_ctx *rg_cuda_ctx_get(int device);
-/* The context of the calling thread's current device (rg_cuda_backend_for sets it). */
+/* The context of the calling thread's current device (every table entry sets it first). */
 rg_cuda_ctx *rg_cuda_ctx_current(void);
 /* Makes device current for the calling thread; returns the one that was. */
 int rg_cuda_swap_device(int device);

@@ -33,7 +33,10 @@ static float *to_host(const rg_tensor *t) {
 static void compare(const char *what, op_fn f, void *ctx, int n, rg_tensor **in, double atol,
                     double rtol) {
     rg_tensor *gin[8];
-    for (int i = 0; i < n; i++) gin[i] = copy_to(in[i], RG_CUDA_DEVICE(0));
+    for (int i = 0; i < n; i++) {
+        rg_zero_grad(in[i]); /* the CPU side starts from zero, the GPU side from no gradient */
+        gin[i] = copy_to(in[i], RG_CUDA_DEVICE(0));
+    }
     float *want = NULL, *got = NULL;
     int64_t numel = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -81,7 +84,6 @@ Test(cuda_ops, broadcast_add_and_mul_match_the_cpu) {
         rg_tensor *a = rgt_param(nd[t][0], shapes[t][0], -1, 1, 1 + t);
         rg_tensor *b = rgt_param(nd[t][1], shapes[t][1], -1, 1, 50 + t);
         compare("add", f_add, NULL, 2, (rg_tensor *[]){a, b}, 1e-5, 1e-5);
-        rg_zero_grad(a), rg_zero_grad(b);
         compare("mul", f_mul, NULL, 2, (rg_tensor *[]){a, b}, 1e-5, 1e-5);
         rgt_free_all(2, (rg_tensor *[]){a, b});
     }
