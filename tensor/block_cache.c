@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#define MIN_LOG2 9 /* RG_BLOCK_CACHE_MIN_BYTES == 1 << MIN_LOG2 */
+#define MIN_LOG2 9      /* RG_BLOCK_CACHE_MIN_BYTES == 1 << MIN_LOG2 */
 #define NUM_CLASSES 125 /* class 124 is 2^40 bytes */
 #define MAP_MIN_BITS 8
 _Static_assert(RG_BLOCK_CACHE_MIN_BYTES == (size_t)1 << MIN_LOG2, "minimum class");
@@ -19,10 +19,10 @@ typedef struct block {
     void *ptr;
     size_t size; /* the class size: what the system gave */
     int cls;
-    int owner;                                  /* the stream it was last handed out on */
-    unsigned uses;                              /* bit s: stream s (not the owner) used it */
-    void *events[RG_BLOCK_CACHE_MAX_STREAMS];   /* while pending: recorded on those streams */
-    struct block *next;                         /* free list, pending list or map chain */
+    int owner;                                /* the stream it was last handed out on */
+    unsigned uses;                            /* bit s: stream s (not the owner) used it */
+    void *events[RG_BLOCK_CACHE_MAX_STREAMS]; /* while pending: recorded on those streams */
+    struct block *next;                       /* free list, pending list or map chain */
 } block;
 
 struct rg_block_cache {
@@ -139,7 +139,9 @@ static void wait_streams(rg_block_cache *bc, unsigned mask, int stream) {
 
 /* ---- free lists and pending blocks ---- */
 
-static void push(block **list, block *b) { b->next = *list, *list = b; }
+static void push(block **list, block *b) {
+    b->next = *list, *list = b;
+}
 
 static block *pop(block **list) {
     block *b = *list;
@@ -152,8 +154,10 @@ static bool pending_done(rg_block_cache *bc, block *b, bool wait) {
     for (int s = 0; s < RG_BLOCK_CACHE_MAX_STREAMS; s++) {
         void *ev = b->events[s];
         if (!ev) continue;
-        if (wait) bc->ops->event_sync(bc->user, ev);
-        else if (!bc->ops->event_done(bc->user, ev)) return false;
+        if (wait)
+            bc->ops->event_sync(bc->user, ev);
+        else if (!bc->ops->event_done(bc->user, ev))
+            return false;
     }
     return true;
 }

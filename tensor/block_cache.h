@@ -2,9 +2,9 @@
  *
  * What it teaches: a GPU caching allocator (PyTorch's CUDACachingAllocator, in small) is mostly
  * plain bookkeeping — size classes, free lists, a pointer map and counters. The only device calls
- * it needs are the eight callbacks in rg_block_cache_ops, so the CUDA backend (tensor/cuda/alloc.cu)
- * plugs cudaMalloc and cudaEvent* in, while the CPU tests (tests/cuda/test_block_cache.c) plug in
- * fakes and check every rule below without a GPU.
+ * it needs are the eight callbacks in rg_block_cache_ops, so the CUDA backend
+ * (tensor/cuda/alloc.cu) plugs cudaMalloc and cudaEvent* in, while the CPU tests
+ * (tests/cuda/test_block_cache.c) plug in fakes and check every rule below without a GPU.
  *
  * The rules, with a stream being an in-order queue of device work (a small integer id here):
  *   - A block belongs to the stream it was handed out on (its owner). Freed, it goes back on its

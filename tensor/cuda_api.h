@@ -35,7 +35,7 @@ typedef struct rg_cuda_timer rg_cuda_timer;
 
 /* *out = a new timer on cuda device dev (caller frees it), or NULL with RG_EDEVICE / RG_ENOTSUP. */
 rg_status rg_cuda_timer_new(rg_device dev, rg_cuda_timer **out);
-void rg_cuda_timer_free(rg_cuda_timer *t); /* NULL is a no-op */
+void rg_cuda_timer_free(rg_cuda_timer *t);  /* NULL is a no-op */
 void rg_cuda_timer_start(rg_cuda_timer *t); /* records the start event on the compute stream */
 void rg_cuda_timer_stop(rg_cuda_timer *t);  /* records the stop event */
 /* Milliseconds between start and stop; blocks until the stop event has completed. */

@@ -18,11 +18,17 @@ rg_status rg_cuda_timer_new(rg_device dev, rg_cuda_timer **out) {
     return rg_error(RG_ENOTSUP, "rg_cuda_timer_new: " NO_CUDA);
 }
 
-void rg_cuda_timer_free(rg_cuda_timer *t) { RG_CHECK(!t, "rg_cuda_timer_free: " NO_CUDA); }
+void rg_cuda_timer_free(rg_cuda_timer *t) {
+    RG_CHECK(!t, "rg_cuda_timer_free: " NO_CUDA);
+}
 
-void rg_cuda_timer_start(rg_cuda_timer *t) { rg_fatal(__FILE__, __LINE__, "rg_cuda_timer_start: " NO_CUDA); }
+void rg_cuda_timer_start(rg_cuda_timer *t) {
+    rg_fatal(__FILE__, __LINE__, "rg_cuda_timer_start: " NO_CUDA);
+}
 
-void rg_cuda_timer_stop(rg_cuda_timer *t) { rg_fatal(__FILE__, __LINE__, "rg_cuda_timer_stop: " NO_CUDA); }
+void rg_cuda_timer_stop(rg_cuda_timer *t) {
+    rg_fatal(__FILE__, __LINE__, "rg_cuda_timer_stop: " NO_CUDA);
+}
 
 float rg_cuda_timer_elapsed_ms(rg_cuda_timer *t) {
     rg_fatal(__FILE__, __LINE__, "rg_cuda_timer_elapsed_ms: " NO_CUDA);

@@ -24,8 +24,8 @@ static void *device_alloc(void *user, size_t bytes, int stream) {
     rg_cuda_ctx *ctx = (rg_cuda_ctx *)user;
     void *p = NULL;
     int prev = rg_cuda_swap_device(ctx->device);
-    cudaError_t e = ctx->alloc_cache ? cudaMalloc(&p, bytes)
-                                     : cudaMallocAsync(&p, bytes, ctx->stream[stream]);
+    cudaError_t e =
+        ctx->alloc_cache ? cudaMalloc(&p, bytes) : cudaMallocAsync(&p, bytes, ctx->stream[stream]);
     rg_cuda_swap_device(prev);
     if (e == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError(); /* recoverable: clear it, or the next launch check reports it */
@@ -38,8 +38,10 @@ static void *device_alloc(void *user, size_t bytes, int stream) {
 static void device_free(void *user, void *p, int stream) {
     rg_cuda_ctx *ctx = (rg_cuda_ctx *)user;
     int prev = rg_cuda_swap_device(ctx->device);
-    if (ctx->alloc_cache) RG_CUDA_CHECK(cudaFree(p)); /* only when trimming: synchronises */
-    else RG_CUDA_CHECK(cudaFreeAsync(p, ctx->stream[stream]));
+    if (ctx->alloc_cache)
+        RG_CUDA_CHECK(cudaFree(p)); /* only when trimming: synchronises */
+    else
+        RG_CUDA_CHECK(cudaFreeAsync(p, ctx->stream[stream]));
     rg_cuda_swap_device(prev);
 }
 
@@ -55,7 +57,9 @@ static void *host_sys_alloc(void *user, size_t bytes, int stream) {
     return p;
 }
 
-static void host_sys_free(void *user, void *p, int stream) { RG_CUDA_CHECK(cudaFreeHost(p)); }
+static void host_sys_free(void *user, void *p, int stream) {
+    RG_CUDA_CHECK(cudaFreeHost(p));
+}
 
 static void *event_new(void *user) {
     rg_cuda_ctx *ctx = (rg_cuda_ctx *)user;
@@ -66,7 +70,9 @@ static void *event_new(void *user) {
     return (void *)ev;
 }
 
-static void event_free(void *user, void *ev) { RG_CUDA_CHECK(cudaEventDestroy((cudaEvent_t)ev)); }
+static void event_free(void *user, void *ev) {
+    RG_CUDA_CHECK(cudaEventDestroy((cudaEvent_t)ev));
+}
 
 static void event_record(void *user, void *ev, int stream) {
     rg_cuda_ctx *ctx = (rg_cuda_ctx *)user;
@@ -92,8 +98,10 @@ static void event_sync(void *user, void *ev) {
  * happens only with RG_CUDA_ALLOC_CACHE=0, when a pinned block is freed for good). */
 static void stream_wait(void *user, int stream, void *ev) {
     rg_cuda_ctx *ctx = (rg_cuda_ctx *)user;
-    if (stream == RG_CUDA_STREAM_HOST) RG_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)ev));
-    else RG_CUDA_CHECK(cudaStreamWaitEvent(ctx->stream[stream], (cudaEvent_t)ev, 0));
+    if (stream == RG_CUDA_STREAM_HOST)
+        RG_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)ev));
+    else
+        RG_CUDA_CHECK(cudaStreamWaitEvent(ctx->stream[stream], (cudaEvent_t)ev, 0));
 }
 
 static const rg_block_cache_ops device_ops = {
@@ -121,8 +129,7 @@ static const rg_block_cache_ops host_ops = {
 void rg_cuda_alloc_init(rg_cuda_ctx *ctx) {
     ctx->mem = rg_block_cache_new(&device_ops, ctx, ctx->alloc_cache);
     ctx->pinned = rg_block_cache_new(&host_ops, ctx, ctx->alloc_cache);
-    RG_CHECK(ctx->mem && ctx->pinned, "cuda:%d: out of host memory for the allocator",
-             ctx->device);
+    RG_CHECK(ctx->mem && ctx->pinned, "cuda:%d: out of host memory for the allocator", ctx->device);
 }
 
 /* ---- the backend table's memory entries (the current device's context) ---- */
@@ -135,7 +142,9 @@ void rg_cuda_free(void *p, size_t bytes) {
     if (p) rg_block_cache_put(rg_cuda_ctx_current()->mem, p);
 }
 
-rg_mem_stats rg_cuda_mem_stats(void) { return rg_block_cache_stats(rg_cuda_ctx_current()->mem); }
+rg_mem_stats rg_cuda_mem_stats(void) {
+    return rg_block_cache_stats(rg_cuda_ctx_current()->mem);
+}
 
 void rg_cuda_mem_release_cached(void) {
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
@@ -162,4 +171,6 @@ void *rg_cuda_scratch(rg_cuda_ctx *ctx, size_t bytes) {
     return p;
 }
 
-void rg_cuda_scratch_free(rg_cuda_ctx *ctx, void *p) { rg_block_cache_put(ctx->mem, p); }
+void rg_cuda_scratch_free(rg_cuda_ctx *ctx, void *p) {
+    rg_block_cache_put(ctx->mem, p);
+}

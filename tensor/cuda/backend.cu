@@ -33,7 +33,8 @@ static int device_of(const void *p) {
 static void copy_d2d(rg_cuda_ctx *ctx, void *dst, const void *src, size_t bytes) {
     int src_device = device_of(src);
     if (src_device == ctx->device) {
-        RG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, rg_cuda_compute(ctx)));
+        RG_CUDA_CHECK(
+            cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, rg_cuda_compute(ctx)));
         return;
     }
     rg_cuda_ctx *sctx = rg_cuda_ctx_get(src_device);
@@ -67,7 +68,8 @@ static void cuda_copy(void *dst, const void *src, size_t bytes, rg_copy_kind kin
 
 static void cuda_synchronize(void) {
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
-    for (int s = 0; s < RG_CUDA_STREAM_COUNT; s++) RG_CUDA_CHECK(cudaStreamSynchronize(ctx->stream[s]));
+    for (int s = 0; s < RG_CUDA_STREAM_COUNT; s++)
+        RG_CUDA_CHECK(cudaStreamSynchronize(ctx->stream[s]));
 }
 
 /* ---- one table per device ----
@@ -133,4 +135,6 @@ static constexpr std::array<rg_backend, sizeof...(D)> tables_for(std::index_sequ
 static constexpr std::array<rg_backend, RG_CUDA_MAX_DEVICES> tables =
     tables_for(std::make_index_sequence<RG_CUDA_MAX_DEVICES>{});
 
-const rg_backend *rg_cuda_table(int device) { return &tables[(size_t)device]; }
+const rg_backend *rg_cuda_table(int device) {
+    return &tables[(size_t)device];
+}

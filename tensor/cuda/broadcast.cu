@@ -52,8 +52,10 @@ void rg_cuda_binary(rg_binary_op op, const rg_bcast *bc, const float *a, const f
     if (bc->n <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
     rg_cuda_dims bd = rg_bcast_b_dims(bc);
-    if (bc->n <= INT32_MAX) binary_launch<uint32_t>(ctx, op, bc->n, bd, a, b, out);
-    else binary_launch<int64_t>(ctx, op, bc->n, bd, a, b, out);
+    if (bc->n <= INT32_MAX)
+        binary_launch<uint32_t>(ctx, op, bc->n, bd, a, b, out);
+    else
+        binary_launch<int64_t>(ctx, op, bc->n, bd, a, b, out);
 }
 
 /* ---- reduce_bcast: db = beta*db + sum over the broadcast dims of dy (times x) ---------------
@@ -62,8 +64,8 @@ void rg_cuda_binary(rg_binary_op op, const rg_bcast *bc, const float *a, const f
 
 /* db (nb) = beta*db + sum_r dy[o] (* x[o]), o = kept(j) + red(r); one thread per element j */
 template <typename I>
-__global__ void reduce_bcast_thread_kernel(I nb, I m, rg_cuda_dims kept, rg_cuda_dims red, const float *dy,
-                                           const float *x, float beta, float *db) {
+__global__ void reduce_bcast_thread_kernel(I nb, I m, rg_cuda_dims kept, rg_cuda_dims red,
+                                           const float *dy, const float *x, float beta, float *db) {
     for (I j = (I)blockIdx.x * blockDim.x + threadIdx.x; j < nb; j += (I)blockDim.x * gridDim.x) {
         I base = dims_offset(kept, j);
         float s = 0.0f;
@@ -77,8 +79,8 @@ __global__ void reduce_bcast_thread_kernel(I nb, I m, rg_cuda_dims kept, rg_cuda
 
 /* Same, one block per element j: its threads split the m terms, then a block tree sum. */
 template <typename I>
-__global__ void reduce_bcast_block_kernel(I nb, I m, rg_cuda_dims kept, rg_cuda_dims red, const float *dy,
-                                          const float *x, float beta, float *db) {
+__global__ void reduce_bcast_block_kernel(I nb, I m, rg_cuda_dims kept, rg_cuda_dims red,
+                                          const float *dy, const float *x, float beta, float *db) {
     for (I j = blockIdx.x; j < nb; j += gridDim.x) { /* uniform per block: no divergent sync */
         I base = dims_offset(kept, j);
         float s = 0.0f;
@@ -93,8 +95,8 @@ __global__ void reduce_bcast_block_kernel(I nb, I m, rg_cuda_dims kept, rg_cuda_
 
 template <typename I>
 static void reduce_bcast_launch(rg_cuda_ctx *ctx, int64_t nb, int64_t m, const rg_cuda_dims &kept,
-                                const rg_cuda_dims &red, const float *dy, const float *x, float beta,
-                                float *db) {
+                                const rg_cuda_dims &red, const float *dy, const float *x,
+                                float beta, float *db) {
     cudaStream_t s = rg_cuda_compute(ctx);
     /* A thread per element of db fills the GPU once there are enough of them, and keeps reads
      * coalesced when b's innermost dimension is dy's (a bias); few elements that each sum many
@@ -104,8 +106,8 @@ static void reduce_bcast_launch(rg_cuda_ctx *ctx, int64_t nb, int64_t m, const r
             (I)nb, (I)m, kept, red, dy, x, beta, db);
     } else {
         unsigned grid = (unsigned)(nb < (int64_t)ctx->sm_count * 32 ? nb : ctx->sm_count * 32);
-        reduce_bcast_block_kernel<I><<<grid, RG_CUDA_BLOCK, 0, s>>>((I)nb, (I)m, kept, red, dy,
-                                                                    x, beta, db);
+        reduce_bcast_block_kernel<I>
+            <<<grid, RG_CUDA_BLOCK, 0, s>>>((I)nb, (I)m, kept, red, dy, x, beta, db);
     }
     RG_CUDA_CHECK_LAUNCH();
 }
@@ -118,6 +120,8 @@ void rg_cuda_reduce_bcast(const rg_bcast *bc, const float *dy, const float *x, f
     rg_cuda_dims kept, red;
     rg_bcast_split(bc, &kept, &red);
     int64_t m = bc->n / bc->nb;
-    if (bc->n <= INT32_MAX) reduce_bcast_launch<uint32_t>(ctx, bc->nb, m, kept, red, dy, x, beta, db);
-    else reduce_bcast_launch<int64_t>(ctx, bc->nb, m, kept, red, dy, x, beta, db);
+    if (bc->n <= INT32_MAX)
+        reduce_bcast_launch<uint32_t>(ctx, bc->nb, m, kept, red, dy, x, beta, db);
+    else
+        reduce_bcast_launch<int64_t>(ctx, bc->nb, m, kept, red, dy, x, beta, db);
 }

@@ -137,11 +137,13 @@ extern "C" rg_status rg_cuda_set_device(int local_rank, rg_device *dev) {
     int n = rg_cuda_backend_device_count();
     if (n == 0)
         return rg_error(RG_EDEVICE, "rg_cuda_set_device: no CUDA device is visible (check the "
-                        "driver, nvidia-smi and CUDA_VISIBLE_DEVICES)");
+                                    "driver, nvidia-smi and CUDA_VISIBLE_DEVICES)");
     int device = n == 1 ? 0 : local_rank;
     if (device >= n)
-        return rg_error(RG_EDEVICE, "rg_cuda_set_device: local rank %d has no GPU of its own "
-                        "(%d visible): run at most %d ranks per host", local_rank, n, n);
+        return rg_error(RG_EDEVICE,
+                        "rg_cuda_set_device: local rank %d has no GPU of its own "
+                        "(%d visible): run at most %d ranks per host",
+                        local_rank, n, n);
     rg_cuda_ctx_get(device);
     RG_CUDA_CHECK(cudaSetDevice(device));
     if (dev) dev->type = RG_DEV_CUDA, dev->index = device;

@@ -70,8 +70,8 @@ static conv_plan *plan_new(const rg_cuda_ctx *ctx, const rg_conv2d_shape *s) {
     set_4d(&pl->y, s->n, s->k, s->p, s->q);
     set_4d(&pl->bias, 1, s->k, 1, 1);
     RG_CUDNN_CHECK(cudnnCreateFilterDescriptor(&pl->w));
-    RG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                              (int)s->k, (int)s->c, (int)s->r, (int)s->s));
+    RG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)s->k,
+                                              (int)s->c, (int)s->r, (int)s->s));
     RG_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&pl->conv));
     RG_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->conv, s->pad_h, s->pad_w, s->stride_h,
                                                    s->stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
@@ -81,9 +81,10 @@ static conv_plan *plan_new(const rg_cuda_ctx *ctx, const rg_conv2d_shape *s) {
     pl->fwd_math = pl->bwd_data_math = pl->bwd_filter_math = math;
     int n, k, p, q; /* cuDNN must agree with the op layer on the output shape */
     RG_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(pl->conv, pl->x, pl->w, &n, &k, &p, &q));
-    RG_CHECK(n == s->n && k == s->k && p == s->p && q == s->q, "cuda conv2d: cuDNN's output "
-             "(%d,%d,%d,%d) differs from (%lld,%lld,%lld,%lld)", n, k, p, q, (long long)s->n,
-             (long long)s->k, (long long)s->p, (long long)s->q);
+    RG_CHECK(n == s->n && k == s->k && p == s->p && q == s->q,
+             "cuda conv2d: cuDNN's output "
+             "(%d,%d,%d,%d) differs from (%lld,%lld,%lld,%lld)",
+             n, k, p, q, (long long)s->n, (long long)s->k, (long long)s->p, (long long)s->q);
     return pl;
 }
 
@@ -97,8 +98,8 @@ static size_t workspace_limit(void) {
  * required and needs at most the workspace limit; `workspace(algo, &bytes)` asks cuDNN the exact
  * size. Writes the algorithm, its math type and its workspace; false if none qualifies. */
 template <typename Perf, typename Algo, typename WorkspaceFn>
-static bool pick(const rg_cuda_ctx *ctx, const Perf *perf, int n, WorkspaceFn workspace,
-                 Algo *algo, cudnnMathType_t *math, size_t *ws) {
+static bool pick(const rg_cuda_ctx *ctx, const Perf *perf, int n, WorkspaceFn workspace, Algo *algo,
+                 cudnnMathType_t *math, size_t *ws) {
     size_t limit = workspace_limit();
     for (int i = 0; i < n; i++) {
         size_t bytes = 0;
@@ -121,10 +122,12 @@ static void choose_fwd(const rg_cuda_ctx *ctx, conv_plan *pl) {
     RG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
         ctx->cudnn, pl->x, pl->w, pl->conv, pl->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
     auto ws = [&](cudnnConvolutionFwdAlgo_t a, size_t *b) {
-        return cudnnGetConvolutionForwardWorkspaceSize(ctx->cudnn, pl->x, pl->w, pl->conv, pl->y, a, b);
+        return cudnnGetConvolutionForwardWorkspaceSize(ctx->cudnn, pl->x, pl->w, pl->conv, pl->y, a,
+                                                       b);
     };
-    RG_CHECK(pick(ctx, perf, n, ws, &pl->fwd, &pl->fwd_math, &pl->fwd_ws),
-             "cuda conv2d: cuDNN offers no usable forward algorithm (raise RG_CUDA_CONV_WORKSPACE_MB?)");
+    RG_CHECK(
+        pick(ctx, perf, n, ws, &pl->fwd, &pl->fwd_math, &pl->fwd_ws),
+        "cuda conv2d: cuDNN offers no usable forward algorithm (raise RG_CUDA_CONV_WORKSPACE_MB?)");
     pl->have_fwd = true;
 }
 
@@ -132,7 +135,8 @@ static void choose_bwd_data(const rg_cuda_ctx *ctx, conv_plan *pl) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int n = 0;
     RG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-        ctx->cudnn, pl->w, pl->y, pl->conv, pl->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
+        ctx->cudnn, pl->w, pl->y, pl->conv, pl->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
+        perf));
     auto ws = [&](cudnnConvolutionBwdDataAlgo_t a, size_t *b) {
         return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx->cudnn, pl->w, pl->y, pl->conv,
                                                             pl->x, a, b);
@@ -202,7 +206,9 @@ void rg_cuda_conv2d_forward(const rg_conv2d_shape *s, const float *x, const floa
                                                pl->conv, pl->fwd, ws, pl->fwd_ws, &zero, pl->y,
                                                y + n0 * y_img));
         if (ws) rg_cuda_scratch_free(ctx, ws);
-        if (b) RG_CUDNN_CHECK(cudnnAddTensor(ctx->cudnn, &one, pl->bias, b, &one, pl->y, y + n0 * y_img));
+        if (b)
+            RG_CUDNN_CHECK(
+                cudnnAddTensor(ctx->cudnn, &one, pl->bias, b, &one, pl->y, y + n0 * y_img));
     }
     pthread_mutex_unlock(&ctx->cudnn_lock);
 }
@@ -219,9 +225,9 @@ void rg_cuda_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, con
         if (!pl->have_bwd_data) choose_bwd_data(ctx, pl);
         void *ws = pl->bwd_data_ws ? rg_cuda_scratch(ctx, pl->bwd_data_ws) : NULL;
         RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, pl->bwd_data_math));
-        RG_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx->cudnn, &one, pl->w, w, pl->y,
-                                                    dy + n0 * y_img, pl->conv, pl->bwd_data, ws,
-                                                    pl->bwd_data_ws, &beta, pl->x, dx + n0 * x_img));
+        RG_CUDNN_CHECK(cudnnConvolutionBackwardData(
+            ctx->cudnn, &one, pl->w, w, pl->y, dy + n0 * y_img, pl->conv, pl->bwd_data, ws,
+            pl->bwd_data_ws, &beta, pl->x, dx + n0 * x_img));
         if (ws) rg_cuda_scratch_free(ctx, ws);
     }
     pthread_mutex_unlock(&ctx->cudnn_lock);
@@ -244,10 +250,9 @@ void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, co
         if (!pl->have_bwd_filter) choose_bwd_filter(ctx, pl);
         void *ws = pl->bwd_filter_ws ? rg_cuda_scratch(ctx, pl->bwd_filter_ws) : NULL;
         RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, pl->bwd_filter_math));
-        RG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx->cudnn, &one, pl->x, x + n0 * x_img,
-                                                      pl->y, dy + n0 * y_img, pl->conv,
-                                                      pl->bwd_filter, ws, pl->bwd_filter_ws, &b,
-                                                      pl->w, dw));
+        RG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+            ctx->cudnn, &one, pl->x, x + n0 * x_img, pl->y, dy + n0 * y_img, pl->conv,
+            pl->bwd_filter, ws, pl->bwd_filter_ws, &b, pl->w, dw));
         if (ws) rg_cuda_scratch_free(ctx, ws);
         if (db)
             RG_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx->cudnn, &one, pl->y, dy + n0 * y_img,

@@ -13,8 +13,7 @@
 
 /* probs (N,C) = softmax(logits (N,C)) per row; row_loss (N) = -log softmax(logits)[n, label_n] */
 __global__ void cross_entropy_forward_kernel(int64_t n, int64_t c, const float *logits,
-                                             const int64_t *labels, float *probs,
-                                             float *row_loss) {
+                                             const int64_t *labels, float *probs, float *row_loss) {
     int lane = threadIdx.x & 31;
     RG_CUDA_FOR_WARP(r, n) {
         const float *z = logits + r * c;
@@ -38,8 +37,8 @@ __global__ void cross_entropy_forward_kernel(int64_t n, int64_t c, const float *
     }
 }
 
-void rg_cuda_cross_entropy_forward(int64_t n, int64_t c, const float *logits,
-                                   const int64_t *labels, float *probs, float *loss) {
+void rg_cuda_cross_entropy_forward(int64_t n, int64_t c, const float *logits, const int64_t *labels,
+                                   float *probs, float *loss) {
     RG_CHECK(n > 0 && c > 0, "cuda cross_entropy: empty logits (%lld,%lld)", (long long)n,
              (long long)c);
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
@@ -54,8 +53,8 @@ void rg_cuda_cross_entropy_forward(int64_t n, int64_t c, const float *logits,
 /* dlogits (N,C) = beta*dlogits + (*dloss / N) * (probs - onehot(labels)); probs (N,C), labels (N),
  * dloss one element on the device (read by every thread: no copy to the host) */
 __global__ void cross_entropy_backward_kernel(int64_t n, int64_t c, const float *probs,
-                                              const int64_t *labels, const float *dloss,
-                                              float beta, float *dlogits) {
+                                              const int64_t *labels, const float *dloss, float beta,
+                                              float *dlogits) {
     int lane = threadIdx.x & 31;
     float g = *dloss / (float)n;
     RG_CUDA_FOR_WARP(r, n) {
@@ -69,9 +68,8 @@ __global__ void cross_entropy_backward_kernel(int64_t n, int64_t c, const float 
     }
 }
 
-void rg_cuda_cross_entropy_backward(int64_t n, int64_t c, const float *probs,
-                                    const int64_t *labels, const float *dloss, float beta,
-                                    float *dlogits) {
+void rg_cuda_cross_entropy_backward(int64_t n, int64_t c, const float *probs, const int64_t *labels,
+                                    const float *dloss, float beta, float *dlogits) {
     if (n <= 0 || c <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
     cross_entropy_backward_kernel<<<rg_cuda_warp_grid(ctx, n), RG_CUDA_BLOCK, 0,

@@ -38,8 +38,8 @@ typedef struct rg_cuda_ctx {
     bool deterministic; /* RG_CUDA_DETERMINISTIC=1: only deterministic cuDNN algorithms */
     bool alloc_cache;   /* RG_CUDA_ALLOC_CACHE=0 turns the caching allocator off */
     cudaStream_t stream[RG_CUDA_STREAM_COUNT];
-    cublasHandle_t cublas; /* bound to stream[COMPUTE] */
-    cudnnHandle_t cudnn;   /* bound to stream[COMPUTE]; used only under cudnn_lock */
+    cublasHandle_t cublas;      /* bound to stream[COMPUTE] */
+    cudnnHandle_t cudnn;        /* bound to stream[COMPUTE]; used only under cudnn_lock */
     pthread_mutex_t cudnn_lock; /* a cuDNN handle must not be used by two threads at once */
     rg_cuda_conv_cache *conv;   /* per-shape descriptors and algorithms; under cudnn_lock */
     rg_block_cache *mem;        /* device memory (alloc.cu) */
@@ -55,7 +55,8 @@ static inline void rg_cuda_check_(cudaError_t e, const char *call, const char *f
         rg_fatal(file, line, "CUDA: %s failed: %s (%s)", call, cudaGetErrorString(e),
                  cudaGetErrorName(e));
 }
-static inline void rg_cublas_check_(cublasStatus_t e, const char *call, const char *file, int line) {
+static inline void rg_cublas_check_(cublasStatus_t e, const char *call, const char *file,
+                                    int line) {
     if (e != CUBLAS_STATUS_SUCCESS)
         rg_fatal(file, line, "cuBLAS: %s failed: %s", call, cublasGetStatusString(e));
 }
@@ -90,12 +91,12 @@ static inline unsigned rg_cuda_warp_grid(const rg_cuda_ctx *ctx, int64_t rows) {
 
 /* A grid-stride loop with a 64-bit index. */
 #define RG_CUDA_FOR(i, n)                                                                          \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                     \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                      \
          i += (int64_t)blockDim.x * gridDim.x)
 
 /* A warp-stride loop: each warp takes rows warp, warp + warps, ... (all its lanes the same row). */
 #define RG_CUDA_FOR_WARP(r, rows)                                                                  \
-    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < (rows);           \
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < (rows);            \
          r += ((int64_t)gridDim.x * blockDim.x) >> 5)
 
 static inline cudaStream_t rg_cuda_compute(const rg_cuda_ctx *ctx) {
@@ -134,7 +135,8 @@ static __device__ __forceinline__ float rg_block_sum(float v) {
 
 /* ---- context.cu ---- */
 
-/* The context of cuda:device, made on first use. Stops (RG_CHECK) for a device that is not there. */
+/* The context of cuda:device, made on first use. Stops (RG_CHECK) for a device that is not there.
+ */
 rg_cuda_ctx *rg_cuda_ctx_get(int device);
 /* The context of the calling thread's current device (every table entry sets it first). */
 rg_cuda_ctx *rg_cuda_ctx_current(void);
@@ -175,7 +177,8 @@ void rg_cuda_f32_to_f16(int64_t n, const float *x, uint16_t *y);
 void rg_cuda_f16_to_f32(int64_t n, const uint16_t *x, float *y);
 
 /* ---- broadcast.cu ---- */
-void rg_cuda_binary(rg_binary_op op, const rg_bcast *bc, const float *a, const float *b, float *out);
+void rg_cuda_binary(rg_binary_op op, const rg_bcast *bc, const float *a, const float *b,
+                    float *out);
 void rg_cuda_reduce_bcast(const rg_bcast *bc, const float *dy, const float *x, float beta,
                           float *db);
 
@@ -194,23 +197,21 @@ void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, co
                                     float beta, float *dw, float *db);
 
 /* ---- maxpool2d.cu ---- */
-void rg_cuda_maxpool2d_forward(const rg_pool2d_shape *s, const float *x, float *y,
-                               int32_t *argmax);
+void rg_cuda_maxpool2d_forward(const rg_pool2d_shape *s, const float *x, float *y, int32_t *argmax);
 void rg_cuda_maxpool2d_backward(const rg_pool2d_shape *s, const float *dy, const int32_t *argmax,
                                 float beta, float *dx);
 
 /* ---- dropout.cu ---- */
 void rg_cuda_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,
                              float *y);
-void rg_cuda_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset,
-                              const float *dy, float beta, float *dx);
+void rg_cuda_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset, const float *dy,
+                              float beta, float *dx);
 
 /* ---- cross_entropy.cu ---- */
-void rg_cuda_cross_entropy_forward(int64_t n, int64_t c, const float *logits,
-                                   const int64_t *labels, float *probs, float *loss);
-void rg_cuda_cross_entropy_backward(int64_t n, int64_t c, const float *probs,
-                                    const int64_t *labels, const float *dloss, float beta,
-                                    float *dlogits);
+void rg_cuda_cross_entropy_forward(int64_t n, int64_t c, const float *logits, const int64_t *labels,
+                                   float *probs, float *loss);
+void rg_cuda_cross_entropy_backward(int64_t n, int64_t c, const float *probs, const int64_t *labels,
+                                    const float *dloss, float beta, float *dlogits);
 
 /* ---- optim.cu ---- */
 void rg_cuda_sgd_step(int64_t n, const rg_sgd_hparams *h, float *param, const float *grad,

@@ -14,7 +14,9 @@
 #include "tensor/cuda/cuda_impl.h"
 
 /* 1/(1-p) for the kept elements; p == 1 drops everything */
-static float keep_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
+static float keep_scale(float p) {
+    return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+}
 
 /* y (n) = keep(i) ? x * scale : 0;  x (n) */
 __global__ void dropout_forward_kernel(int64_t n, float p, float scale, uint64_t seed,
@@ -24,7 +26,8 @@ __global__ void dropout_forward_kernel(int64_t n, float p, float scale, uint64_t
         bool keep[4], in[4];
         int64_t idx[4];
         for (uint64_t j = 0; j < 4; j++) /* unconditional: one shared Philox call */
-            keep[j] = rg_dropout_keep(p, seed, rg_philox_position(offset, n, g, j, &idx[j], &in[j]));
+            keep[j] =
+                rg_dropout_keep(p, seed, rg_philox_position(offset, n, g, j, &idx[j], &in[j]));
         for (int j = 0; j < 4; j++)
             if (in[j]) y[idx[j]] = keep[j] ? x[idx[j]] * scale : 0.0f;
     }
@@ -47,7 +50,8 @@ __global__ void dropout_backward_kernel(int64_t n, float p, float scale, uint64_
         bool keep[4], in[4];
         int64_t idx[4];
         for (uint64_t j = 0; j < 4; j++)
-            keep[j] = rg_dropout_keep(p, seed, rg_philox_position(offset, n, g, j, &idx[j], &in[j]));
+            keep[j] =
+                rg_dropout_keep(p, seed, rg_philox_position(offset, n, g, j, &idx[j], &in[j]));
         for (int j = 0; j < 4; j++) {
             if (!in[j]) continue;
             float v = keep[j] ? dy[idx[j]] * scale : 0.0f;
@@ -56,8 +60,8 @@ __global__ void dropout_backward_kernel(int64_t n, float p, float scale, uint64_
     }
 }
 
-void rg_cuda_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset,
-                              const float *dy, float beta, float *dx) {
+void rg_cuda_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset, const float *dy,
+                              float beta, float *dx) {
     if (n <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
     dropout_backward_kernel<<<rg_cuda_grid(ctx, rg_philox_counters(n, offset)), RG_CUDA_BLOCK, 0,

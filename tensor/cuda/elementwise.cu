@@ -37,8 +37,10 @@ void rg_cuda_scale(rg_cuda_ctx *ctx, int64_t n, float beta, float *y) {
 
 /* y (n) = a*x + b*y; x (n) may be y. With b == 0, y is not read (it may hold garbage). */
 __global__ void axpby_kernel(int64_t n, float a, const float *x, float b, float *y) {
-    if (b == 0.0f) RG_CUDA_FOR(i, n) y[i] = a * x[i];
-    else RG_CUDA_FOR(i, n) y[i] = a * x[i] + b * y[i];
+    if (b == 0.0f)
+        RG_CUDA_FOR(i, n) y[i] = a * x[i];
+    else
+        RG_CUDA_FOR(i, n) y[i] = a * x[i] + b * y[i];
 }
 
 void rg_cuda_axpby(int64_t n, float a, const float *x, float b, float *y) {
@@ -65,8 +67,10 @@ void rg_cuda_relu_forward(int64_t n, const float *x, float *y) {
 /* dx (n) = relu'(x) * dy + beta * dx;  x, dy (n) */
 __global__ void relu_backward_kernel(int64_t n, const float *x, const float *dy, float beta,
                                      float *dx) {
-    if (beta == 0.0f) RG_CUDA_FOR(i, n) dx[i] = rg_k_relu_grad(x[i], dy[i]);
-    else RG_CUDA_FOR(i, n) dx[i] = rg_k_relu_grad(x[i], dy[i]) + beta * dx[i];
+    if (beta == 0.0f)
+        RG_CUDA_FOR(i, n) dx[i] = rg_k_relu_grad(x[i], dy[i]);
+    else
+        RG_CUDA_FOR(i, n) dx[i] = rg_k_relu_grad(x[i], dy[i]) + beta * dx[i];
 }
 
 void rg_cuda_relu_backward(int64_t n, const float *x, const float *dy, float beta, float *dx) {

@@ -21,8 +21,10 @@ __global__ void maxpool2d_forward_kernel(rg_pool2d_shape s, const float *x, floa
 
 void rg_cuda_maxpool2d_forward(const rg_pool2d_shape *s, const float *x, float *y,
                                int32_t *argmax) {
-    RG_CHECK(s->h * s->w <= INT32_MAX, "cuda max_pool2d: plane %lldx%lld too large for an int32 "
-             "argmax", (long long)s->h, (long long)s->w);
+    RG_CHECK(s->h * s->w <= INT32_MAX,
+             "cuda max_pool2d: plane %lldx%lld too large for an int32 "
+             "argmax",
+             (long long)s->h, (long long)s->w);
     int64_t n = s->n * s->c * s->p * s->q;
     if (n <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
@@ -32,8 +34,8 @@ void rg_cuda_maxpool2d_forward(const rg_pool2d_shape *s, const float *x, float *
 }
 
 /* dx (N,C,H,W) = beta*dx + sum of dy (N,C,P,Q) over the outputs whose argmax is this element */
-__global__ void maxpool2d_backward_kernel(rg_pool2d_shape s, const float *dy,
-                                          const int32_t *argmax, float beta, float *dx) {
+__global__ void maxpool2d_backward_kernel(rg_pool2d_shape s, const float *dy, const int32_t *argmax,
+                                          float beta, float *dx) {
     RG_CUDA_FOR(i, s.n * s.c * s.h * s.w) rg_maxpool2d_backward_at(&s, dy, argmax, beta, dx, i);
 }
 

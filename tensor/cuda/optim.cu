@@ -31,7 +31,7 @@ void rg_cuda_adam_step(int64_t n, const rg_adam_hparams *h, float *param, const 
                        float *m, float *v) {
     if (n <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
-    adam_step_kernel<<<rg_cuda_grid(ctx, n), RG_CUDA_BLOCK, 0, rg_cuda_compute(ctx)>>>(
-        n, *h, param, grad, m, v);
+    adam_step_kernel<<<rg_cuda_grid(ctx, n), RG_CUDA_BLOCK, 0, rg_cuda_compute(ctx)>>>(n, *h, param,
+                                                                                       grad, m, v);
     RG_CUDA_CHECK_LAUNCH();
 }

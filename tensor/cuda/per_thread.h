@@ -124,7 +124,8 @@ static RG_HOSTDEV void rg_maxpool2d_backward_at(const rg_pool2d_shape *s, const 
 /* ---- argmax -------------------------------------------------------------------------------- */
 
 /* Whether candidate (vb, ib) beats (va, ia) for "first maximum, NaNs skipped"; index -1 is no
- * candidate. A total order on candidates, so combining lanes in any tree gives the scan's answer. */
+ * candidate. A total order on candidates, so combining lanes in any tree gives the scan's answer.
+ */
 static RG_HOSTDEV bool rg_argmax_better(float vb, int64_t ib, float va, int64_t ia) {
     return ib >= 0 && (ia < 0 || vb > va || (vb == va && ib < ia));
 }

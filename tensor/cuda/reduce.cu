@@ -9,9 +9,9 @@
  * on any GPU. */
 #include "tensor/cuda/cuda_impl.h"
 
-#define SUM_BLOCK 512        /* threads per block */
-#define SUM_PER_THREAD 8     /* aim for at least this many elements per thread... */
-#define SUM_MAX_BLOCKS 1024  /* ...and at most this many partial sums */
+#define SUM_BLOCK 512       /* threads per block */
+#define SUM_PER_THREAD 8    /* aim for at least this many elements per thread... */
+#define SUM_MAX_BLOCKS 1024 /* ...and at most this many partial sums */
 
 /* out[blockIdx.x] = scale * sum of x[i] over this block's grid-stride slice; x (n) */
 __global__ void sum_kernel(int64_t n, const float *x, float scale, float *out) {
@@ -72,6 +72,7 @@ __global__ void argmax_kernel(int64_t rows, int64_t cols, const float *x, int64_
 void rg_cuda_argmax(int64_t rows, int64_t cols, const float *x, int64_t *out) {
     if (rows <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
-    argmax_kernel<<<rg_cuda_warp_grid(ctx, rows), RG_CUDA_BLOCK, 0, rg_cuda_compute(ctx)>>>(rows, cols, x, out);
+    argmax_kernel<<<rg_cuda_warp_grid(ctx, rows), RG_CUDA_BLOCK, 0, rg_cuda_compute(ctx)>>>(
+        rows, cols, x, out);
     RG_CUDA_CHECK_LAUNCH();
 }

@@ -9,7 +9,8 @@
  *   on COMM ──rg_cuda_stream_wait(dev, COMPUTE, COMM)──▶ the optimizer reads the bucket (COMPUTE)
  *
  * A buffer that COMM reads or writes must be announced to the caching allocator with
- * rg_cuda_record_stream, or its memory could be handed to new COMPUTE work while NCCL still uses it.
+ * rg_cuda_record_stream, or its memory could be handed to new COMPUTE work while NCCL still uses
+ * it.
  *
  * Only for code that is built with CUDA (files under a cuda/ folder); plain C. */
 #ifndef RG_CUDA_STREAMS_H
@@ -22,7 +23,11 @@
 extern "C" {
 #endif
 
-typedef enum { RG_CUDA_STREAM_COMPUTE, RG_CUDA_STREAM_COMM, RG_CUDA_STREAM_COUNT } rg_cuda_stream_id;
+typedef enum {
+    RG_CUDA_STREAM_COMPUTE,
+    RG_CUDA_STREAM_COMM,
+    RG_CUDA_STREAM_COUNT
+} rg_cuda_stream_id;
 
 /* Stream `id` of cuda:device, created with the device's context on first use. Stops (RG_CHECK)
  * for a device that does not exist. The backend owns it: never destroy it. */

@@ -22,7 +22,9 @@ static void close_gate(cudaStream_t s) {
     cr_assert_eq(cudaLaunchHostFunc(s, hold, NULL), cudaSuccess);
 }
 
-static void open_gate(void) { atomic_store(&gate, 1); }
+static void open_gate(void) {
+    atomic_store(&gate, 1);
+}
 
 Test(cuda_streams, each_device_has_two_distinct_streams) {
     RGT_REQUIRE_CUDA();

@@ -22,7 +22,9 @@
         }                                                                                          \
     } while (0)
 
-static inline const rg_backend *rgt_gpu(void) { return rg_backend_for(RG_CUDA_DEVICE(0)); }
+static inline const rg_backend *rgt_gpu(void) {
+    return rg_backend_for(RG_CUDA_DEVICE(0));
+}
 
 /* A cuda:0 copy of `bytes` bytes of host memory; free with rgt_dev_free. */
 static inline void *rgt_dev(const void *host, size_t bytes) {
@@ -33,7 +35,9 @@ static inline void *rgt_dev(const void *host, size_t bytes) {
     return d;
 }
 
-static inline void rgt_dev_free(void *d, size_t bytes) { rgt_gpu()->free(d, bytes); }
+static inline void rgt_dev_free(void *d, size_t bytes) {
+    rgt_gpu()->free(d, bytes);
+}
 
 /* Copies a device buffer back to the host (waits for the GPU). */
 static inline void rgt_host(void *host, const void *dev, size_t bytes) {
@@ -49,8 +53,8 @@ static inline float *rgt_rand(int64_t n, float lo, float hi, uint64_t seed) {
 }
 
 /* Asserts that the n floats at device pointer dev match host `want` within atol + rtol |want|. */
-static inline void rgt_assert_dev_close(const float *dev, const float *want, int64_t n,
-                                        double atol, double rtol, const char *what) {
+static inline void rgt_assert_dev_close(const float *dev, const float *want, int64_t n, double atol,
+                                        double rtol, const char *what) {
     float *got = malloc((size_t)(n ? n : 1) * sizeof *got);
     cr_assert(got);
     rgt_host(got, dev, (size_t)n * sizeof *got);
@@ -66,8 +70,9 @@ static inline void rgt_assert_dev_equal(const void *dev, const void *want, size_
     rgt_host(got, dev, bytes);
     const unsigned char *w = want;
     for (size_t i = 0; i < bytes; i++)
-        if (got[i] != w[i]) cr_assert_fail("%s: byte %zu of %zu differs (%u, want %u)", what, i,
-                                           bytes, got[i], w[i]);
+        if (got[i] != w[i])
+            cr_assert_fail("%s: byte %zu of %zu differs (%u, want %u)", what, i, bytes, got[i],
+                           w[i]);
     free(got);
 }
 

@@ -73,8 +73,8 @@ static void f_wait(void *user, int stream, void *ev) {
     f->waits++, f->wait_stream = stream, f->wait_on = e->stream, f->wait_mark = e->mark;
 }
 
-static const rg_block_cache_ops fake_ops = {f_alloc, f_free, f_event_new, f_event_free,
-                                            f_record, f_done, f_sync, f_wait};
+static const rg_block_cache_ops fake_ops = {f_alloc,  f_free, f_event_new, f_event_free,
+                                            f_record, f_done, f_sync,      f_wait};
 
 Test(cuda_block_cache, sizes_round_up_to_classes_with_at_most_25_percent_slack) {
     size_t prev = 0;

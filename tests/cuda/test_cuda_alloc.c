@@ -56,8 +56,10 @@ Test(cuda_alloc, memory_stays_flat_across_training_steps) {
     rg_mem_stats end = rg_mem_stats_get(dev);
     cr_assert_eq(end.in_use, warm.in_use, "no tensor outlives its step");
     cr_assert_eq(end.peak_in_use, warm.peak_in_use, "no step needs more than the first ones");
-    if (caching()) cr_assert_eq(end.sys_allocs, warm.sys_allocs, "steady state: no cudaMalloc");
-    else cr_assert_eq(end.cached, 0);
+    if (caching())
+        cr_assert_eq(end.sys_allocs, warm.sys_allocs, "steady state: no cudaMalloc");
+    else
+        cr_assert_eq(end.cached, 0);
     rgt_free_all(4, (rg_tensor *[]){x, w1, w2, y});
 }
 

@@ -39,7 +39,8 @@ Test(cuda_kernels, gemm_matches_the_cpu_for_every_transpose_and_stride) {
     for (int t = 0; t < 4; t++)
         for (int tr = 0; tr < 4; tr++) {
             gemm_case(tr & 1, tr & 2, sizes[t][0], sizes[t][1], sizes[t][2], 1.0f, 0.0f, 10 * t);
-            gemm_case(tr & 1, tr & 2, sizes[t][0], sizes[t][1], sizes[t][2], 0.5f, 1.0f, 10 * t + 5);
+            gemm_case(tr & 1, tr & 2, sizes[t][0], sizes[t][1], sizes[t][2], 0.5f, 1.0f,
+                      10 * t + 5);
         }
     gemm_case(false, false, 4, 6, 0, 1.0f, 0.0f, 7); /* k = 0: C = 0, even over NaN */
     gemm_case(true, false, 4, 6, 0, 1.0f, 0.5f, 8);  /* k = 0: C = beta*C */
@@ -70,11 +71,11 @@ Test(cuda_kernels, argmax_matches_the_cpu_on_ties_and_nan) {
     for (int t = 0; t < 4; t++) {
         int64_t rows = 9, cols = cols_list[t], n = rows * cols;
         float *x = rgt_rand(n, -1, 1, 40 + t);
-        for (int64_t j = 0; j < cols; j++) x[1 * cols + j] = 0.5f;               /* all tied */
-        x[2 * cols] = NAN;                                                        /* NaN first */
-        if (cols > 3) x[3 * cols + 2] = NAN, x[3 * cols + 3] = 5.0f;             /* NaN inside */
-        for (int64_t j = 0; j < cols; j++) x[4 * cols + j] = -INFINITY;           /* all -inf */
-        if (cols > 20) x[5 * cols + 7] = 3.0f, x[5 * cols + 20] = 3.0f;          /* late tie */
+        for (int64_t j = 0; j < cols; j++) x[1 * cols + j] = 0.5f;      /* all tied */
+        x[2 * cols] = NAN;                                              /* NaN first */
+        if (cols > 3) x[3 * cols + 2] = NAN, x[3 * cols + 3] = 5.0f;    /* NaN inside */
+        for (int64_t j = 0; j < cols; j++) x[4 * cols + j] = -INFINITY; /* all -inf */
+        if (cols > 20) x[5 * cols + 7] = 3.0f, x[5 * cols + 20] = 3.0f; /* late tie */
         int64_t want[9], *dout = rgt_dev(NULL, sizeof want);
         float *dx = rgt_dev(x, n * 4);
         rg_cpu_backend.argmax(rows, cols, x, want);
@@ -103,7 +104,8 @@ Test(cuda_kernels, random_fills_follow_the_same_philox_stream) {
 Test(cuda_kernels, dropout_masks_are_identical_for_any_offset) {
     RGT_REQUIRE_CUDA();
     int64_t n = 999;
-    float *x = rgt_rand(n, 0.5f, 1, 1), want[999], *dx = rgt_dev(x, n * 4), *dy = rgt_dev(NULL, n * 4);
+    float *x = rgt_rand(n, 0.5f, 1, 1), want[999], *dx = rgt_dev(x, n * 4),
+          *dy = rgt_dev(NULL, n * 4);
     float ps[] = {0.0f, 0.1f, 0.5f, 1.0f};
     for (int t = 0; t < 4; t++)
         for (uint64_t off = 0; off < 6; off += 3) {
@@ -148,10 +150,21 @@ Test(cuda_kernels, sgd_and_adam_updates_match_the_cpu) {
     };
     for (int t = 0; t < 3; t++) optim_case(&sgd[t], NULL, 10 * t);
     rg_adam_hparams adam[] = {
-        {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 1e-2f,
-         .bias_correction1 = 0.1f, .bias_correction2 = 0.001f},
-        {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 1e-2f,
-         .decoupled = true, .bias_correction1 = 0.271f, .bias_correction2 = 0.003f},
+        {.lr = 1e-3f,
+         .beta1 = 0.9f,
+         .beta2 = 0.999f,
+         .eps = 1e-8f,
+         .weight_decay = 1e-2f,
+         .bias_correction1 = 0.1f,
+         .bias_correction2 = 0.001f},
+        {.lr = 1e-3f,
+         .beta1 = 0.9f,
+         .beta2 = 0.999f,
+         .eps = 1e-8f,
+         .weight_decay = 1e-2f,
+         .decoupled = true,
+         .bias_correction1 = 0.271f,
+         .bias_correction2 = 0.003f},
     };
     for (int t = 0; t < 2; t++) optim_case(NULL, &adam[t], 100 + 10 * t);
 }
@@ -183,16 +196,26 @@ Test(cuda_kernels, beta_zero_never_reads_the_output) {
     const rg_backend *g = rgt_gpu();
     float nans[64], got[64];
     for (int i = 0; i < 64; i++) nans[i] = NAN;
-    float *x = rgt_rand(64, -1, 1, 3), *dx = rgt_dev(x, sizeof nans), *out = rgt_dev(nans, sizeof nans);
+    float *x = rgt_rand(64, -1, 1, 3), *dx = rgt_dev(x, sizeof nans),
+          *out = rgt_dev(nans, sizeof nans);
     rg_bcast bc = {.ndim = 2, .shape = {8, 8}, .bstride = {0, 1}, .n = 64, .nb = 8};
-    g->reduce_bcast(&bc, dx, NULL, 0.0f, out);  /* out[0, 8) */
+    g->reduce_bcast(&bc, dx, NULL, 0.0f, out);   /* out[0, 8) */
     g->relu_backward(16, dx, dx, 0.0f, out + 8); /* out[8, 24) */
     g->axpby(40, 2.0f, dx, 0.0f, out + 24);      /* out[24, 64) */
     rgt_host(got, out, sizeof got);
     for (int i = 0; i < 64; i++) cr_assert(!isnan(got[i]), "element %d read the NaN output", i);
     g->copy(out, nans, sizeof nans, RG_COPY_H2D);
-    rg_conv2d_shape cs = {.n = 0, .c = 2, .h = 4, .w = 4, .k = 3, .r = 3, .s = 3, .p = 2, .q = 2,
-                          .stride_h = 1, .stride_w = 1};
+    rg_conv2d_shape cs = {.n = 0,
+                          .c = 2,
+                          .h = 4,
+                          .w = 4,
+                          .k = 3,
+                          .r = 3,
+                          .s = 3,
+                          .p = 2,
+                          .q = 2,
+                          .stride_h = 1,
+                          .stride_w = 1};
     g->conv2d_backward_filter(&cs, dx, dx, 0.0f, out, out + 60); /* empty batch: dw = db = 0 */
     rgt_host(got, out, sizeof got);
     for (int i = 0; i < 54; i++) cr_assert_eq(got[i], 0.0f, "dw[%d] of an empty batch", i);

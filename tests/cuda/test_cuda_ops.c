@@ -66,18 +66,22 @@ static void compare(const char *what, op_fn f, void *ctx, int n, rg_tensor **in,
     for (int i = 0; i < n; i++) rg_tensor_free(gin[i]);
 }
 
-static rg_tensor *f_add(rg_tensor *const *in, void *ctx) { return rg_add(in[0], in[1]); }
-static rg_tensor *f_mul(rg_tensor *const *in, void *ctx) { return rg_mul(in[0], in[1]); }
+static rg_tensor *f_add(rg_tensor *const *in, void *ctx) {
+    return rg_add(in[0], in[1]);
+}
+static rg_tensor *f_mul(rg_tensor *const *in, void *ctx) {
+    return rg_mul(in[0], in[1]);
+}
 
 Test(cuda_ops, broadcast_add_and_mul_match_the_cpu) {
     RGT_REQUIRE_CUDA();
     int64_t shapes[][2][4] = {
-        {{7, 5, 0, 0}, {5, 0, 0, 0}},        /* a bias */
-        {{7, 5, 0, 0}, {7, 1, 0, 0}},        /* a column */
-        {{2, 3, 4, 5}, {3, 1, 1, 0}},        /* per channel */
-        {{4, 6, 0, 0}, {4, 6, 0, 0}},        /* same shape */
-        {{3, 1, 5, 2}, {1, 5, 1, 0}},        /* alternating */
-        {{300, 129, 0, 0}, {129, 0, 0, 0}},  /* many rows: block reduction of the gradient */
+        {{7, 5, 0, 0}, {5, 0, 0, 0}},       /* a bias */
+        {{7, 5, 0, 0}, {7, 1, 0, 0}},       /* a column */
+        {{2, 3, 4, 5}, {3, 1, 1, 0}},       /* per channel */
+        {{4, 6, 0, 0}, {4, 6, 0, 0}},       /* same shape */
+        {{3, 1, 5, 2}, {1, 5, 1, 0}},       /* alternating */
+        {{300, 129, 0, 0}, {129, 0, 0, 0}}, /* many rows: block reduction of the gradient */
     };
     int nd[][2] = {{2, 1}, {2, 2}, {4, 3}, {2, 2}, {4, 3}, {2, 1}};
     for (size_t t = 0; t < sizeof nd / sizeof nd[0]; t++) {
@@ -101,7 +105,9 @@ Test(cuda_ops, relu_scale_and_mean_match_the_cpu) {
     rgt_free_all(2, (rg_tensor *[]){x, s});
 }
 
-static rg_tensor *f_matmul(rg_tensor *const *in, void *ctx) { return rg_matmul(in[0], in[1]); }
+static rg_tensor *f_matmul(rg_tensor *const *in, void *ctx) {
+    return rg_matmul(in[0], in[1]);
+}
 static rg_tensor *f_linear(rg_tensor *const *in, void *ctx) {
     return rg_linear(in[0], in[1], in[2]);
 }
@@ -111,9 +117,11 @@ Test(cuda_ops, matmul_and_linear_match_the_cpu) {
     int64_t sizes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 9, 1}, {64, 100, 65}};
     for (size_t t = 0; t < 4; t++) {
         int64_t m = sizes[t][0], k = sizes[t][1], n = sizes[t][2];
-        rg_tensor *a = rgt_param(RG_SHAPE(m, k), -1, 1, 10 + t), *b = rgt_param(RG_SHAPE(k, n), -1, 1, 20 + t);
+        rg_tensor *a = rgt_param(RG_SHAPE(m, k), -1, 1, 10 + t),
+                  *b = rgt_param(RG_SHAPE(k, n), -1, 1, 20 + t);
         compare("matmul", f_matmul, NULL, 2, (rg_tensor *[]){a, b}, 1e-4, 1e-4);
-        rg_tensor *w = rgt_param(RG_SHAPE(n, k), -1, 1, 30 + t), *bias = rgt_param(RG_SHAPE(n), -1, 1, 40 + t);
+        rg_tensor *w = rgt_param(RG_SHAPE(n, k), -1, 1, 30 + t),
+                  *bias = rgt_param(RG_SHAPE(n), -1, 1, 40 + t);
         compare("linear", f_linear, NULL, 3, (rg_tensor *[]){a, w, bias}, 1e-4, 1e-4);
         rgt_free_all(4, (rg_tensor *[]){a, b, w, bias});
     }
@@ -130,15 +138,21 @@ static rg_tensor *f_conv(rg_tensor *const *in, void *ctx) {
 
 Test(cuda_ops, conv2d_matches_the_cpu) {
     RGT_REQUIRE_CUDA();
-    struct { int64_t n, c, h, w, k, r; conv_cfg cfg; bool bias; } cases[] = {
-        {2, 1, 28, 28, 8, 5, {1, 2}, true},  /* the seed CNN's first layer */
+    struct {
+        int64_t n, c, h, w, k, r;
+        conv_cfg cfg;
+        bool bias;
+    } cases[] = {
+        {2, 1, 28, 28, 8, 5, {1, 2}, true}, /* the seed CNN's first layer */
         {3, 8, 14, 14, 16, 3, {1, 1}, true},
-        {2, 4, 9, 11, 6, 3, {2, 1}, false},  /* odd sizes, stride 2 */
-        {1, 3, 7, 7, 5, 1, {1, 0}, true},    /* 1x1 */
+        {2, 4, 9, 11, 6, 3, {2, 1}, false}, /* odd sizes, stride 2 */
+        {1, 3, 7, 7, 5, 1, {1, 0}, true},   /* 1x1 */
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
-        rg_tensor *x = rgt_param(RG_SHAPE(cases[t].n, cases[t].c, cases[t].h, cases[t].w), -1, 1, 60 + t);
-        rg_tensor *w = rgt_param(RG_SHAPE(cases[t].k, cases[t].c, cases[t].r, cases[t].r), -1, 1, 70 + t);
+        rg_tensor *x =
+            rgt_param(RG_SHAPE(cases[t].n, cases[t].c, cases[t].h, cases[t].w), -1, 1, 60 + t);
+        rg_tensor *w =
+            rgt_param(RG_SHAPE(cases[t].k, cases[t].c, cases[t].r, cases[t].r), -1, 1, 70 + t);
         rg_tensor *b = cases[t].bias ? rgt_param(RG_SHAPE(cases[t].k), -1, 1, 80 + t) : NULL;
         compare("conv2d", f_conv, &cases[t].cfg, b ? 3 : 2, (rg_tensor *[]){x, w, b}, 1e-3, 1e-3);
         rgt_free_all(3, (rg_tensor *[]){x, w, b});
@@ -174,7 +188,9 @@ Test(cuda_ops, dropout_drops_the_same_elements_as_the_cpu) {
     rg_tensor_free(x);
 }
 
-static rg_tensor *f_xent(rg_tensor *const *in, void *ctx) { return rg_cross_entropy(in[0], in[1]); }
+static rg_tensor *f_xent(rg_tensor *const *in, void *ctx) {
+    return rg_cross_entropy(in[0], in[1]);
+}
 
 Test(cuda_ops, cross_entropy_matches_the_cpu) {
     RGT_REQUIRE_CUDA();
@@ -199,8 +215,10 @@ static rg_tensor *f_cnn(rg_tensor *const *in, void *ctx) {
 Test(cuda_ops, small_cnn_step_matches_the_cpu) {
     RGT_REQUIRE_CUDA();
     rg_tensor *x = rgt_uniform(RG_SHAPE(4, 1, 12, 12), 0, 1, 1);
-    rg_tensor *w1 = rgt_param(RG_SHAPE(6, 1, 3, 3), -0.5f, 0.5f, 2), *b1 = rgt_param(RG_SHAPE(6), -0.1f, 0.1f, 3);
-    rg_tensor *w2 = rgt_param(RG_SHAPE(10, 6 * 6 * 6), -0.1f, 0.1f, 4), *b2 = rgt_param(RG_SHAPE(10), -0.1f, 0.1f, 5);
+    rg_tensor *w1 = rgt_param(RG_SHAPE(6, 1, 3, 3), -0.5f, 0.5f, 2),
+              *b1 = rgt_param(RG_SHAPE(6), -0.1f, 0.1f, 3);
+    rg_tensor *w2 = rgt_param(RG_SHAPE(10, 6 * 6 * 6), -0.1f, 0.1f, 4),
+              *b2 = rgt_param(RG_SHAPE(10), -0.1f, 0.1f, 5);
     rg_tensor *y = rg_tensor_new(RG_I64, RG_SHAPE(4), RG_CPU);
     for (int i = 0; i < 4; i++) ((int64_t *)y->data)[i] = 3 * i;
     compare("cnn", f_cnn, NULL, 6, (rg_tensor *[]){x, w1, b1, w2, b2, y}, 1e-3, 1e-3);
