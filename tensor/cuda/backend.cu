@@ -1,11 +1,13 @@
 /* backend.cu — the CUDA backend's tables (one per device) and its plain memory operations.
  *
- * What it teaches: where a GPU framework waits. Every entry only queues work on the current
- * device's compute stream and returns; the host waits in exactly three places:
+ * What it teaches: where a GPU framework waits. Every entry only queues work on its device's
+ * compute stream and returns; the host waits in these places only:
  *   - copy D2H: the caller reads the host buffer next (rg_tensor_item, rg_tensor_copy_to_host),
  *     so the copy is followed by cudaStreamSynchronize of the compute stream;
  *   - synchronize: waits for both streams of the device, by definition;
- *   - mem_release_cached: cudaFree synchronises the device (never called in a training step).
+ *   - mem_release_cached, and an allocation that finds the device full: cudaFree synchronises the
+ *     device, and pending blocks are waited for before they are freed (never in a steady step);
+ *   - rg_cuda_timer_elapsed_ms (context.cu) waits for its stop event.
  * H2D copies from pageable memory return once the driver has staged the source (it may wait for
  * the stream to do so); from pinned memory (host_alloc) they are fully asynchronous. */
 #include <string.h>

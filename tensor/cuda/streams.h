@@ -12,6 +12,9 @@
  * rg_cuda_record_stream, or its memory could be handed to new COMPUTE work while NCCL still uses
  * it.
  *
+ * The backend tables make their device current themselves; a thread that calls CUDA or NCCL
+ * directly (the comm thread) must first make its device current (cudaSetDevice).
+ *
  * Only for code that is built with CUDA (files under a cuda/ folder); plain C. */
 #ifndef RG_CUDA_STREAMS_H
 #define RG_CUDA_STREAMS_H
