@@ -23,7 +23,7 @@
  * Size classes are four steps per power of two from 512 bytes (at most 25% slack), so a training
  * step that allocates the same sizes every step reaches a steady state with no system calls.
  * Blocks are never split or merged (PyTorch splits large segments to waste less): simpler, at the
- * price of that slack and of blocks of one class not serving another. */
+ * price of that slack and of blocks of one class not serving another.
  *
  * Thread safety: every function takes the cache's mutex; the callbacks run under it. */
 #ifndef RG_BLOCK_CACHE_H
