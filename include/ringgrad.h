@@ -7,6 +7,7 @@
 #include "tensor/scope.h"
 #include "tensor/ops.h"
 #include "tensor/backend.h"
+#include "tensor/cuda_api.h"
 #include "autograd/autograd.h"
 #include "data/idx.h"
 #include "data/dataset.h"

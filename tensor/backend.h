@@ -143,6 +143,12 @@ typedef struct rg_backend {
     /* ---- float16 packing for gradient compression ---- */
     void (*f32_to_f16)(int64_t n, const float *x, uint16_t *y);
     void (*f16_to_f32)(int64_t n, const uint16_t *x, float *y);
+
+    /* ---- host memory for staging batches: page-locked on CUDA, so that H2D copies from it
+     * run asynchronously; plain cached host memory on the CPU. A block may be freed as soon as
+     * its copy has been queued: the CUDA backend reuses it only after the copy has run. ---- */
+    void *(*host_alloc)(size_t bytes); /* NULL when out of memory; 64-byte aligned */
+    void (*host_free)(void *p, size_t bytes);
 } rg_backend;
 
 /* The backend that runs ops on `dev`. Stops (RG_CHECK) for a device this build cannot use. */

@@ -50,6 +50,8 @@ const rg_backend rg_cpu_backend = {
     .adam_step = rg_cpu_adam_step,
     .f32_to_f16 = rg_cpu_f32_to_f16,
     .f16_to_f32 = rg_cpu_f16_to_f32,
+    .host_alloc = rg_cpu_alloc,
+    .host_free = rg_cpu_free,
 };
 
 static int num_threads; /* 0 until rg_set_num_threads runs */

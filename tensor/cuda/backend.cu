@@ -1,17 +1,142 @@
-/* backend.cu — placeholder until the CUDA backend lands: device discovery only. */
-#include <cuda_runtime.h>
+/* backend.cu — the CUDA backend's tables (one per device) and its plain memory operations.
+ *
+ * What it teaches: where a GPU framework waits. Every entry only queues work on its device's
+ * compute stream and returns; the host waits in these places only:
+ *   - copy D2H: the caller reads the host buffer next (rg_tensor_item, rg_tensor_copy_to_host),
+ *     so the copy is followed by cudaStreamSynchronize of the compute stream;
+ *   - synchronize: waits for both streams of the device, by definition;
+ *   - mem_release_cached, and an allocation that finds the device full: cudaFree synchronises the
+ *     device, and pending blocks are waited for before they are freed (never in a steady step);
+ *   - rg_cuda_timer_elapsed_ms (context.cu) waits for its stop event.
+ * H2D copies from pageable memory return once the driver has staged the source (it may wait for
+ * the stream to do so); from pinned memory (host_alloc) they are fully asynchronous. */
+#include <string.h>
 
-#include "tensor/cuda/cuda_backend.h"
+#include <array>
+#include <utility>
 
-extern "C" int rg_cuda_backend_device_count(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        (void)cudaGetLastError(); /* clear the sticky "no driver" error */
-        return 0;
-    }
-    return n;
+#include "tensor/cuda/cuda_impl.h"
+
+static void cuda_memset0(void *p, size_t bytes) {
+    if (bytes) RG_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, rg_cuda_compute(rg_cuda_ctx_current())));
 }
 
-extern "C" const rg_backend *rg_cuda_backend_for(int index) {
-    rg_fatal(__FILE__, __LINE__, "cuda:%d: the CUDA backend is not implemented yet", index);
+/* The device that owns device pointer p. */
+static int device_of(const void *p) {
+    cudaPointerAttributes attr;
+    RG_CUDA_CHECK(cudaPointerGetAttributes(&attr, p));
+    RG_CHECK(attr.type == cudaMemoryTypeDevice, "cuda copy: source %p is not device memory", p);
+    return attr.device;
+}
+
+/* Device to device. Within a device, stream order is enough. Across devices (peer copy through
+ * UVA), the copy on dst's stream first waits for the work queued on src's device, and src's
+ * stream then waits for the copy, so that neither side reuses its buffer too early. */
+static void copy_d2d(rg_cuda_ctx *ctx, void *dst, const void *src, size_t bytes) {
+    int src_device = device_of(src);
+    if (src_device == ctx->device) {
+        RG_CUDA_CHECK(
+            cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, rg_cuda_compute(ctx)));
+        return;
+    }
+    rg_cuda_ctx *sctx = rg_cuda_ctx_get(src_device);
+    rg_cuda_order(sctx, rg_cuda_compute(sctx), rg_cuda_compute(ctx));
+    RG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, rg_cuda_compute(ctx)));
+    rg_cuda_order(ctx, rg_cuda_compute(ctx), rg_cuda_compute(sctx));
+}
+
+static void cuda_copy(void *dst, const void *src, size_t bytes, rg_copy_kind kind) {
+    if (bytes == 0 || dst == src) return;
+    rg_cuda_ctx *ctx = rg_cuda_ctx_current();
+    cudaStream_t s = rg_cuda_compute(ctx);
+    switch (kind) {
+    case RG_COPY_H2H:
+        memmove(dst, src, bytes);
+        return;
+    case RG_COPY_H2D:
+        RG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+        return;
+    case RG_COPY_D2H:
+        RG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+        RG_CUDA_CHECK(cudaStreamSynchronize(s)); /* the host reads dst next */
+        return;
+    case RG_COPY_D2D:
+        copy_d2d(ctx, dst, src, bytes);
+        return;
+    default:
+        rg_fatal(__FILE__, __LINE__, "cuda copy: bad kind %d", (int)kind);
+    }
+}
+
+static void cuda_synchronize(void) {
+    rg_cuda_ctx *ctx = rg_cuda_ctx_current();
+    for (int s = 0; s < RG_CUDA_STREAM_COUNT; s++)
+        RG_CUDA_CHECK(cudaStreamSynchronize(ctx->stream[s]));
+}
+
+/* ---- one table per device ----
+ * The entries take no device argument, yet the table that rg_backend_for(cuda:D) returns must run
+ * on D whichever thread calls it, now or later (a thread may keep a table, as the DDP reducer
+ * does). So each device gets its own table of tiny wrappers generated from the one implementation:
+ * on<D, f>::run makes D the calling thread's current device, then calls f, which works on the
+ * current device. When D is already current this costs one cudaGetDevice. */
+template <int D, auto F> struct on;
+template <int D, typename R, typename... A, R (*F)(A...)> struct on<D, F> {
+    static R run(A... args) {
+        rg_cuda_swap_device(D);
+        return F(args...);
+    }
+};
+
+/* Every entry of rg_backend, in declaration order (C++20 designated initialisers). */
+template <int D> static constexpr rg_backend table_for() {
+    return rg_backend{
+        .name = "cuda",
+        .alloc = on<D, rg_cuda_alloc>::run,
+        .free = on<D, rg_cuda_free>::run,
+        .memset0 = on<D, cuda_memset0>::run,
+        .copy = on<D, cuda_copy>::run,
+        .synchronize = on<D, cuda_synchronize>::run,
+        .mem_stats = on<D, rg_cuda_mem_stats>::run,
+        .mem_release_cached = on<D, rg_cuda_mem_release_cached>::run,
+        .fill = on<D, rg_cuda_fill>::run,
+        .axpby = on<D, rg_cuda_axpby>::run,
+        .binary = on<D, rg_cuda_binary>::run,
+        .reduce_bcast = on<D, rg_cuda_reduce_bcast>::run,
+        .relu_forward = on<D, rg_cuda_relu_forward>::run,
+        .relu_backward = on<D, rg_cuda_relu_backward>::run,
+        .sum = on<D, rg_cuda_sum>::run,
+        .argmax = on<D, rg_cuda_argmax>::run,
+        .uniform = on<D, rg_cuda_uniform>::run,
+        .normal = on<D, rg_cuda_normal>::run,
+        .gemm = on<D, rg_cuda_gemm>::run,
+        .conv2d_forward = on<D, rg_cuda_conv2d_forward>::run,
+        .conv2d_backward_data = on<D, rg_cuda_conv2d_backward_data>::run,
+        .conv2d_backward_filter = on<D, rg_cuda_conv2d_backward_filter>::run,
+        .maxpool2d_forward = on<D, rg_cuda_maxpool2d_forward>::run,
+        .maxpool2d_backward = on<D, rg_cuda_maxpool2d_backward>::run,
+        .dropout_forward = on<D, rg_cuda_dropout_forward>::run,
+        .dropout_backward = on<D, rg_cuda_dropout_backward>::run,
+        .cross_entropy_forward = on<D, rg_cuda_cross_entropy_forward>::run,
+        .cross_entropy_backward = on<D, rg_cuda_cross_entropy_backward>::run,
+        .sgd_step = on<D, rg_cuda_sgd_step>::run,
+        .adam_step = on<D, rg_cuda_adam_step>::run,
+        .f32_to_f16 = on<D, rg_cuda_f32_to_f16>::run,
+        .f16_to_f32 = on<D, rg_cuda_f16_to_f32>::run,
+        .host_alloc = on<D, rg_cuda_host_alloc>::run,
+        .host_free = on<D, rg_cuda_host_free>::run,
+    };
+}
+
+template <size_t... D>
+static constexpr std::array<rg_backend, sizeof...(D)> tables_for(std::index_sequence<D...>) {
+    return {table_for<(int)D>()...};
+}
+
+/* Read-only, built at compile time. */
+static constexpr std::array<rg_backend, RG_CUDA_MAX_DEVICES> tables =
+    tables_for(std::make_index_sequence<RG_CUDA_MAX_DEVICES>{});
+
+const rg_backend *rg_cuda_table(int device) {
+    return &tables[(size_t)device];
 }

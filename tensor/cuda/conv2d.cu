@@ -1,0 +1,262 @@
+/* conv2d.cu — 2-D convolution through cuDNN 9 (pairs with tensor/cpu/conv2d.c, which does
+ * im2col + GEMM; the formulas are in tensor/ops/conv2d.c).
+ *
+ * What it teaches: how a framework drives cuDNN's convolution API.
+ *   - Descriptors: cuDNN describes every tensor (x, y, bias), the filter and the convolution
+ *     itself by descriptor objects. Building them costs host time, so each distinct shape gets a
+ *     plan (descriptors + chosen algorithms) that is made once and cached in the device context.
+ *   - Algorithms: forward, backward-data and backward-filter each have several algorithms
+ *     (implicit GEMM, FFT, Winograd, ...) with different speed and workspace needs. We take
+ *     cuDNN's heuristic ranking (cudnnGet*Algorithm_v7: no benchmarking, so no synchronisation
+ *     and no surprise allocations) and keep the first algorithm that succeeded, fits the workspace
+ *     limit (RG_CUDA_CONV_WORKSPACE_MB, default 1024) and, with RG_CUDA_DETERMINISTIC=1, is
+ *     deterministic. The choice is made once per shape and direction.
+ *   - Workspace comes from the caching allocator and goes back right after the call.
+ *   - beta: cuDNN computes out = alpha*result + beta*out and does not read out when beta is 0 —
+ *     exactly the backend table's convention, so beta is passed straight through.
+ *   - Precision: CUDNN_FMA_MATH keeps float32 exact; with RG_CUDA_TF32=1 the descriptor allows
+ *     tensor-op math and each direction uses the math type its algorithm was ranked with.
+ * cuDNN's 4-D descriptors take int sizes and tensors below 2^31 elements, so a larger batch is
+ * processed in chunks of images.
+ *
+ * The legacy convolution API used here is deprecated in cuDNN 9 in favour of the graph API; it is
+ * still supported, and it is the readable one. All cuDNN calls run under the context's cudnn_lock
+ * (a handle must not be used by two threads at once). */
+#include <limits.h>
+#include <stdlib.h>
+
+#include "tensor/cuda/cuda_impl.h"
+
+typedef struct conv_plan {
+    rg_conv2d_shape key; /* n is this plan's chunk of images */
+    cudnnTensorDescriptor_t x, y, bias;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+    bool have_fwd, have_bwd_data, have_bwd_filter;
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
+    size_t fwd_ws, bwd_data_ws, bwd_filter_ws; /* workspace bytes of each algorithm */
+    struct conv_plan *next;
+} conv_plan;
+
+/* A list: a network has a few dozen distinct conv shapes, and one comparison per plan costs
+ * nothing next to a kernel launch. */
+struct rg_cuda_conv_cache {
+    conv_plan *plans;
+};
+
+static const float one = 1.0f, zero = 0.0f;
+
+static bool same_shape(const rg_conv2d_shape *a, const rg_conv2d_shape *b) {
+    return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->k == b->k &&
+           a->r == b->r && a->s == b->s && a->p == b->p && a->q == b->q &&
+           a->stride_h == b->stride_h && a->stride_w == b->stride_w && a->pad_h == b->pad_h &&
+           a->pad_w == b->pad_w;
+}
+
+static void set_4d(cudnnTensorDescriptor_t *d, int64_t n, int64_t c, int64_t h, int64_t w) {
+    RG_CUDNN_CHECK(cudnnCreateTensorDescriptor(d));
+    RG_CUDNN_CHECK(cudnnSetTensor4dDescriptor(*d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)n,
+                                              (int)c, (int)h, (int)w));
+}
+
+static conv_plan *plan_new(const rg_cuda_ctx *ctx, const rg_conv2d_shape *s) {
+    conv_plan *pl = (conv_plan *)calloc(1, sizeof *pl);
+    RG_CHECK(pl, "cuda conv2d: out of host memory for a plan");
+    pl->key = *s;
+    set_4d(&pl->x, s->n, s->c, s->h, s->w);
+    set_4d(&pl->y, s->n, s->k, s->p, s->q);
+    set_4d(&pl->bias, 1, s->k, 1, 1);
+    RG_CUDNN_CHECK(cudnnCreateFilterDescriptor(&pl->w));
+    RG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)s->k,
+                                              (int)s->c, (int)s->r, (int)s->s));
+    RG_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&pl->conv));
+    RG_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->conv, s->pad_h, s->pad_w, s->stride_h,
+                                                   s->stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                   CUDNN_DATA_FLOAT));
+    cudnnMathType_t math = ctx->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+    RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, math));
+    pl->fwd_math = pl->bwd_data_math = pl->bwd_filter_math = math;
+    int n, k, p, q; /* cuDNN must agree with the op layer on the output shape */
+    RG_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(pl->conv, pl->x, pl->w, &n, &k, &p, &q));
+    RG_CHECK(n == s->n && k == s->k && p == s->p && q == s->q,
+             "cuda conv2d: cuDNN's output "
+             "(%d,%d,%d,%d) differs from (%lld,%lld,%lld,%lld)",
+             n, k, p, q, (long long)s->n, (long long)s->k, (long long)s->p, (long long)s->q);
+    return pl;
+}
+
+static size_t workspace_limit(void) {
+    const char *e = getenv("RG_CUDA_CONV_WORKSPACE_MB");
+    long mb = e ? atol(e) : 1024;
+    return (size_t)(mb < 0 ? 0 : mb) << 20;
+}
+
+/* The first algorithm of cuDNN's ranking `perf` (n entries) that ran, is deterministic when
+ * required and needs at most the workspace limit; `workspace(algo, &bytes)` asks cuDNN the exact
+ * size. Writes the algorithm, its math type and its workspace; false if none qualifies. */
+template <typename Perf, typename Algo, typename WorkspaceFn>
+static bool pick(const rg_cuda_ctx *ctx, const Perf *perf, int n, WorkspaceFn workspace, Algo *algo,
+                 cudnnMathType_t *math, size_t *ws) {
+    size_t limit = workspace_limit();
+    for (int i = 0; i < n; i++) {
+        size_t bytes = 0;
+        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+        if (ctx->deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+        if (!ctx->tf32 && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                           perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+            continue; /* a tensor-core algorithm: TF32 or lower precision */
+        if (workspace(perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > limit) continue;
+        *algo = perf[i].algo, *ws = bytes;
+        if (ctx->tf32) *math = perf[i].mathType; /* without TF32, FMA math stays */
+        return true;
+    }
+    return false;
+}
+
+static void choose_fwd(const rg_cuda_ctx *ctx, conv_plan *pl) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int n = 0;
+    RG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+        ctx->cudnn, pl->x, pl->w, pl->conv, pl->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
+    auto ws = [&](cudnnConvolutionFwdAlgo_t a, size_t *b) {
+        return cudnnGetConvolutionForwardWorkspaceSize(ctx->cudnn, pl->x, pl->w, pl->conv, pl->y, a,
+                                                       b);
+    };
+    RG_CHECK(
+        pick(ctx, perf, n, ws, &pl->fwd, &pl->fwd_math, &pl->fwd_ws),
+        "cuda conv2d: cuDNN offers no usable forward algorithm (raise RG_CUDA_CONV_WORKSPACE_MB?)");
+    pl->have_fwd = true;
+}
+
+static void choose_bwd_data(const rg_cuda_ctx *ctx, conv_plan *pl) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int n = 0;
+    RG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        ctx->cudnn, pl->w, pl->y, pl->conv, pl->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
+        perf));
+    auto ws = [&](cudnnConvolutionBwdDataAlgo_t a, size_t *b) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx->cudnn, pl->w, pl->y, pl->conv,
+                                                            pl->x, a, b);
+    };
+    RG_CHECK(pick(ctx, perf, n, ws, &pl->bwd_data, &pl->bwd_data_math, &pl->bwd_data_ws),
+             "cuda conv2d: cuDNN offers no usable backward-data algorithm");
+    pl->have_bwd_data = true;
+}
+
+static void choose_bwd_filter(const rg_cuda_ctx *ctx, conv_plan *pl) {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int n = 0;
+    RG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        ctx->cudnn, pl->x, pl->y, pl->conv, pl->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
+        perf));
+    auto ws = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *b) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx->cudnn, pl->x, pl->y, pl->conv,
+                                                              pl->w, a, b);
+    };
+    RG_CHECK(pick(ctx, perf, n, ws, &pl->bwd_filter, &pl->bwd_filter_math, &pl->bwd_filter_ws),
+             "cuda conv2d: cuDNN offers no usable backward-filter algorithm");
+    pl->have_bwd_filter = true;
+}
+
+/* The plan for shape s with a chunk of n images; caller holds cudnn_lock. */
+static conv_plan *plan_for(rg_cuda_ctx *ctx, const rg_conv2d_shape *s, int64_t n) {
+    rg_conv2d_shape key = *s;
+    key.n = n;
+    if (!ctx->conv) {
+        ctx->conv = (rg_cuda_conv_cache *)calloc(1, sizeof *ctx->conv);
+        RG_CHECK(ctx->conv, "cuda conv2d: out of host memory");
+    }
+    for (conv_plan *pl = ctx->conv->plans; pl; pl = pl->next)
+        if (same_shape(&pl->key, &key)) return pl;
+    conv_plan *pl = plan_new(ctx, &key);
+    pl->next = ctx->conv->plans, ctx->conv->plans = pl;
+    return pl;
+}
+
+/* Images per cuDNN call, so that no tensor of a call reaches 2^31 elements. */
+static int64_t batch_chunk(const rg_conv2d_shape *s) {
+    int64_t x_img = s->c * s->h * s->w, y_img = s->k * s->p * s->q;
+    int64_t img = x_img > y_img ? x_img : y_img;
+    RG_CHECK(s->c > 0 && s->k > 0 && s->r > 0 && s->s > 0 && s->p > 0 && s->q > 0,
+             "cuda conv2d: empty shape (C %lld, K %lld, kernel %lldx%lld, output %lldx%lld)",
+             (long long)s->c, (long long)s->k, (long long)s->r, (long long)s->s, (long long)s->p,
+             (long long)s->q);
+    RG_CHECK(img <= INT_MAX && s->k * s->c * s->r * s->s <= INT_MAX,
+             "cuda conv2d: one image or the filter has 2^31 elements or more (cuDNN's limit)");
+    int64_t chunk = INT_MAX / img;
+    return chunk < s->n ? chunk : s->n;
+}
+
+/* y (N,K,P,Q) = conv(x (N,C,H,W), w (K,C,R,S)) + b (K) */
+void rg_cuda_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w,
+                            const float *b, float *y) {
+    if (s->n == 0) return;
+    rg_cuda_ctx *ctx = rg_cuda_ctx_current();
+    int64_t chunk = batch_chunk(s), x_img = s->c * s->h * s->w, y_img = s->k * s->p * s->q;
+    pthread_mutex_lock(&ctx->cudnn_lock);
+    for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
+        conv_plan *pl = plan_for(ctx, s, chunk < s->n - n0 ? chunk : s->n - n0);
+        if (!pl->have_fwd) choose_fwd(ctx, pl);
+        void *ws = pl->fwd_ws ? rg_cuda_scratch(ctx, pl->fwd_ws) : NULL;
+        RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, pl->fwd_math));
+        RG_CUDNN_CHECK(cudnnConvolutionForward(ctx->cudnn, &one, pl->x, x + n0 * x_img, pl->w, w,
+                                               pl->conv, pl->fwd, ws, pl->fwd_ws, &zero, pl->y,
+                                               y + n0 * y_img));
+        if (ws) rg_cuda_scratch_free(ctx, ws);
+        if (b)
+            RG_CUDNN_CHECK(
+                cudnnAddTensor(ctx->cudnn, &one, pl->bias, b, &one, pl->y, y + n0 * y_img));
+    }
+    pthread_mutex_unlock(&ctx->cudnn_lock);
+}
+
+/* dx (N,C,H,W) = beta*dx + conv_transpose(dy (N,K,P,Q), w (K,C,R,S)) */
+void rg_cuda_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, const float *w,
+                                  float beta, float *dx) {
+    if (s->n == 0) return;
+    rg_cuda_ctx *ctx = rg_cuda_ctx_current();
+    int64_t chunk = batch_chunk(s), x_img = s->c * s->h * s->w, y_img = s->k * s->p * s->q;
+    pthread_mutex_lock(&ctx->cudnn_lock);
+    for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
+        conv_plan *pl = plan_for(ctx, s, chunk < s->n - n0 ? chunk : s->n - n0);
+        if (!pl->have_bwd_data) choose_bwd_data(ctx, pl);
+        void *ws = pl->bwd_data_ws ? rg_cuda_scratch(ctx, pl->bwd_data_ws) : NULL;
+        RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, pl->bwd_data_math));
+        RG_CUDNN_CHECK(cudnnConvolutionBackwardData(
+            ctx->cudnn, &one, pl->w, w, pl->y, dy + n0 * y_img, pl->conv, pl->bwd_data, ws,
+            pl->bwd_data_ws, &beta, pl->x, dx + n0 * x_img));
+        if (ws) rg_cuda_scratch_free(ctx, ws);
+    }
+    pthread_mutex_unlock(&ctx->cudnn_lock);
+}
+
+/* dw (K,C,R,S) = beta*dw + corr(x (N,C,H,W), dy (N,K,P,Q));  db (K) = beta*db + sum_{n,p,q} dy */
+void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, const float *dy,
+                                    float beta, float *dw, float *db) {
+    rg_cuda_ctx *ctx = rg_cuda_ctx_current();
+    if (s->n == 0) { /* empty sums */
+        rg_cuda_scale(ctx, s->k * s->c * s->r * s->s, beta, dw);
+        if (db) rg_cuda_scale(ctx, s->k, beta, db);
+        return;
+    }
+    int64_t chunk = batch_chunk(s), x_img = s->c * s->h * s->w, y_img = s->k * s->p * s->q;
+    pthread_mutex_lock(&ctx->cudnn_lock);
+    for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
+        float b = n0 == 0 ? beta : 1.0f; /* later chunks accumulate onto the first */
+        conv_plan *pl = plan_for(ctx, s, chunk < s->n - n0 ? chunk : s->n - n0);
+        if (!pl->have_bwd_filter) choose_bwd_filter(ctx, pl);
+        void *ws = pl->bwd_filter_ws ? rg_cuda_scratch(ctx, pl->bwd_filter_ws) : NULL;
+        RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, pl->bwd_filter_math));
+        RG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+            ctx->cudnn, &one, pl->x, x + n0 * x_img, pl->y, dy + n0 * y_img, pl->conv,
+            pl->bwd_filter, ws, pl->bwd_filter_ws, &b, pl->w, dw));
+        if (ws) rg_cuda_scratch_free(ctx, ws);
+        if (db)
+            RG_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx->cudnn, &one, pl->y, dy + n0 * y_img,
+                                                        &b, pl->bias, db));
+    }
+    pthread_mutex_unlock(&ctx->cudnn_lock);
+}

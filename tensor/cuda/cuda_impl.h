@@ -1,0 +1,226 @@
+/* cuda_impl.h — private to the CUDA backend: the per-device context, error checks, launch helpers,
+ * warp and block reductions, and the host entry points of the kernels (one .cu file per op, paired
+ * with tensor/cpu/<op>.c; the per-device tables that gather them are in backend.cu).
+ *
+ * Conventions every .cu file follows:
+ *   - all work goes on the current device's COMPUTE stream; nothing uses the legacy default stream;
+ *   - every CUDA, cuBLAS and cuDNN call is checked; every kernel launch is followed by
+ *     RG_CUDA_CHECK_LAUNCH() (cudaGetLastError), so a bad launch is reported where it happened;
+ *   - elementwise kernels are grid-stride loops with 64-bit indices (tensors may pass 2^31
+ *     elements); per-element formulas come from tensor/kernels.h, shared with the CPU backend;
+ *   - no kernel uses atomics on floats, so every result is deterministic run to run. */
+#ifndef RG_CUDA_IMPL_H
+#define RG_CUDA_IMPL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <pthread.h>
+
+#include "tensor/backend.h"
+#include "tensor/block_cache.h"
+#include "tensor/cuda/cuda_backend.h"
+#include "tensor/cuda/per_thread.h"
+#include "tensor/cuda/streams.h"
+
+#define RG_CUDA_MAX_DEVICES 16 /* devices one process can use; more are not counted */
+/* The pinned-host cache's pseudo-stream: "the host owns this block" (alloc.cu). */
+#define RG_CUDA_STREAM_HOST RG_CUDA_STREAM_COUNT
+static_assert(RG_CUDA_STREAM_HOST < RG_BLOCK_CACHE_MAX_STREAMS, "stream ids fit the cache");
+
+typedef struct rg_cuda_conv_cache rg_cuda_conv_cache; /* conv2d.cu */
+
+/* Everything one GPU needs, made once on first use (context.cu) and never freed. */
+typedef struct rg_cuda_ctx {
+    int device;
+    int sm_count;
+    bool tf32;          /* RG_CUDA_TF32=1: cuBLAS and cuDNN may use TF32 tensor cores */
+    bool deterministic; /* RG_CUDA_DETERMINISTIC=1: only deterministic cuDNN algorithms */
+    bool alloc_cache;   /* RG_CUDA_ALLOC_CACHE=0 turns the caching allocator off */
+    cudaStream_t stream[RG_CUDA_STREAM_COUNT];
+    cublasHandle_t cublas;      /* bound to stream[COMPUTE] */
+    cudnnHandle_t cudnn;        /* bound to stream[COMPUTE]; used only under cudnn_lock */
+    pthread_mutex_t cudnn_lock; /* a cuDNN handle must not be used by two threads at once */
+    rg_cuda_conv_cache *conv;   /* per-shape descriptors and algorithms; under cudnn_lock */
+    rg_block_cache *mem;        /* device memory (alloc.cu) */
+    rg_block_cache *pinned;     /* page-locked host memory (alloc.cu) */
+    pthread_mutex_t event_lock; /* guards order_event */
+    cudaEvent_t order_event;    /* stream-to-stream ordering (rg_cuda_stream_wait, copies) */
+} rg_cuda_ctx;
+
+/* ---- error checks: report file:line, the call and CUDA's message through rg_fatal ---- */
+
+static inline void rg_cuda_check_(cudaError_t e, const char *call, const char *file, int line) {
+    if (e != cudaSuccess)
+        rg_fatal(file, line, "CUDA: %s failed: %s (%s)", call, cudaGetErrorString(e),
+                 cudaGetErrorName(e));
+}
+static inline void rg_cublas_check_(cublasStatus_t e, const char *call, const char *file,
+                                    int line) {
+    if (e != CUBLAS_STATUS_SUCCESS)
+        rg_fatal(file, line, "cuBLAS: %s failed: %s", call, cublasGetStatusString(e));
+}
+static inline void rg_cudnn_check_(cudnnStatus_t e, const char *call, const char *file, int line) {
+    if (e != CUDNN_STATUS_SUCCESS)
+        rg_fatal(file, line, "cuDNN: %s failed: %s", call, cudnnGetErrorString(e));
+}
+#define RG_CUDA_CHECK(call) rg_cuda_check_((call), #call, __FILE__, __LINE__)
+#define RG_CUBLAS_CHECK(call) rg_cublas_check_((call), #call, __FILE__, __LINE__)
+#define RG_CUDNN_CHECK(call) rg_cudnn_check_((call), #call, __FILE__, __LINE__)
+/* After every <<<...>>>: launch errors (bad configuration, no kernel image for this GPU) surface
+ * here, at the launch, instead of at some later synchronisation. */
+#define RG_CUDA_CHECK_LAUNCH() RG_CUDA_CHECK(cudaGetLastError())
+
+/* ---- launches ---- */
+
+#define RG_CUDA_BLOCK 256 /* threads per block of the elementwise kernels */
+
+/* Blocks for a grid-stride loop over n items: one per RG_CUDA_BLOCK items, at most 32 per SM (an
+ * SM holds 8 blocks of 256 threads, so that is four full waves); larger n loops in the kernel
+ * instead of making a grid that can exceed gridDim.x or waste time on block scheduling. */
+static inline unsigned rg_cuda_grid(const rg_cuda_ctx *ctx, int64_t n) {
+    int64_t blocks = (n + RG_CUDA_BLOCK - 1) / RG_CUDA_BLOCK, cap = (int64_t)ctx->sm_count * 32;
+    return (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
+}
+
+/* Blocks for kernels that give each row to one warp (RG_CUDA_BLOCK / 32 rows per block), with
+ * the same cap; such kernels loop over rows with a warp-stride loop. */
+static inline unsigned rg_cuda_warp_grid(const rg_cuda_ctx *ctx, int64_t rows) {
+    return rg_cuda_grid(ctx, rows * 32);
+}
+
+/* A grid-stride loop with a 64-bit index. */
+#define RG_CUDA_FOR(i, n)                                                                          \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                      \
+         i += (int64_t)blockDim.x * gridDim.x)
+
+/* A warp-stride loop: each warp takes rows warp, warp + warps, ... (all its lanes the same row). */
+#define RG_CUDA_FOR_WARP(r, rows)                                                                  \
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < (rows);            \
+         r += ((int64_t)gridDim.x * blockDim.x) >> 5)
+
+static inline cudaStream_t rg_cuda_compute(const rg_cuda_ctx *ctx) {
+    return ctx->stream[RG_CUDA_STREAM_COMPUTE];
+}
+
+/* ---- reductions in a fixed order (deterministic; every lane gets the result) ---- */
+
+static __device__ __forceinline__ float rg_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float rg_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, at most 1024), returned to every thread.
+ * Every thread of the block must call it. */
+static __device__ __forceinline__ float rg_block_sum(float v) {
+    __shared__ float warp_sums[32];
+    __shared__ float total;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = rg_warp_sum(v);
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < (int)(blockDim.x >> 5) ? warp_sums[lane] : 0.0f;
+        v = rg_warp_sum(v);
+        if (lane == 0) total = v;
+    }
+    __syncthreads();
+    return total;
+}
+
+/* ---- context.cu ---- */
+
+/* The context of cuda:device, made on first use. Stops (RG_CHECK) for a device that is not there.
+ */
+rg_cuda_ctx *rg_cuda_ctx_get(int device);
+/* The context of the calling thread's current device (every table entry sets it first). */
+rg_cuda_ctx *rg_cuda_ctx_current(void);
+/* Makes device current for the calling thread; returns the one that was. */
+int rg_cuda_swap_device(int device);
+/* Work queued on `waiter` from now waits for what was queued on `signaller` (an event). */
+void rg_cuda_order(rg_cuda_ctx *signal_ctx, cudaStream_t signaller, cudaStream_t waiter);
+
+/* ---- alloc.cu ---- */
+void rg_cuda_alloc_init(rg_cuda_ctx *ctx);
+void *rg_cuda_alloc(size_t bytes);
+void rg_cuda_free(void *p, size_t bytes);
+rg_mem_stats rg_cuda_mem_stats(void);
+void rg_cuda_mem_release_cached(void);
+void *rg_cuda_host_alloc(size_t bytes);
+void rg_cuda_host_free(void *p, size_t bytes);
+/* Temporary device memory for one op's kernels on the compute stream (workspace, partial sums).
+ * Give it back with rg_cuda_scratch_free right after the last launch that uses it: the cache
+ * hands it out again only to work queued later on the same stream. Stops when out of memory. */
+void *rg_cuda_scratch(rg_cuda_ctx *ctx, size_t bytes);
+void rg_cuda_scratch_free(rg_cuda_ctx *ctx, void *p);
+
+/* ---- gemm.cu ---- */
+void rg_cuda_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                  const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                  int64_t ldc);
+
+/* ---- elementwise.cu ---- */
+void rg_cuda_fill(int64_t n, float v, float *x);
+/* y = beta * y, with y never read when beta == 0 (cuDNN's and BLAS's beta rule) */
+void rg_cuda_scale(rg_cuda_ctx *ctx, int64_t n, float beta, float *y);
+void rg_cuda_axpby(int64_t n, float a, const float *x, float b, float *y);
+void rg_cuda_relu_forward(int64_t n, const float *x, float *y);
+void rg_cuda_relu_backward(int64_t n, const float *x, const float *dy, float beta, float *dx);
+void rg_cuda_uniform(int64_t n, float lo, float hi, uint64_t seed, uint64_t offset, float *x);
+void rg_cuda_normal(int64_t n, float mean, float std, uint64_t seed, uint64_t offset, float *x);
+void rg_cuda_f32_to_f16(int64_t n, const float *x, uint16_t *y);
+void rg_cuda_f16_to_f32(int64_t n, const uint16_t *x, float *y);
+
+/* ---- broadcast.cu ---- */
+void rg_cuda_binary(rg_binary_op op, const rg_bcast *bc, const float *a, const float *b,
+                    float *out);
+void rg_cuda_reduce_bcast(const rg_bcast *bc, const float *dy, const float *x, float beta,
+                          float *db);
+
+/* ---- reduce.cu ---- */
+void rg_cuda_sum(int64_t n, const float *x, float *out);
+/* *out = scale * sum(x), on the device, in a fixed order */
+void rg_cuda_sum_scaled(rg_cuda_ctx *ctx, int64_t n, const float *x, float scale, float *out);
+void rg_cuda_argmax(int64_t rows, int64_t cols, const float *x, int64_t *out);
+
+/* ---- conv2d.cu ---- */
+void rg_cuda_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w,
+                            const float *b, float *y);
+void rg_cuda_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, const float *w,
+                                  float beta, float *dx);
+void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, const float *dy,
+                                    float beta, float *dw, float *db);
+
+/* ---- maxpool2d.cu ---- */
+void rg_cuda_maxpool2d_forward(const rg_pool2d_shape *s, const float *x, float *y, int32_t *argmax);
+void rg_cuda_maxpool2d_backward(const rg_pool2d_shape *s, const float *dy, const int32_t *argmax,
+                                float beta, float *dx);
+
+/* ---- dropout.cu ---- */
+void rg_cuda_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,
+                             float *y);
+void rg_cuda_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset, const float *dy,
+                              float beta, float *dx);
+
+/* ---- cross_entropy.cu ---- */
+void rg_cuda_cross_entropy_forward(int64_t n, int64_t c, const float *logits, const int64_t *labels,
+                                   float *probs, float *loss);
+void rg_cuda_cross_entropy_backward(int64_t n, int64_t c, const float *probs, const int64_t *labels,
+                                    const float *dloss, float beta, float *dlogits);
+
+/* ---- optim.cu ---- */
+void rg_cuda_sgd_step(int64_t n, const rg_sgd_hparams *h, float *param, const float *grad,
+                      float *momentum_buf);
+void rg_cuda_adam_step(int64_t n, const rg_adam_hparams *h, float *param, const float *grad,
+                       float *m, float *v);
+
+/* ---- backend.cu ---- */
+/* The table of cuda:device (device < RG_CUDA_MAX_DEVICES); its entries make that device current. */
+const rg_backend *rg_cuda_table(int device);
+
+#endif

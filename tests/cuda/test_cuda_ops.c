@@ -1,0 +1,226 @@
+/* Every differentiable op on cuda:0 against the CPU backend, through the op front-end: the same
+ * random inputs on both devices, the forward output and every input gradient compared. The loss
+ * is sum(y * r) with a fixed random r, so each backward kernel sees a non-trivial dy; backward
+ * runs twice, so the second pass checks the accumulate path (beta = 1) of every kernel as well.
+ *
+ * Bounds (|gpu - cpu| <= atol + rtol |cpu|), and why:
+ *   elementwise (add, mul, relu, scale, dropout, max pool)   1e-6 + 1e-6  (one rounding; FMA)
+ *   reductions (sum, broadcast gradients, cross entropy)     1e-5 + 1e-5  (another summation order)
+ *   matmul, linear (K <= 100)                                1e-4 + 1e-4  (cuBLAS blocking order)
+ *   conv2d                                                   1e-3 + 1e-3  (cuDNN may pick FFT or
+ *                                                                          Winograd algorithms)
+ * TF32 is off unless RG_CUDA_TF32=1, which these bounds do not allow for. */
+#include "cudatest.h"
+
+typedef rg_tensor *(*op_fn)(rg_tensor *const *in, void *ctx);
+
+/* A long-lived copy of t on dev, with t's requires_grad. */
+static rg_tensor *copy_to(const rg_tensor *t, rg_device dev) {
+    rg_tensor *c = rg_tensor_new(t->dtype, t->ndim, t->shape, dev);
+    cr_assert(c, "%s", rg_last_error());
+    rg_tensor_copy_(c, t);
+    if (rg_tensor_requires_grad(t)) rg_tensor_set_requires_grad(c, true);
+    return c;
+}
+
+static float *to_host(const rg_tensor *t) {
+    float *h = malloc(rg_tensor_nbytes(t) + 1);
+    rg_tensor_copy_to_host(t, h);
+    return h;
+}
+
+/* Runs f on inputs (on the CPU) and on their cuda:0 copies; compares outputs and gradients. */
+static void compare(const char *what, op_fn f, void *ctx, int n, rg_tensor **in, double atol,
+                    double rtol) {
+    rg_tensor *gin[8];
+    for (int i = 0; i < n; i++) {
+        rg_zero_grad(in[i]); /* the CPU side starts from zero, the GPU side from no gradient */
+        gin[i] = copy_to(in[i], RG_CUDA_DEVICE(0));
+    }
+    float *want = NULL, *got = NULL;
+    int64_t numel = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int side = 0; side < 2; side++) {
+            rg_tensor **args = side ? gin : in;
+            rg_scope_begin();
+            rg_tensor *y = f(args, ctx);
+            rg_tensor *r = rgt_uniform(y->ndim, y->shape, -1, 1, 99);
+            rg_tensor *rd = rg_tensor_to(r, y->device);
+            rg_backward(rg_sum(rg_mul(y, rd)));
+            if (pass == 0) *(side ? &got : &want) = to_host(y), numel = y->numel;
+            rg_scope_end();
+            rg_tensor_free(r);
+        }
+        if (pass == 0) rgt_assert_close(got, want, numel, atol, rtol, what);
+        for (int i = 0; i < n; i++) {
+            if (!in[i]->grad) continue;
+            float *gw = to_host(in[i]->grad), *gg = to_host(gin[i]->grad);
+            char msg[128];
+            snprintf(msg, sizeof msg, "%s: gradient of input %d after %d backward(s)", what, i,
+                     pass + 1);
+            rgt_assert_close(gg, gw, in[i]->numel, atol, rtol, msg);
+            free(gw), free(gg);
+        }
+    }
+    free(want), free(got);
+    for (int i = 0; i < n; i++) rg_tensor_free(gin[i]);
+}
+
+static rg_tensor *f_add(rg_tensor *const *in, void *ctx) {
+    return rg_add(in[0], in[1]);
+}
+static rg_tensor *f_mul(rg_tensor *const *in, void *ctx) {
+    return rg_mul(in[0], in[1]);
+}
+
+Test(cuda_ops, broadcast_add_and_mul_match_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    int64_t shapes[][2][4] = {
+        {{7, 5, 0, 0}, {5, 0, 0, 0}},       /* a bias */
+        {{7, 5, 0, 0}, {7, 1, 0, 0}},       /* a column */
+        {{2, 3, 4, 5}, {3, 1, 1, 0}},       /* per channel */
+        {{4, 6, 0, 0}, {4, 6, 0, 0}},       /* same shape */
+        {{3, 1, 5, 2}, {1, 5, 1, 0}},       /* alternating */
+        {{300, 129, 0, 0}, {129, 0, 0, 0}}, /* many rows: block reduction of the gradient */
+    };
+    int nd[][2] = {{2, 1}, {2, 2}, {4, 3}, {2, 2}, {4, 3}, {2, 1}};
+    for (size_t t = 0; t < sizeof nd / sizeof nd[0]; t++) {
+        rg_tensor *a = rgt_param(nd[t][0], shapes[t][0], -1, 1, 1 + t);
+        rg_tensor *b = rgt_param(nd[t][1], shapes[t][1], -1, 1, 50 + t);
+        compare("add", f_add, NULL, 2, (rg_tensor *[]){a, b}, 1e-5, 1e-5);
+        compare("mul", f_mul, NULL, 2, (rg_tensor *[]){a, b}, 1e-5, 1e-5);
+        rgt_free_all(2, (rg_tensor *[]){a, b});
+    }
+}
+
+static rg_tensor *f_scalar_chain(rg_tensor *const *in, void *ctx) {
+    /* relu, scale and a scalar operand (b broadcast over everything), then mean */
+    return rg_mean(rg_mul(rg_scale(rg_relu(in[0]), 0.5f), in[1]));
+}
+
+Test(cuda_ops, relu_scale_and_mean_match_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    rg_tensor *x = rgt_param(RG_SHAPE(37, 41), -1, 1, 3), *s = rgt_param(RG_SHAPE(1), 0, 1, 4);
+    compare("relu/scale/mean", f_scalar_chain, NULL, 2, (rg_tensor *[]){x, s}, 1e-5, 1e-5);
+    rgt_free_all(2, (rg_tensor *[]){x, s});
+}
+
+static rg_tensor *f_matmul(rg_tensor *const *in, void *ctx) {
+    return rg_matmul(in[0], in[1]);
+}
+static rg_tensor *f_linear(rg_tensor *const *in, void *ctx) {
+    return rg_linear(in[0], in[1], in[2]);
+}
+
+Test(cuda_ops, matmul_and_linear_match_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    int64_t sizes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 9, 1}, {64, 100, 65}};
+    for (size_t t = 0; t < 4; t++) {
+        int64_t m = sizes[t][0], k = sizes[t][1], n = sizes[t][2];
+        rg_tensor *a = rgt_param(RG_SHAPE(m, k), -1, 1, 10 + t),
+                  *b = rgt_param(RG_SHAPE(k, n), -1, 1, 20 + t);
+        compare("matmul", f_matmul, NULL, 2, (rg_tensor *[]){a, b}, 1e-4, 1e-4);
+        rg_tensor *w = rgt_param(RG_SHAPE(n, k), -1, 1, 30 + t),
+                  *bias = rgt_param(RG_SHAPE(n), -1, 1, 40 + t);
+        compare("linear", f_linear, NULL, 3, (rg_tensor *[]){a, w, bias}, 1e-4, 1e-4);
+        rgt_free_all(4, (rg_tensor *[]){a, b, w, bias});
+    }
+}
+
+typedef struct {
+    int stride, pad;
+} conv_cfg;
+
+static rg_tensor *f_conv(rg_tensor *const *in, void *ctx) {
+    const conv_cfg *c = ctx;
+    return rg_conv2d(in[0], in[1], in[2], c->stride, c->pad);
+}
+
+Test(cuda_ops, conv2d_matches_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    struct {
+        int64_t n, c, h, w, k, r;
+        conv_cfg cfg;
+        bool bias;
+    } cases[] = {
+        {2, 1, 28, 28, 8, 5, {1, 2}, true}, /* the seed CNN's first layer */
+        {3, 8, 14, 14, 16, 3, {1, 1}, true},
+        {2, 4, 9, 11, 6, 3, {2, 1}, false}, /* odd sizes, stride 2 */
+        {1, 3, 7, 7, 5, 1, {1, 0}, true},   /* 1x1 */
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        rg_tensor *x =
+            rgt_param(RG_SHAPE(cases[t].n, cases[t].c, cases[t].h, cases[t].w), -1, 1, 60 + t);
+        rg_tensor *w =
+            rgt_param(RG_SHAPE(cases[t].k, cases[t].c, cases[t].r, cases[t].r), -1, 1, 70 + t);
+        rg_tensor *b = cases[t].bias ? rgt_param(RG_SHAPE(cases[t].k), -1, 1, 80 + t) : NULL;
+        compare("conv2d", f_conv, &cases[t].cfg, b ? 3 : 2, (rg_tensor *[]){x, w, b}, 1e-3, 1e-3);
+        rgt_free_all(3, (rg_tensor *[]){x, w, b});
+    }
+}
+
+static rg_tensor *f_pool(rg_tensor *const *in, void *ctx) {
+    const int *k = ctx; /* kernel, stride, padding */
+    return rg_max_pool2d(in[0], k[0], k[1], k[2]);
+}
+
+Test(cuda_ops, max_pool2d_matches_the_cpu_exactly) {
+    RGT_REQUIRE_CUDA();
+    int cfgs[][3] = {{2, 2, 0}, {3, 2, 1}, {3, 1, 1}, {2, 3, 0}}; /* overlapping and gapped */
+    for (int t = 0; t < 4; t++) {
+        rg_tensor *x = rgt_param(RG_SHAPE(2, 3, 11, 9), -1, 1, 90 + t);
+        float *xp = rg_tensor_f32(x);
+        for (int i = 0; i < 40; i++) xp[i * 7] = 0.25f; /* ties: the first maximum wins */
+        compare("max_pool2d", f_pool, cfgs[t], 1, &x, 0.0, 0.0);
+        rg_tensor_free(x);
+    }
+}
+
+static rg_tensor *f_dropout(rg_tensor *const *in, void *ctx) {
+    uint64_t offset = 12; /* not a multiple of 4: a partial first Philox counter */
+    return rg_dropout(in[0], 0.3f, true, 1234, &offset);
+}
+
+Test(cuda_ops, dropout_drops_the_same_elements_as_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    rg_tensor *x = rgt_param(RG_SHAPE(33, 65), 0.5f, 1, 5);
+    compare("dropout", f_dropout, NULL, 1, &x, 0.0, 1e-6);
+    rg_tensor_free(x);
+}
+
+static rg_tensor *f_xent(rg_tensor *const *in, void *ctx) {
+    return rg_cross_entropy(in[0], in[1]);
+}
+
+Test(cuda_ops, cross_entropy_matches_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    int64_t shapes[][2] = {{1, 1}, {8, 10}, {128, 10}, {5, 1000}};
+    for (int t = 0; t < 4; t++) {
+        int64_t n = shapes[t][0], c = shapes[t][1];
+        rg_tensor *z = rgt_param(RG_SHAPE(n, c), -5, 5, 100 + t);
+        rg_tensor *y = rg_tensor_new(RG_I64, RG_SHAPE(n), RG_CPU);
+        for (int64_t i = 0; i < n; i++) ((int64_t *)y->data)[i] = (i * 7 + 3) % c;
+        compare("cross_entropy", f_xent, NULL, 2, (rg_tensor *[]){z, y}, 1e-5, 1e-5);
+        rgt_free_all(2, (rg_tensor *[]){z, y});
+    }
+}
+
+static rg_tensor *f_cnn(rg_tensor *const *in, void *ctx) {
+    /* conv -> relu -> pool -> flatten -> linear -> cross entropy: the seed CNN in small */
+    rg_tensor *h = rg_max_pool2d(rg_relu(rg_conv2d(in[0], in[1], in[2], 1, 1)), 2, 2, 0);
+    rg_tensor *logits = rg_linear(rg_flatten(h), in[3], in[4]);
+    return rg_cross_entropy(logits, in[5]);
+}
+
+Test(cuda_ops, small_cnn_step_matches_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    rg_tensor *x = rgt_uniform(RG_SHAPE(4, 1, 12, 12), 0, 1, 1);
+    rg_tensor *w1 = rgt_param(RG_SHAPE(6, 1, 3, 3), -0.5f, 0.5f, 2),
+              *b1 = rgt_param(RG_SHAPE(6), -0.1f, 0.1f, 3);
+    rg_tensor *w2 = rgt_param(RG_SHAPE(10, 6 * 6 * 6), -0.1f, 0.1f, 4),
+              *b2 = rgt_param(RG_SHAPE(10), -0.1f, 0.1f, 5);
+    rg_tensor *y = rg_tensor_new(RG_I64, RG_SHAPE(4), RG_CPU);
+    for (int i = 0; i < 4; i++) ((int64_t *)y->data)[i] = 3 * i;
+    compare("cnn", f_cnn, NULL, 6, (rg_tensor *[]){x, w1, b1, w2, b2, y}, 1e-3, 1e-3);
+    rgt_free_all(6, (rg_tensor *[]){x, w1, b1, w2, b2, y});
+}

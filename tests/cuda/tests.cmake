@@ -1,0 +1,22 @@
+# CUDA tests. The test_*.c programs are registered by cmake/tests.cmake in every build; here:
+#  - the programs that need a GPU are reported by CTest as skipped (not passed) when they print
+#    "SKIPPED ...: no CUDA device" (RGT_REQUIRE_CUDA in cudatest.h);
+#  - test_cuda_alloc runs a second time with the caching allocator off;
+#  - in CUDA builds, cuda_streams.c checks tensor/cuda/streams.h from C.
+set(RG_CUDA_GPU_TESTS cuda/test_cuda_ops cuda/test_cuda_kernels cuda/test_cuda_alloc)
+set_tests_properties(${RG_CUDA_GPU_TESTS} PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED [^\n]*: no CUDA device")
+
+add_test(NAME cuda/test_cuda_alloc_nocache COMMAND test_cuda_alloc --jobs 1)
+set_tests_properties(cuda/test_cuda_alloc_nocache PROPERTIES LABELS cuda TIMEOUT 600
+                     ENVIRONMENT "${RG_TEST_ENV};RG_CUDA_ALLOC_CACHE=0"
+                     SKIP_REGULAR_EXPRESSION "SKIPPED [^\n]*: no CUDA device")
+
+if(RG_HAVE_CUDA)
+  add_executable(cuda_streams ${CMAKE_SOURCE_DIR}/tests/cuda/cuda_streams.c)
+  set_target_properties(cuda_streams PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  target_link_libraries(cuda_streams PRIVATE rgtest PkgConfig::CRITERION)
+  add_test(NAME cuda/cuda_streams COMMAND cuda_streams --jobs 1)
+  set_tests_properties(cuda/cuda_streams PROPERTIES LABELS cuda TIMEOUT 600
+                       ENVIRONMENT "${RG_TEST_ENV}"
+                       SKIP_REGULAR_EXPRESSION "SKIPPED [^\n]*: no CUDA device")
+endif()
