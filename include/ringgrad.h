@@ -8,5 +8,8 @@
 #include "tensor/ops.h"
 #include "tensor/backend.h"
 #include "autograd/autograd.h"
+#include "dist/comm.h"
+#include "dist/dist.h"
+#include "dist/timeline.h"
 
 #endif
