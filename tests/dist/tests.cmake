@@ -1,0 +1,35 @@
+# dist tests beyond the auto-registered test_*.c and mpi_*.c (see cmake/tests.cmake):
+#   - fault tests: a rank that dies, exits, trips a check, stalls or leaves early must end the
+#     whole job with a non-zero exit and a message, within a time limit (fault.sh, fault_prog.c);
+#   - the timeline of a 3-rank run must be valid Chrome-trace JSON (check_timeline.py);
+#   - the allreduce benchmark must build and run (bench/allreduce_bench.c).
+
+add_executable(fault_prog ${CMAKE_CURRENT_LIST_DIR}/fault_prog.c)
+set_target_properties(fault_prog PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+target_link_libraries(fault_prog PRIVATE ringgrad)
+
+# name  np  seconds  pattern the output must contain
+set(RG_FAULTS
+  "kill|3|20|exited on signal 9"
+  "exit|3|20|exited with non-zero status|exiting improperly"
+  "check|3|20|ringgrad: rg_comm_broadcast: root: rank 3 is not in a world of 3"
+  "stall|3|30|not joined yet: rank 2"
+  "early|3|20|rank 2 called close")
+foreach(f ${RG_FAULTS})
+  string(REPLACE "|" ";" f "${f}")
+  list(GET f 0 mode)
+  list(GET f 1 np)
+  list(GET f 2 secs)
+  list(SUBLIST f 3 -1 pat)
+  string(REPLACE ";" "|" pat "${pat}")
+  add_test(NAME dist/fault_${mode}
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/fault.sh ${RG_MPIRUN} $<TARGET_FILE:fault_prog>
+                   ${mode} ${np} ${secs} "${pat}")
+  # Only the stall test shortens the stall times: the others must end through mpirun alone.
+  set(env ${RG_TEST_ENV})
+  if(mode STREQUAL "stall")
+    list(APPEND env "RG_STALL_SECONDS=1" "RG_STALL_ABORT_SECONDS=4")
+  endif()
+  set_tests_properties(dist/fault_${mode} PROPERTIES LABELS "dist;mpi" TIMEOUT 120
+                       ENVIRONMENT "${env}" PROCESSORS ${np})
+endforeach()
