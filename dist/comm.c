@@ -14,12 +14,11 @@ _Static_assert(sizeof backend_names / sizeof *backend_names == RG_COMM_BACKEND_C
                "a name per backend");
 
 static const size_t dtype_sizes[] = {4, 2, 4, 8, 1};
-_Static_assert(sizeof dtype_sizes / sizeof *dtype_sizes == RG_COMM_DTYPE_COUNT,
-               "a size per dtype");
+_Static_assert(sizeof dtype_sizes / sizeof *dtype_sizes == RG_COMM_DTYPE_COUNT, "a size per dtype");
 
-static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
-                                         "barrier",   "send",      "recv",      "open",
-                                         "close"};
+static const char *const kind_names[] = {"allreduce",      "broadcast", "allgather",
+                                         "reduce_scatter", "barrier",   "send",
+                                         "recv",           "open",      "close"};
 _Static_assert(sizeof kind_names / sizeof *kind_names == RG_COLL_KIND_COUNT, "a name per kind");
 
 rg_status rg_comm_backend_parse(const char *name, rg_comm_backend *out) {
@@ -46,15 +45,27 @@ const char *rg_coll_kind_name(rg_coll_kind k) {
     return (unsigned)k < RG_COLL_KIND_COUNT ? kind_names[k] : "?";
 }
 
-bool rg_coll_is_collective(rg_coll_kind k) { return k != RG_COLL_SEND && k != RG_COLL_RECV; }
+bool rg_coll_is_collective(rg_coll_kind k) {
+    return k != RG_COLL_SEND && k != RG_COLL_RECV;
+}
 
 /* ---- queries ---- */
 
-int rg_comm_rank(const rg_comm *c) { return c->rank; }
-int rg_comm_size(const rg_comm *c) { return c->size; }
-int rg_comm_local_rank(const rg_comm *c) { return c->local_rank; }
-int rg_comm_local_size(const rg_comm *c) { return c->local_size; }
-rg_comm_backend rg_comm_kind(const rg_comm *c) { return c->kind; }
+int rg_comm_rank(const rg_comm *c) {
+    return c->rank;
+}
+int rg_comm_size(const rg_comm *c) {
+    return c->size;
+}
+int rg_comm_local_rank(const rg_comm *c) {
+    return c->local_rank;
+}
+int rg_comm_local_size(const rg_comm *c) {
+    return c->local_size;
+}
+rg_comm_backend rg_comm_kind(const rg_comm *c) {
+    return c->kind;
+}
 
 /* ---- argument checks: misuse stops here, on the calling thread, naming the call ---- */
 
@@ -91,8 +102,8 @@ rg_status rg_comm_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype 
                             rg_reduce_op op) {
     check_buffer(c, "rg_comm_allreduce", buf, count, dt);
     check_op("rg_comm_allreduce", dt, op);
-    return run_blocking(c, (rg_coll){.kind = RG_COLL_ALLREDUCE, .recv = buf, .count = count, .dt = dt,
-                                     .op = op});
+    return run_blocking(
+        c, (rg_coll){.kind = RG_COLL_ALLREDUCE, .recv = buf, .count = count, .dt = dt, .op = op});
 }
 
 rg_status rg_comm_allreduce_async(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
@@ -129,16 +140,18 @@ rg_status rg_comm_test(rg_comm_req *req, bool *done) {
 rg_status rg_comm_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int root) {
     check_buffer(c, "rg_comm_broadcast", buf, count, dt);
     check_peer(c, "rg_comm_broadcast: root", root);
-    return run_blocking(c, (rg_coll){.kind = RG_COLL_BROADCAST, .recv = buf, .count = count, .dt = dt,
-                                     .peer = root});
+    return run_blocking(
+        c,
+        (rg_coll){.kind = RG_COLL_BROADCAST, .recv = buf, .count = count, .dt = dt, .peer = root});
 }
 
 rg_status rg_comm_allgather(rg_comm *c, const void *send, void *recv, int64_t count,
                             rg_comm_dtype dt) {
     check_buffer(c, "rg_comm_allgather: send", send, count, dt);
     check_buffer(c, "rg_comm_allgather: recv", recv, count, dt);
-    return run_blocking(c, (rg_coll){.kind = RG_COLL_ALLGATHER, .send = send, .recv = recv,
-                                     .count = count, .dt = dt});
+    return run_blocking(
+        c,
+        (rg_coll){.kind = RG_COLL_ALLGATHER, .send = send, .recv = recv, .count = count, .dt = dt});
 }
 
 rg_status rg_comm_reduce_scatter(rg_comm *c, const void *send, void *recv, int64_t count,
@@ -146,8 +159,12 @@ rg_status rg_comm_reduce_scatter(rg_comm *c, const void *send, void *recv, int64
     check_buffer(c, "rg_comm_reduce_scatter: send", send, count, dt);
     check_buffer(c, "rg_comm_reduce_scatter: recv", recv, count, dt);
     check_op("rg_comm_reduce_scatter", dt, op);
-    return run_blocking(c, (rg_coll){.kind = RG_COLL_REDUCE_SCATTER, .send = send, .recv = recv,
-                                     .count = count, .dt = dt, .op = op});
+    return run_blocking(c, (rg_coll){.kind = RG_COLL_REDUCE_SCATTER,
+                                     .send = send,
+                                     .recv = recv,
+                                     .count = count,
+                                     .dt = dt,
+                                     .op = op});
 }
 
 rg_status rg_comm_barrier(rg_comm *c) {
@@ -168,14 +185,18 @@ static void check_p2p(const rg_comm *c, const char *what, const void *buf, int64
 rg_status rg_comm_send(rg_comm *c, const void *buf, int64_t count, rg_comm_dtype dt, int peer,
                        int tag) {
     check_p2p(c, "rg_comm_send", buf, count, dt, peer, tag);
-    return run_blocking(c, (rg_coll){.kind = RG_COLL_SEND, .send = buf, .count = count, .dt = dt,
-                                     .peer = peer, .tag = tag});
+    return run_blocking(
+        c,
+        (rg_coll){
+            .kind = RG_COLL_SEND, .send = buf, .count = count, .dt = dt, .peer = peer, .tag = tag});
 }
 
 rg_status rg_comm_recv(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int peer, int tag) {
     check_p2p(c, "rg_comm_recv", buf, count, dt, peer, tag);
-    return run_blocking(c, (rg_coll){.kind = RG_COLL_RECV, .recv = buf, .count = count, .dt = dt,
-                                     .peer = peer, .tag = tag});
+    return run_blocking(
+        c,
+        (rg_coll){
+            .kind = RG_COLL_RECV, .recv = buf, .count = count, .dt = dt, .peer = peer, .tag = tag});
 }
 
 /* ---- lifecycle ---- */
@@ -192,9 +213,15 @@ rg_status rg_comm_new(rg_dist *d, rg_comm_backend b, rg_comm **out) {
     *out = NULL;
     rg_comm *c = calloc(1, sizeof *c);
     if (!c) return rg_error(RG_ENOMEM, "rg_comm_new: out of memory");
-    *c = (rg_comm){.dist = d, .ops = ops_for(d, b), .kind = b, .rank = d->rank, .size = d->size,
-                   .local_rank = d->local_rank, .local_size = d->local_size,
-                   .mpi = MPI_COMM_NULL, .control = MPI_COMM_NULL};
+    *c = (rg_comm){.dist = d,
+                   .ops = ops_for(d, b),
+                   .kind = b,
+                   .rank = d->rank,
+                   .size = d->size,
+                   .local_rank = d->local_rank,
+                   .local_size = d->local_size,
+                   .mpi = MPI_COMM_NULL,
+                   .control = MPI_COMM_NULL};
     rg_status s = run_blocking(c, (rg_coll){.kind = RG_COLL_OPEN});
     if (s != RG_OK) {
         free(c);

@@ -72,8 +72,7 @@ typedef struct rg_comm_ops {
     void (*deinit)(rg_comm *c); /* frees c->impl */
     /* Collectives, with the semantics of comm.h. AVG is the backend's to apply. A backend with
      * device buffers and a stream (nccl) returns once the result is in buf. */
-    rg_status (*allreduce)(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
-                           rg_reduce_op op);
+    rg_status (*allreduce)(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, rg_reduce_op op);
     rg_status (*broadcast)(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int root);
     rg_status (*allgather)(rg_comm *c, const void *send, void *recv, int64_t count,
                            rg_comm_dtype dt);
@@ -104,9 +103,9 @@ struct rg_comm {
     MPI_Comm control; /* a second duplicate for join messages, so they never match data */
     void *impl;       /* backend state: ring scratch, NCCL's comm and stream */
     /* Comm thread only. */
-    uint64_t seq;        /* collectives started */
-    rg_join *join;       /* buffers of the join in flight */
-    rg_status broken;    /* RG_OK, or why nothing more can run on this comm */
+    uint64_t seq;     /* collectives started */
+    rg_join *join;    /* buffers of the join in flight */
+    rg_status broken; /* RG_OK, or why nothing more can run on this comm */
     char broken_why[512];
 };
 
@@ -151,6 +150,8 @@ rg_status rg_comm_close(rg_comm *c);
  * collective and names the late ranks. RG_OK, RG_EMISMATCH or RG_ETIMEDOUT. */
 rg_status rg_comm_join(rg_comm *c, const rg_comm_req *r);
 void rg_comm_join_free(rg_comm *c);
+/* After a timeout: moves c's join buffers, which MPI may still touch, to a list kept until exit. */
+void rg_comm_join_abandon(rg_comm *c);
 /* Waits for n MPI requests, sleeping between polls. Every stall_seconds it reports the line that
  * describe() writes (what is waiting, for whom, for how long); after stall_abort_seconds it
  * cancels the requests and returns RG_ETIMEDOUT with that line as the error. */

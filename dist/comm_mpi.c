@@ -22,12 +22,18 @@ typedef struct {
 
 MPI_Datatype rg_comm_mpi_type(rg_comm_dtype dt) {
     switch (dt) {
-    case RG_COMM_F32: return MPI_FLOAT;
-    case RG_COMM_F16: return MPI_UINT16_T;
-    case RG_COMM_I32: return MPI_INT32_T;
-    case RG_COMM_I64: return MPI_INT64_T;
-    case RG_COMM_U8: return MPI_UINT8_T;
-    default: RG_CHECK(0, "comm: bad dtype %d", (int)dt);
+    case RG_COMM_F32:
+        return MPI_FLOAT;
+    case RG_COMM_F16:
+        return MPI_UINT16_T;
+    case RG_COMM_I32:
+        return MPI_INT32_T;
+    case RG_COMM_I64:
+        return MPI_INT64_T;
+    case RG_COMM_U8:
+        return MPI_UINT8_T;
+    default:
+        RG_CHECK(0, "comm: bad dtype %d", (int)dt);
     }
 }
 
@@ -57,8 +63,7 @@ static void mpi_deinit(rg_comm *c) {
 }
 
 static rg_status too_large(const char *what, int64_t count) {
-    return rg_error(RG_EINVAL, "%s: %lld elements exceed MPI's int count", what,
-                    (long long)count);
+    return rg_error(RG_EINVAL, "%s: %lld elements exceed MPI's int count", what, (long long)count);
 }
 
 static rg_status mpi_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
@@ -66,8 +71,8 @@ static rg_status mpi_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dty
     size_t esz = rg_comm_dtype_size(dt);
     for (int64_t off = 0; off < count; off += CHUNK) {
         int n = (int)(count - off < CHUNK ? count - off : CHUNK);
-        MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * esz, n, rg_comm_mpi_type(dt),
-                      sum_op(c, dt), c->mpi);
+        MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * esz, n, rg_comm_mpi_type(dt), sum_op(c, dt),
+                      c->mpi);
     }
     if (op == RG_REDUCE_AVG) rg_host_scale(buf, count, dt, 1.0 / c->size);
     return RG_OK;

@@ -74,7 +74,9 @@ typedef struct {
     int nseg;
 } segs;
 
-static char *at(const ring *g, int64_t elem) { return g->buf + (size_t)elem * g->esz; }
+static char *at(const ring *g, int64_t elem) {
+    return g->buf + (size_t)elem * g->esz;
+}
 
 /* Block b (taken mod nblocks): nearly equal blocks, the first count % nblocks one longer. */
 static segs block(const ring *g, int64_t b) {
@@ -103,9 +105,16 @@ static rg_status grow(char **p, size_t *have, size_t want) {
 
 static rg_status ring_begin(ring *g, rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
                             int nblocks) {
-    *g = (ring){.c = c, .buf = buf, .count = count, .nblocks = nblocks, .dt = dt,
-                .type = rg_comm_mpi_type(dt), .esz = rg_comm_dtype_size(dt), .n = c->size,
-                .rank = c->rank, .left = (c->rank + c->size - 1) % c->size,
+    *g = (ring){.c = c,
+                .buf = buf,
+                .count = count,
+                .nblocks = nblocks,
+                .dt = dt,
+                .type = rg_comm_mpi_type(dt),
+                .esz = rg_comm_dtype_size(dt),
+                .n = c->size,
+                .rank = c->rank,
+                .left = (c->rank + c->size - 1) % c->size,
                 .right = (c->rank + 1) % c->size};
     int64_t seg = block(g, 0).seg; /* block 0 is the longest */
     if (seg > INT_MAX)
@@ -132,14 +141,12 @@ static void recv_in_place(ring *g, const segs *in, MPI_Request *reqs) {
 static void recv_and_add(ring *g, const segs *in, MPI_Request *reqs) {
     for (int j = 0; j < in->nseg; j++) {
         if (j == 0)
-            MPI_Irecv(g->slot[0], seg_len(in, 0), g->type, g->left, TAG_RING, g->c->mpi,
-                      &reqs[0]);
+            MPI_Irecv(g->slot[0], seg_len(in, 0), g->type, g->left, TAG_RING, g->c->mpi, &reqs[0]);
         if (j + 1 < in->nseg)
-            MPI_Irecv(g->slot[(j + 1) % 2], seg_len(in, j + 1), g->type, g->left,
-                      TAG_RING, g->c->mpi, &reqs[j + 1]);
+            MPI_Irecv(g->slot[(j + 1) % 2], seg_len(in, j + 1), g->type, g->left, TAG_RING,
+                      g->c->mpi, &reqs[j + 1]);
         MPI_Wait(&reqs[j], MPI_STATUS_IGNORE);
-        rg_host_reduce_sum(at(g, in->off + j * in->seg), g->slot[j % 2], seg_len(in, j),
-                           g->dt);
+        rg_host_reduce_sum(at(g, in->off + j * in->seg), g->slot[j % 2], seg_len(in, j), g->dt);
     }
 }
 
@@ -151,8 +158,10 @@ static void ring_step(ring *g, int64_t out, int64_t in, bool add) {
     for (int j = 0; j < so.nseg; j++) /* all at once: the right neighbour takes them in order */
         MPI_Isend(at(g, so.off + j * so.seg), seg_len(&so, j), g->type, g->right, TAG_RING,
                   g->c->mpi, &sends[j]);
-    if (add) recv_and_add(g, &si, recvs);
-    else recv_in_place(g, &si, recvs);
+    if (add)
+        recv_and_add(g, &si, recvs);
+    else
+        recv_in_place(g, &si, recvs);
     MPI_Waitall(so.nseg, sends, MPI_STATUSES_IGNORE);
 }
 

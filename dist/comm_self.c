@@ -5,7 +5,9 @@
 
 #include "dist/comm_impl.h"
 
-static rg_status self_init(rg_comm *c) { return RG_OK; }
+static rg_status self_init(rg_comm *c) {
+    return RG_OK;
+}
 static void self_deinit(rg_comm *c) {}
 
 /* The sum over one rank is the rank's own data, and so is the average. */
@@ -33,7 +35,9 @@ static rg_status self_reduce_scatter(rg_comm *c, const void *send, void *recv, i
     return self_copy(send, recv, count, dt);
 }
 
-static rg_status self_barrier(rg_comm *c) { return RG_OK; }
+static rg_status self_barrier(rg_comm *c) {
+    return RG_OK;
+}
 
 /* Unreachable: comm.c refuses a message to oneself, the only peer there is. */
 static rg_status self_send(rg_comm *c, const void *buf, int64_t count, rg_comm_dtype dt, int peer,

@@ -12,6 +12,7 @@
  * Only this thread calls MPI once the world is up, so MPI_THREAD_SERIALIZED is enough. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "dist/comm_impl.h"
 #include "dist/timeline.h"
@@ -32,12 +33,13 @@ static rg_status open_comm(rg_comm *c) {
 }
 
 static void close_comm(rg_comm *c) {
+    c->ops->deinit(c);
     if (c->broken == RG_ETIMEDOUT) {
-        /* A peer never came: MPI may still write into the join buffers, and freeing the MPI
-         * communicators would wait for that peer. Leave them; rg_dist_finalize aborts the job. */
+        /* A peer never came: MPI may still touch the join buffers, and freeing the MPI
+         * communicators could wait for that peer. Keep both; rg_dist_finalize aborts the job. */
+        rg_comm_join_abandon(c);
         return;
     }
-    c->ops->deinit(c);
     rg_comm_join_free(c);
     if (c->mpi != MPI_COMM_NULL) {
         MPI_Comm_free(&c->mpi);
@@ -48,17 +50,27 @@ static void close_comm(rg_comm *c) {
 static rg_status dispatch(rg_comm *c, const rg_coll *a) {
     const rg_comm_ops *o = c->ops;
     switch (a->kind) {
-    case RG_COLL_ALLREDUCE: return o->allreduce(c, a->recv, a->count, a->dt, a->op);
-    case RG_COLL_BROADCAST: return o->broadcast(c, a->recv, a->count, a->dt, a->peer);
-    case RG_COLL_ALLGATHER: return o->allgather(c, a->send, a->recv, a->count, a->dt);
+    case RG_COLL_ALLREDUCE:
+        return o->allreduce(c, a->recv, a->count, a->dt, a->op);
+    case RG_COLL_BROADCAST:
+        return o->broadcast(c, a->recv, a->count, a->dt, a->peer);
+    case RG_COLL_ALLGATHER:
+        return o->allgather(c, a->send, a->recv, a->count, a->dt);
     case RG_COLL_REDUCE_SCATTER:
         return o->reduce_scatter(c, a->send, a->recv, a->count, a->dt, a->op);
-    case RG_COLL_BARRIER: return o->barrier(c);
-    case RG_COLL_SEND: return o->send(c, a->send, a->count, a->dt, a->peer, a->tag);
-    case RG_COLL_RECV: return o->recv(c, a->recv, a->count, a->dt, a->peer, a->tag);
-    case RG_COLL_OPEN: return open_comm(c);
-    case RG_COLL_CLOSE: close_comm(c); return RG_OK;
-    default: return rg_error(RG_EINVAL, "comm thread: bad request kind %d", (int)a->kind);
+    case RG_COLL_BARRIER:
+        return o->barrier(c);
+    case RG_COLL_SEND:
+        return o->send(c, a->send, a->count, a->dt, a->peer, a->tag);
+    case RG_COLL_RECV:
+        return o->recv(c, a->recv, a->count, a->dt, a->peer, a->tag);
+    case RG_COLL_OPEN:
+        return open_comm(c);
+    case RG_COLL_CLOSE:
+        close_comm(c);
+        return RG_OK;
+    default:
+        return rg_error(RG_EINVAL, "comm thread: bad request kind %d", (int)a->kind);
     }
 }
 
@@ -121,6 +133,9 @@ static void run(rg_comm_req *r, uint64_t id) {
 static void *thread_main(void *arg) {
     rg_dist *d = arg;
     rg_timeline_name_thread("comm");
+    /* Linux rounds a sleep up by the thread's timer slack (50 us by default); the polls in join.c
+     * sleep in steps of a few microseconds, so ask for 1 us. */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     pthread_mutex_lock(&d->mu);
     for (;;) {
         while (!d->head && !d->stopping) pthread_cond_wait(&d->work_cv, &d->mu);
@@ -174,8 +189,10 @@ void rg_comm_submit(rg_comm_req *r) {
     r->t_queued = rg_timeline_now();
     r->next = NULL;
     pthread_mutex_lock(&d->mu);
-    if (d->tail) d->tail->next = r;
-    else d->head = r;
+    if (d->tail)
+        d->tail->next = r;
+    else
+        d->head = r;
     d->tail = r;
     pthread_cond_signal(&d->work_cv);
     pthread_mutex_unlock(&d->mu);

@@ -67,8 +67,9 @@ static rg_status start_mpi(rg_dist *d, int *argc, char ***argv) {
         d->owns_mpi = true;
     }
     if (provided < MPI_THREAD_SERIALIZED)
-        return rg_error(RG_ENOTSUP, "rg_dist_init: MPI provides thread level %d, but ringgrad's "
-                                    "comm thread needs MPI_THREAD_SERIALIZED (%d)",
+        return rg_error(RG_ENOTSUP,
+                        "rg_dist_init: MPI provides thread level %d, but ringgrad's "
+                        "comm thread needs MPI_THREAD_SERIALIZED (%d)",
                         provided, MPI_THREAD_SERIALIZED);
     MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &d->size);
@@ -90,7 +91,9 @@ static void teardown(rg_dist *d) {
     free(d);
 }
 
-rg_dist *rg_dist_init(int *argc, char ***argv) { return rg_dist_init_opts(argc, argv, NULL); }
+rg_dist *rg_dist_init(int *argc, char ***argv) {
+    return rg_dist_init_opts(argc, argv, NULL);
+}
 
 rg_dist *rg_dist_init_opts(int *argc, char ***argv, const rg_dist_opts *opts) {
     rg_dist_opts o;
@@ -101,7 +104,8 @@ rg_dist *rg_dist_init_opts(int *argc, char ***argv, const rg_dist_opts *opts) {
         rg_error(RG_ENOMEM, "rg_dist_init: out of memory");
         return NULL;
     }
-    *d = (rg_dist){.size = 1, .local_size = 1,
+    *d = (rg_dist){.size = 1,
+                   .local_size = 1,
                    .stall = {o.stall_seconds, o.stall_abort_seconds, o.on_stall, o.on_stall_ctx}};
     int up = 0;
     MPI_Initialized(&up);
@@ -135,9 +139,21 @@ rg_status rg_dist_finalize(rg_dist *d) {
     return s == RG_OK ? RG_OK : rg_error(s, "%s", why);
 }
 
-rg_comm *rg_dist_comm(rg_dist *d) { return d->comm; }
-int rg_dist_rank(const rg_dist *d) { return d->rank; }
-int rg_dist_size(const rg_dist *d) { return d->size; }
-int rg_dist_local_rank(const rg_dist *d) { return d->local_rank; }
-int rg_dist_local_size(const rg_dist *d) { return d->local_size; }
-bool rg_dist_launched(const rg_dist *d) { return d->launched; }
+rg_comm *rg_dist_comm(rg_dist *d) {
+    return d->comm;
+}
+int rg_dist_rank(const rg_dist *d) {
+    return d->rank;
+}
+int rg_dist_size(const rg_dist *d) {
+    return d->size;
+}
+int rg_dist_local_rank(const rg_dist *d) {
+    return d->local_rank;
+}
+int rg_dist_local_size(const rg_dist *d) {
+    return d->local_size;
+}
+bool rg_dist_launched(const rg_dist *d) {
+    return d->launched;
+}

@@ -31,12 +31,23 @@ static void sum_u8(uint8_t *restrict d, const uint8_t *restrict s, int64_t n) {
 
 void rg_host_reduce_sum(void *dst, const void *src, int64_t count, rg_comm_dtype dt) {
     switch (dt) {
-    case RG_COMM_F32: sum_f32(dst, src, count); break;
-    case RG_COMM_F16: sum_f16(dst, src, count); break;
-    case RG_COMM_I32: sum_i32(dst, src, count); break;
-    case RG_COMM_I64: sum_i64(dst, src, count); break;
-    case RG_COMM_U8: sum_u8(dst, src, count); break;
-    default: RG_CHECK(0, "rg_host_reduce_sum: bad dtype %d", (int)dt);
+    case RG_COMM_F32:
+        sum_f32(dst, src, count);
+        break;
+    case RG_COMM_F16:
+        sum_f16(dst, src, count);
+        break;
+    case RG_COMM_I32:
+        sum_i32(dst, src, count);
+        break;
+    case RG_COMM_I64:
+        sum_i64(dst, src, count);
+        break;
+    case RG_COMM_U8:
+        sum_u8(dst, src, count);
+        break;
+    default:
+        RG_CHECK(0, "rg_host_reduce_sum: bad dtype %d", (int)dt);
     }
 }
 

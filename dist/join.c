@@ -53,9 +53,13 @@ typedef struct {
 struct rg_join {
     join_msg me;
     join_go go;
-    join_msg *got;      /* rank 0: each rank's announcement */
-    MPI_Request *reqs;  /* max(2, size - 1) */
+    join_msg *got;     /* rank 0: each rank's announcement */
+    MPI_Request *reqs; /* max(2, size - 1) */
+    rg_join *next;     /* in `abandoned` */
 };
+
+/* Join buffers of comms that timed out, kept until exit (comm thread only). */
+static rg_join *abandoned;
 
 /* ---- naming calls ---- */
 
@@ -81,8 +85,8 @@ static void format_call(const join_msg *m, char *buf, size_t cap) {
 }
 
 static bool same_call(const join_msg *a, const join_msg *b) {
-    return a->seq == b->seq && a->kind == b->kind && a->count == b->count &&
-           a->dtype == b->dtype && a->op == b->op && a->root == b->root;
+    return a->seq == b->seq && a->kind == b->kind && a->count == b->count && a->dtype == b->dtype &&
+           a->op == b->op && a->root == b->root;
 }
 
 static rg_status mismatch_error(const join_go *go) {
@@ -217,7 +221,8 @@ static rg_join *join_state(rg_comm *c) {
 rg_status rg_comm_join(rg_comm *c, const rg_comm_req *r) {
     if (c->size == 1 || c->dist->stall.warn_s <= 0) return RG_OK;
     rg_join *j = join_state(c);
-    if (!j) return rg_error(RG_ENOMEM, "collective #%llu: out of memory", (unsigned long long)r->seq);
+    if (!j)
+        return rg_error(RG_ENOMEM, "collective #%llu: out of memory", (unsigned long long)r->seq);
     const rg_coll *a = &r->coll; /* fields a kind does not use are 0 on every rank */
     j->me = (join_msg){(int64_t)r->seq, a->kind, a->count, a->dt, a->op, a->peer};
     return c->rank == 0 ? join_root(c, j) : join_member(c, j);
@@ -228,5 +233,12 @@ void rg_comm_join_free(rg_comm *c) {
     free(c->join->got);
     free(c->join->reqs);
     free(c->join);
+    c->join = NULL;
+}
+
+void rg_comm_join_abandon(rg_comm *c) {
+    if (!c->join) return;
+    c->join->next = abandoned;
+    abandoned = c->join;
     c->join = NULL;
 }

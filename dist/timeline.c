@@ -78,7 +78,9 @@ int64_t rg_timeline_now(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-bool rg_timeline_enabled(void) { return atomic_load_explicit(&tl.on, memory_order_relaxed); }
+bool rg_timeline_enabled(void) {
+    return atomic_load_explicit(&tl.on, memory_order_relaxed);
+}
 
 rg_status rg_timeline_start(rg_comm *c) {
     if (c) RG_TRY(rg_comm_barrier(c));
@@ -87,7 +89,9 @@ rg_status rg_timeline_start(rg_comm *c) {
     return RG_OK;
 }
 
-void rg_timeline_stop(void) { atomic_store(&tl.on, false); }
+void rg_timeline_stop(void) {
+    atomic_store(&tl.on, false);
+}
 
 static void copy_name(char *dst, size_t cap, const char *src) {
     size_t n = src ? strnlen(src, cap - 1) : 0;
@@ -131,8 +135,10 @@ static void append(const tl_event *e) {
             atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
             return;
         }
-        if (n == 0) t->head = b;
-        else t->tail->next = b;
+        if (n == 0)
+            t->head = b;
+        else
+            t->tail->next = b;
         t->tail = b;
     }
     t->tail->ev[n % BLOCK_EVENTS] = *e;
@@ -160,8 +166,8 @@ void rg_timeline_async(const char *name, const char *cat, uint64_t id, int64_t t
 
 /* Frames are kept even while recording is off, so that begin and end always pair up. */
 void rg_timeline_begin(const char *name, const char *cat) {
-    RG_CHECK(frames.depth < MAX_DEPTH, "rg_timeline_begin(\"%s\"): nested more than %d deep",
-             name, MAX_DEPTH);
+    RG_CHECK(frames.depth < MAX_DEPTH, "rg_timeline_begin(\"%s\"): nested more than %d deep", name,
+             MAX_DEPTH);
     int d = frames.depth++;
     if (!rg_timeline_enabled()) {
         frames.f[d].t0 = -1;
@@ -209,15 +215,18 @@ static void put(text *t, const char *fmt, ...) {
         va_start(ap, fmt);
         int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
         va_end(ap);
-        if (n < 0) t->oom = true;
+        if (n < 0)
+            t->oom = true;
         else if (t->p && t->len + (size_t)n < t->cap) {
             t->len += (size_t)n;
             return;
         } else {
             size_t cap = (t->cap + (size_t)n + 1) * 2;
             char *q = realloc(t->p, cap);
-            if (!q) t->oom = true;
-            else t->p = q, t->cap = cap;
+            if (!q)
+                t->oom = true;
+            else
+                t->p = q, t->cap = cap;
         }
     }
 }
@@ -227,9 +236,12 @@ static void put_str(text *t, const char *s) {
     put(t, "\"");
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') put(t, "\\%c", ch);
-        else if (ch < 0x20) put(t, "\\u%04x", ch);
-        else put(t, "%c", ch);
+        if (ch == '"' || ch == '\\')
+            put(t, "\\%c", ch);
+        else if (ch < 0x20)
+            put(t, "\\u%04x", ch);
+        else
+            put(t, "%c", ch);
     }
     put(t, "\"");
 }
@@ -273,11 +285,13 @@ static void put_event(text *t, int pid, int tid, const tl_event *e) {
 }
 
 static void put_thread(text *t, int pid, const tl_thread *th) {
-    put(t, ",\n{\"pid\":%d,\"tid\":%d,\"ph\":\"M\",\"name\":\"thread_name\",\"args\":{\"name\":",
-        pid, th->tid);
+    put(t,
+        ",\n{\"pid\":%d,\"tid\":%d,\"ph\":\"M\",\"name\":\"thread_name\",\"args\":{\"name\":", pid,
+        th->tid);
     put_str(t, th->name);
-    put(t, "}},\n{\"pid\":%d,\"tid\":%d,\"ph\":\"M\",\"name\":\"thread_sort_index\","
-           "\"args\":{\"sort_index\":%d}}",
+    put(t,
+        "}},\n{\"pid\":%d,\"tid\":%d,\"ph\":\"M\",\"name\":\"thread_sort_index\","
+        "\"args\":{\"sort_index\":%d}}",
         pid, th->tid, th->tid);
     int64_t n = atomic_load_explicit(&th->n, memory_order_acquire);
     const tl_block *b = th->head;
@@ -293,11 +307,13 @@ static text format_rank(int rank) {
     int64_t dropped = 0;
     pthread_mutex_lock(&tl.mu);
     for (tl_thread *th = tl.threads; th; th = th->next) dropped += atomic_load(&th->dropped);
-    put(&t, "{\"pid\":%d,\"ph\":\"M\",\"name\":\"process_name\",\"args\":{\"name\":\"rank %d\","
-            "\"dropped_events\":%lld}},\n",
+    put(&t,
+        "{\"pid\":%d,\"ph\":\"M\",\"name\":\"process_name\",\"args\":{\"name\":\"rank %d\","
+        "\"dropped_events\":%lld}},\n",
         rank, rank, (long long)dropped);
-    put(&t, "{\"pid\":%d,\"ph\":\"M\",\"name\":\"process_sort_index\","
-            "\"args\":{\"sort_index\":%d}}",
+    put(&t,
+        "{\"pid\":%d,\"ph\":\"M\",\"name\":\"process_sort_index\","
+        "\"args\":{\"sort_index\":%d}}",
         rank, rank);
     for (tl_thread *th = tl.threads; th; th = th->next) put_thread(&t, rank, th);
     pthread_mutex_unlock(&tl.mu);
@@ -334,8 +350,7 @@ static rg_status write_root(rg_comm *c, const char *path, const text *mine, cons
     if (f) fputs("{\"traceEvents\":[\n", f);
     rg_status s = gather_to(f, c, mine, lens); /* even without a file, so no rank waits */
     if (!f) return s != RG_OK ? s : rg_error(RG_EIO, "rg_timeline_write: cannot open %s", path);
-    fprintf(f, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"ranks\":%d}}\n",
-            rg_comm_size(c));
+    fprintf(f, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"ranks\":%d}}\n", rg_comm_size(c));
     if (fclose(f) != 0 && s == RG_OK) s = rg_error(RG_EIO, "rg_timeline_write: writing %s", path);
     return s;
 }

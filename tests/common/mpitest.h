@@ -21,7 +21,7 @@
     do {                                                                                           \
         rg_status mt_s_ = (expr);                                                                  \
         if (mt_s_ != RG_OK)                                                                        \
-            mt_fail(__FILE__, __LINE__, #expr, "%s: %s", rg_status_name(mt_s_), rg_last_error()); \
+            mt_fail(__FILE__, __LINE__, #expr, "%s: %s", rg_status_name(mt_s_), rg_last_error());  \
     } while (0)
 
 #define MT_RUN(fn) mt_run(#fn, fn)

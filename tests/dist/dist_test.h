@@ -14,23 +14,40 @@
 /* Element i of buf as a double. */
 static inline double dt_get(const void *buf, rg_comm_dtype dt, int64_t i) {
     switch (dt) {
-    case RG_COMM_F32: return ((const float *)buf)[i];
-    case RG_COMM_F16: return rg_f16_to_f32(((const uint16_t *)buf)[i]);
-    case RG_COMM_I32: return ((const int32_t *)buf)[i];
-    case RG_COMM_I64: return (double)((const int64_t *)buf)[i];
-    case RG_COMM_U8: return ((const uint8_t *)buf)[i];
-    default: abort();
+    case RG_COMM_F32:
+        return ((const float *)buf)[i];
+    case RG_COMM_F16:
+        return rg_f16_to_f32(((const uint16_t *)buf)[i]);
+    case RG_COMM_I32:
+        return ((const int32_t *)buf)[i];
+    case RG_COMM_I64:
+        return (double)((const int64_t *)buf)[i];
+    case RG_COMM_U8:
+        return ((const uint8_t *)buf)[i];
+    default:
+        abort();
     }
 }
 
 static inline void dt_put(void *buf, rg_comm_dtype dt, int64_t i, double v) {
     switch (dt) {
-    case RG_COMM_F32: ((float *)buf)[i] = (float)v; break;
-    case RG_COMM_F16: ((uint16_t *)buf)[i] = rg_f32_to_f16((float)v); break;
-    case RG_COMM_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case RG_COMM_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case RG_COMM_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    default: abort();
+    case RG_COMM_F32:
+        ((float *)buf)[i] = (float)v;
+        break;
+    case RG_COMM_F16:
+        ((uint16_t *)buf)[i] = rg_f32_to_f16((float)v);
+        break;
+    case RG_COMM_I32:
+        ((int32_t *)buf)[i] = (int32_t)v;
+        break;
+    case RG_COMM_I64:
+        ((int64_t *)buf)[i] = (int64_t)v;
+        break;
+    case RG_COMM_U8:
+        ((uint8_t *)buf)[i] = (uint8_t)v;
+        break;
+    default:
+        abort();
     }
 }
 

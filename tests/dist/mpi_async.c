@@ -112,8 +112,8 @@ static void test_mismatched_kinds_fail_on_every_rank(void) {
     rg_comm *c;
     MT_OK(rg_comm_new(dist, RG_COMM_MPI, &c));
     int64_t v = 5;
-    rg_status s = rank == size - 1 ? rg_comm_broadcast(c, &v, 1, RG_COMM_I64, 0)
-                                   : rg_comm_barrier(c);
+    rg_status s =
+        rank == size - 1 ? rg_comm_broadcast(c, &v, 1, RG_COMM_I64, 0) : rg_comm_barrier(c);
     char want[64];
     snprintf(want, sizeof want, "rank %d called broadcast(1 x i64, root 0)", size - 1);
     expect_mismatch(s, "rank 0 called barrier", want);

@@ -23,14 +23,15 @@ static void set_sizes(void) {
 }
 
 /* Checks buf[i] against want(i) within tol * (1 + |want|). */
-static void check_elems(const char *what, rg_comm *c, const void *buf, rg_comm_dtype dt,
-                        int64_t n, double (*want)(rg_comm_dtype, int64_t, int, int), int arg,
-                        int salt, double tol) {
+static void check_elems(const char *what, rg_comm *c, const void *buf, rg_comm_dtype dt, int64_t n,
+                        double (*want)(rg_comm_dtype, int64_t, int, int), int arg, int salt,
+                        double tol) {
     for (int64_t i = 0; i < n; i++) {
         double got = dt_get(buf, dt, i), w = want(dt, i, arg, salt);
         MT_CHECK(fabs(got - w) <= tol * (1 + fabs(w)),
                  "%s on %s, dtype %d, %lld elements: element %lld is %.9g, want %.9g", what,
-                 rg_comm_backend_name(rg_comm_kind(c)), (int)dt, (long long)n, (long long)i, got, w);
+                 rg_comm_backend_name(rg_comm_kind(c)), (int)dt, (long long)n, (long long)i, got,
+                 w);
     }
 }
 
@@ -177,8 +178,10 @@ static void test_barrier_waits_for_the_last_rank(void) {
         if (rank == size - 1) usleep(300 * 1000);
         MT_OK(rg_comm_barrier(comms[b]));
         double waited = (rg_timeline_now() - t0) * 1e-9;
-        MT_CHECK(waited >= 0.2, "rank %d left the barrier after %.3f s, before the last rank "
-                                "entered it (0.3 s)", rank, waited);
+        MT_CHECK(waited >= 0.2,
+                 "rank %d left the barrier after %.3f s, before the last rank "
+                 "entered it (0.3 s)",
+                 rank, waited);
     }
 }
 
@@ -212,10 +215,12 @@ static void test_ranks_and_hosts(void) {
     for (int b = 0; b < 2; b++) {
         MT_CHECK(rg_comm_rank(comms[b]) == rank && rg_comm_size(comms[b]) == size, "rank/size");
         /* CTest runs every rank on this host. */
-        MT_CHECK(rg_comm_local_rank(comms[b]) == rank, "local rank %d", rg_comm_local_rank(comms[b]));
+        MT_CHECK(rg_comm_local_rank(comms[b]) == rank, "local rank %d",
+                 rg_comm_local_rank(comms[b]));
         MT_CHECK(rg_comm_local_size(comms[b]) == size, "local size");
     }
-    MT_CHECK(rg_comm_kind(comms[0]) == RG_COMM_MPI && rg_comm_kind(comms[1]) == RG_COMM_RING, "kinds");
+    MT_CHECK(rg_comm_kind(comms[0]) == RG_COMM_MPI && rg_comm_kind(comms[1]) == RG_COMM_RING,
+             "kinds");
     MT_CHECK(rg_dist_launched(dist), "launched by mpirun");
 }
 

@@ -38,8 +38,10 @@ static void test_late_rank_is_named_and_collective_completes(void) {
     MT_CHECK(nreports >= 1, "rank %d: no stall report after waiting 1.2 s (stall_seconds %.2f)",
              rank, WARN_S);
     char want[64];
-    if (rank == 0) snprintf(want, sizeof want, "not joined yet: rank %d", late);
-    else snprintf(want, sizeof want, "on rank %d for rank 0", rank);
+    if (rank == 0)
+        snprintf(want, sizeof want, "not joined yet: rank %d", late);
+    else
+        snprintf(want, sizeof want, "on rank %d for rank 0", rank);
     for (int i = 0; i < nreports && i < 16; i++) {
         MT_CHECK(strstr(reports[i], want), "report \"%s\" lacks \"%s\"", reports[i], want);
         MT_CHECK(strstr(reports[i], "allreduce(1 x f32, sum)"), "report \"%s\" lacks the call",

@@ -118,4 +118,6 @@ Test(dist_timeline, unwritable_path_is_an_io_error) {
     cr_assert_eq(rg_dist_finalize(d), RG_OK);
 }
 
-Test(dist_timeline, end_without_begin_is_misuse, .signal = SIGABRT) { rg_timeline_end(); }
+Test(dist_timeline, end_without_begin_is_misuse, .signal = SIGABRT) {
+    rg_timeline_end();
+}

@@ -26,10 +26,20 @@ foreach(f ${RG_FAULTS})
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/fault.sh ${RG_MPIRUN} $<TARGET_FILE:fault_prog>
                    ${mode} ${np} ${secs} "${pat}")
   # Only the stall test shortens the stall times: the others must end through mpirun alone.
-  set(env ${RG_TEST_ENV})
+  set(env ${RG_MPI_TEST_ENV})
   if(mode STREQUAL "stall")
     list(APPEND env "RG_STALL_SECONDS=1" "RG_STALL_ABORT_SECONDS=4")
   endif()
   set_tests_properties(dist/fault_${mode} PROPERTIES LABELS "dist;mpi" TIMEOUT 120
                        ENVIRONMENT "${env}" PROCESSORS ${np})
 endforeach()
+
+# The allreduce benchmark (bench/allreduce_bench.c), built with the tests, and a smoke test that
+# it runs and that every method's result is right (it checks each before timing).
+add_executable(allreduce_bench ${CMAKE_SOURCE_DIR}/bench/allreduce_bench.c)
+target_link_libraries(allreduce_bench PRIVATE ringgrad)
+add_test(NAME dist/allreduce_bench_smoke
+         COMMAND ${RG_MPIRUN} -np 2 $<TARGET_FILE:allreduce_bench> --min 4 --max 1M --factor 16
+                 --rounds 1 --budget 0.001)
+set_tests_properties(dist/allreduce_bench_smoke PROPERTIES LABELS "dist;mpi" TIMEOUT 120
+                     ENVIRONMENT "${RG_MPI_TEST_ENV}" PROCESSORS 2)
