@@ -130,7 +130,7 @@ rg_status rg_comm_wait(rg_comm_req *req) {
 
 rg_status rg_comm_test(rg_comm_req *req, bool *done) {
     RG_CHECK(req && req->heap && done, "rg_comm_test: NULL argument");
-    rg_dist *d = req->comm->dist;
+    rg_dist *d = req->dist;
     pthread_mutex_lock(&d->mu);
     *done = req->done;
     pthread_mutex_unlock(&d->mu);

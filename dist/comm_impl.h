@@ -49,6 +49,7 @@ typedef struct {
 
 struct rg_comm_req {
     rg_comm *comm;
+    rg_dist *dist; /* comm's; kept here because an async request may outlive its comm */
     rg_coll coll;
     bool heap; /* allocated by an async call, freed by rg_comm_wait */
     /* Written by the comm thread; `done` under the dist's mutex, the rest before it is set. */
@@ -57,11 +58,15 @@ struct rg_comm_req {
     char error[512];
     uint64_t seq;                                   /* collective number on its comm (1, 2, ...) */
     int64_t t_queued, t_started, t_joined, t_ended; /* rg_timeline_now() */
+    void *backend_data; /* set by ops->submit, e.g. a CUDA event: "the inputs are ready" */
     struct rg_comm_req *next;
 };
 
 /* ---- the backend vtable ---- */
 
+/* Everything runs on the comm thread except submit. A device backend (nccl) keeps its own
+ * stream in c->impl and must select its device there (init runs on the comm thread, and the
+ * current CUDA device is per thread). The request being run is c->current. */
 typedef struct rg_comm_ops {
     const char *name;
     /* Buffers are device memory: the generic code never reads or writes them itself. */
@@ -70,8 +75,13 @@ typedef struct rg_comm_ops {
      * MPI_COMM_NULL in a world of one). On failure returns a status with rg_error() set. */
     rg_status (*init)(rg_comm *c);
     void (*deinit)(rg_comm *c); /* frees c->impl */
-    /* Collectives, with the semantics of comm.h. AVG is the backend's to apply. A backend with
-     * device buffers and a stream (nccl) returns once the result is in buf. */
+    /* Optional; on the caller's thread as a request is queued. A device backend records here
+     * that the inputs are ready (a CUDA event on the caller's stream, in r->backend_data), so
+     * that its collective waits for exactly the work queued before the call. */
+    void (*submit)(rg_comm *c, rg_comm_req *r);
+    /* Collectives, with the semantics of comm.h. AVG is the backend's to apply. Each returns
+     * once the result is in place: a device backend synchronises its stream (and releases
+     * c->current->backend_data) before returning. */
     rg_status (*allreduce)(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, rg_reduce_op op);
     rg_status (*broadcast)(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int root);
     rg_status (*allgather)(rg_comm *c, const void *send, void *recv, int64_t count,
@@ -99,9 +109,10 @@ struct rg_comm {
     const rg_comm_ops *ops;
     rg_comm_backend kind;
     int rank, size, local_rank, local_size;
-    MPI_Comm mpi;     /* this comm's duplicate of the world: data and user messages */
-    MPI_Comm control; /* a second duplicate for join messages, so they never match data */
-    void *impl;       /* backend state: ring scratch, NCCL's comm and stream */
+    MPI_Comm mpi;         /* this comm's duplicate of the world: data and user messages */
+    MPI_Comm control;     /* a second duplicate for join messages, so they never match data */
+    void *impl;           /* backend state: ring scratch, NCCL's comm and stream */
+    rg_comm_req *current; /* the request the comm thread is running on this comm */
     /* Comm thread only. */
     uint64_t seq;     /* collectives started */
     rg_join *join;    /* buffers of the join in flight */

@@ -112,7 +112,9 @@ static rg_status run_checked(rg_comm_req *r) {
         s = rg_comm_join(c, r);
         r->t_joined = rg_timeline_now();
     }
+    c->current = r;
     if (s == RG_OK) s = dispatch(c, &r->coll);
+    c->current = NULL;
     if (s == RG_ETIMEDOUT || s == RG_EMISMATCH) mark_broken(c, s);
     if (s != RG_OK && kind == RG_COLL_CLOSE) close_comm(c); /* still free what can be freed */
     return s;
@@ -185,9 +187,10 @@ void rg_comm_thread_stop(rg_dist *d) {
 }
 
 void rg_comm_submit(rg_comm_req *r) {
-    rg_dist *d = r->comm->dist;
+    rg_dist *d = r->dist = r->comm->dist;
     r->t_queued = rg_timeline_now();
     r->next = NULL;
+    if (r->comm->ops->submit) r->comm->ops->submit(r->comm, r);
     pthread_mutex_lock(&d->mu);
     if (d->tail)
         d->tail->next = r;
@@ -199,7 +202,7 @@ void rg_comm_submit(rg_comm_req *r) {
 }
 
 rg_status rg_comm_req_finish(rg_comm_req *r) {
-    rg_dist *d = r->comm->dist;
+    rg_dist *d = r->dist;
     pthread_mutex_lock(&d->mu);
     while (!r->done) pthread_cond_wait(&d->done_cv, &d->mu);
     pthread_mutex_unlock(&d->mu);

@@ -146,7 +146,7 @@ rg_status rg_comm_mpi_wait(rg_comm *c, int n, MPI_Request *reqs, rg_describe_fn 
             report(p, msg);
             next_warn += warn;
         }
-        if (p->abort_s > 0 && waited >= (int64_t)(p->abort_s * 1e9)) {
+        if (warn > 0 && p->abort_s > 0 && waited >= (int64_t)(p->abort_s * 1e9)) {
             describe(c, ctx, waited * 1e-9, msg, sizeof msg);
             abandon(n, reqs);
             return rg_error(RG_ETIMEDOUT, "%s; gave up after %.0f s (stall_abort_seconds)", msg,
