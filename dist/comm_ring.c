@@ -116,11 +116,15 @@ static rg_status ring_begin(ring *g, rg_comm *c, void *buf, int64_t count, rg_co
                 .rank = c->rank,
                 .left = (c->rank + c->size - 1) % c->size,
                 .right = (c->rank + 1) % c->size};
-    int64_t seg = block(g, 0).seg; /* block 0 is the longest */
-    if (seg > INT_MAX)
+    if (block(g, 0).seg > INT_MAX) /* block 0 is the longest */
         return rg_error(RG_EINVAL, "ring: %lld elements are too many", (long long)count);
-    ring_state *st = c->impl;
-    size_t seg_bytes = (size_t)seg * g->esz;
+    return RG_OK;
+}
+
+/* The two scratch segments that recv_and_add receives into, kept from call to call. */
+static rg_status reserve_scratch(ring *g) {
+    ring_state *st = g->c->impl;
+    size_t seg_bytes = (size_t)block(g, 0).seg * g->esz;
     RG_TRY(grow(&st->scratch, &st->scratch_bytes, 2 * seg_bytes));
     g->slot[0] = st->scratch, g->slot[1] = st->scratch + seg_bytes;
     return RG_OK;
@@ -183,6 +187,7 @@ static rg_status ring_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dt
                                 rg_reduce_op op) {
     ring g;
     RG_TRY(ring_begin(&g, c, buf, count, dt, c->size));
+    RG_TRY(reserve_scratch(&g));
     reduce_scatter_phase(&g);
     if (op == RG_REDUCE_AVG) { /* scale only the block we own; the allgather spreads it */
         segs mine = block(&g, g.rank);
@@ -201,6 +206,7 @@ static rg_status ring_reduce_scatter(rg_comm *c, const void *send, void *recv, i
     if (bytes) memcpy(st->work, send, bytes);
     ring g;
     RG_TRY(ring_begin(&g, c, st->work, count * c->size, dt, c->size)); /* block r: rank r's */
+    RG_TRY(reserve_scratch(&g));
     reduce_scatter_phase(&g);
     if (count) memcpy(recv, at(&g, (int64_t)c->rank * count), (size_t)count * esz);
     if (op == RG_REDUCE_AVG) rg_host_scale(recv, count, dt, 1.0 / c->size);
