@@ -43,3 +43,11 @@ add_test(NAME dist/allreduce_bench_smoke
                  --rounds 1 --budget 0.001)
 set_tests_properties(dist/allreduce_bench_smoke PROPERTIES LABELS "dist;mpi" TIMEOUT 120
                      ENVIRONMENT "${RG_MPI_TEST_ENV}" PROCESSORS 2)
+
+# The collectives across 3 simulated hosts over TCP (scripts/sim-cluster.sh: network namespaces,
+# 10 Gbit/s links). Needs root and network namespaces; skipped where the machine has neither.
+add_test(NAME dist/sim_cluster_collectives
+         COMMAND sh -c "${CMAKE_SOURCE_DIR}/scripts/sim-cluster.sh check || exit 77; exec ${CMAKE_SOURCE_DIR}/scripts/sim-cluster.sh mpirun 3 10gbit -- $<TARGET_FILE:mpi_collectives>")
+set_tests_properties(dist/sim_cluster_collectives PROPERTIES LABELS "dist;mpi;sim" TIMEOUT 600
+                     ENVIRONMENT "${RG_MPI_TEST_ENV}" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
+                     PROCESSORS 3)
