@@ -138,23 +138,24 @@ static void *thread_main(void *arg) {
     /* Linux rounds a sleep up by the thread's timer slack (50 us by default); the polls in join.c
      * sleep in steps of a few microseconds, so ask for 1 us. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
-    pthread_mutex_lock(&d->mu);
     for (;;) {
+        pthread_mutex_lock(&d->mu);
         while (!d->head && !d->stopping) pthread_cond_wait(&d->work_cv, &d->mu);
-        if (!d->head) break; /* stopping, and the queue has drained */
         rg_comm_req *r = d->head;
-        d->head = r->next;
+        if (r) d->head = r->next;
         if (!d->head) d->tail = NULL;
         uint64_t id = ++d->requests;
         pthread_mutex_unlock(&d->mu);
+        if (!r) break; /* stopping, and the queue has drained */
 
         run(r, id);
 
         pthread_mutex_lock(&d->mu);
         r->done = true;
+        pthread_mutex_unlock(&d->mu);
+        /* After unlocking, so that a waiter does not wake into a held lock. r may be gone now. */
         pthread_cond_broadcast(&d->done_cv);
     }
-    pthread_mutex_unlock(&d->mu);
     return NULL;
 }
 
@@ -197,8 +198,8 @@ void rg_comm_submit(rg_comm_req *r) {
     else
         d->head = r;
     d->tail = r;
-    pthread_cond_signal(&d->work_cv);
     pthread_mutex_unlock(&d->mu);
+    pthread_cond_signal(&d->work_cv);
 }
 
 rg_status rg_comm_req_finish(rg_comm_req *r) {
