@@ -102,7 +102,9 @@ rg_status rg_comm_reduce_scatter(rg_comm *c, const void *send, void *recv, int64
 rg_status rg_comm_barrier(rg_comm *c);
 /* Point-to-point, not collective: peer is another rank of c, tag in [0, RG_COMM_TAG_MAX). They
  * run on the comm thread in order with the collectives, so a send must not wait for a recv that
- * this rank queues later. */
+ * this rank queues later. recv takes a message of at most count elements (a longer one is an MPI
+ * error, which aborts the job). A wait longer than the stall times is reported, then fails with
+ * RG_ETIMEDOUT like a stalled collective. */
 rg_status rg_comm_send(rg_comm *c, const void *buf, int64_t count, rg_comm_dtype dt, int peer,
                        int tag);
 rg_status rg_comm_recv(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int peer, int tag);
