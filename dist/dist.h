@@ -46,9 +46,11 @@ rg_dist *rg_dist_init(int *argc, char ***argv);
  * before starting threads that use the library. */
 rg_dist *rg_dist_init_opts(int *argc, char ***argv, const rg_dist_opts *opts);
 /* Collective. Closes the default communicator, stops the comm thread and finalises MPI (if
- * rg_dist_init started it). Returns RG_OK, or the error that broke the world (for example a rank
- * that finalised while another was in a collective: RG_EMISMATCH). If a rank timed out waiting
- * for a stalled peer, it aborts the job instead (see the stall policy above). NULL is a no-op. */
+ * rg_dist_init started it). The close is checked in like a collective, so MPI_Finalize runs only
+ * once every rank has arrived; a rank that is still missing after stall_abort_seconds (or a
+ * default communicator that timed out before) makes it abort the job instead, as MPI_Finalize
+ * would wait forever. Returns RG_OK, or the error that broke the world (for example a rank that
+ * finalised while another was in a collective: RG_EMISMATCH). NULL is a no-op. */
 rg_status rg_dist_finalize(rg_dist *d);
 
 /* The default communicator, owned by d. */
