@@ -1,12 +1,15 @@
 /* fault_prog — an MPI program that fails on purpose, for tests/dist/fault.sh, which checks that
  * the whole job ends quickly with a non-zero exit and a message instead of hanging:
- *   fault_prog kill    the last rank SIGKILLs itself in the middle of repeated allreduces
+ *   fault_prog kill    the last rank SIGKILLs itself in the middle of repeated allreduces, from
+ *                      a thread, so the signal lands while its comm thread is inside one
  *   fault_prog exit    the last rank exit(3)s there, without finalising
+ *   fault_prog exit0   the last rank exit(0)s there, without finalising
  *   fault_prog check   the last rank trips an RG_CHECK there (the fatal handler calls MPI_Abort)
  *   fault_prog stall   the last rank stops there for good; the others report it and time out
  *                      (run with short RG_STALL_SECONDS and RG_STALL_ABORT_SECONDS)
  *   fault_prog early   the last rank finalises early; the others get RG_EMISMATCH
  * Without a failure it would print "done" and exit 0. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,10 +18,18 @@
 
 #include "ringgrad.h"
 
+static void *kill_soon(void *arg) {
+    usleep(3000);
+    raise(SIGKILL);
+    return NULL;
+}
+
 static void fail_now(const char *mode, rg_dist *d) {
     rg_comm *c = rg_dist_comm(d);
-    if (strcmp(mode, "kill") == 0) raise(SIGKILL);
+    pthread_t t;
+    if (strcmp(mode, "kill") == 0) pthread_create(&t, NULL, kill_soon, NULL);
     if (strcmp(mode, "exit") == 0) exit(3);
+    if (strcmp(mode, "exit0") == 0) exit(0);
     if (strcmp(mode, "check") == 0) {
         int x = 0;
         rg_comm_broadcast(c, &x, 1, RG_COMM_I32, rg_dist_size(d)); /* root out of range */
