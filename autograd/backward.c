@@ -13,6 +13,17 @@ static _Thread_local uint64_t backward_epoch;
 
 static bool is_leaf_param(const rg_tensor *t) { return rg_needs_grad(t) && !t->grad_fn; }
 
+/* x's gradient is final: fire its hooks. If none of x's consumers led to the loss, x may have no
+ * gradient yet; its gradient is then zero, and hooks (a DDP reducer reading it) get a real one. */
+static void grad_ready(rg_tensor *x) {
+    if (!x->hooks) return;
+    if (!x->grad) {
+        rg_grad_begin(x);
+        rg_tensor_zero_(x->grad);
+    }
+    rg_grad_hooks_fire(x);
+}
+
 void rg_backward(rg_tensor *loss) {
     RG_CHECK(loss, "backward: NULL loss");
     RG_CHECK(loss->dtype == RG_F32 && loss->numel == 1,
@@ -45,7 +56,7 @@ void rg_backward(rg_tensor *loss) {
         if (n->out->grad) n->backward(n); /* else: this op did not lead to the loss */
         for (int j = 0; j < n->n_in; j++) {
             rg_tensor *x = n->in[j];
-            if (is_leaf_param(x) && --x->bw_pending == 0) rg_grad_hooks_fire(x);
+            if (is_leaf_param(x) && --x->bw_pending == 0) grad_ready(x);
         }
     }
 }

@@ -2,7 +2,8 @@
  *
  * A hook registered on a parameter runs exactly once per rg_backward, on the thread running
  * backward, as soon as that parameter's gradient is final, that is after the last op that used the
- * parameter has done its backward. A parameter used twice fires once, after both uses. The DDP
+ * parameter has done its backward. A parameter used twice fires once, after both uses. A parameter
+ * whose consumers did not lead to the loss fires too, with a zero gradient if it had none. The DDP
  * reducer (dist/) uses this to start reducing a bucket while backward goes on. */
 #ifndef RG_HOOKS_H
 #define RG_HOOKS_H

@@ -37,6 +37,17 @@ rg_node *rg_tape_record(const char *op, rg_backward_fn backward, rg_tensor *out,
 }
 
 float rg_grad_begin(rg_tensor *t) {
+    /* A scoped tensor's gradient is made in the current scope, so it must be the tensor's own:
+     * one from an outer scope would keep a gradient freed by this scope's end (and the next
+     * backward would accumulate into freed memory). */
+    if ((t->flags & RG_TENSOR_SCOPED) && !rg_scope_owns(t)) {
+        char sh[96];
+        rg_fatal(__FILE__, __LINE__, "backward: a %s tensor %s that needs a gradient was made in "
+                 "an outer step scope; its gradient would be freed with this one (call rg_backward "
+                 "in the tensor's own scope, or make it long-lived with rg_tensor_new)",
+                 t->grad_fn ? t->grad_fn->op : "leaf",
+                 rg_shape_str(t->ndim, t->shape, sh, sizeof sh));
+    }
     if (t->grad) return 1.0f;
     if (t->flags & RG_TENSOR_SCOPED) {
         t->grad = rg_tensor_empty(t->dtype, t->ndim, t->shape, t->device);

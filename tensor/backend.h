@@ -153,6 +153,8 @@ extern const rg_backend rg_cpu_backend;
 
 /* Number of CUDA devices usable by this process: 0 in a build without CUDA or with no GPU. */
 int rg_cuda_device_count(void);
+/* Whether this build contains the CUDA backend. */
+bool rg_cuda_compiled(void);
 
 /* Threads used by CPU kernels (OpenMP and OpenBLAS). n <= 0 means: RG_NUM_THREADS, else the
  * number of cores. Returns the count now in effect. */

@@ -30,6 +30,14 @@ int rg_cuda_device_count(void) {
 #endif
 }
 
+bool rg_cuda_compiled(void) {
+#ifdef RG_CUDA
+    return true;
+#else
+    return false;
+#endif
+}
+
 rg_mem_stats rg_mem_stats_get(rg_device dev) { return rg_backend_for(dev)->mem_stats(); }
 
 void rg_mem_release_cached(rg_device dev) { rg_backend_for(dev)->mem_release_cached(); }

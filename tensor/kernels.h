@@ -26,10 +26,11 @@ static RG_HOSTDEV uint32_t rg_mulhilo32(uint32_t a, uint32_t b, uint32_t *hi) {
     return (uint32_t)p;
 }
 
-/* Four random 32-bit words for counter `ctr` under key `seed`. */
-static RG_HOSTDEV rg_philox4 rg_philox(uint64_t seed, uint64_t ctr) {
-    uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+/* Philox-4x32-10 proper: four random 32-bit words for the 128-bit counter ctr under the 64-bit
+ * key. Ten rounds of two multiplications; the key is bumped by the Weyl constants between rounds.
+ * Matches the known-answer vectors of Random123 (tests/tensor/test_kernels.c). */
+static RG_HOSTDEV rg_philox4 rg_philox4x32(const uint32_t ctr[4], const uint32_t key[2]) {
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
     for (int r = 0; r < 10; r++) {
         uint32_t hi0, hi1;
         uint32_t lo0 = rg_mulhilo32(0xD2511F53u, c0, &hi0);
@@ -40,6 +41,14 @@ static RG_HOSTDEV rg_philox4 rg_philox(uint64_t seed, uint64_t ctr) {
     }
     rg_philox4 out = {{c0, c1, c2, c3}};
     return out;
+}
+
+/* Four random 32-bit words for the 64-bit counter `ctr` (the upper two counter words are zero)
+ * under the 64-bit key `seed`: the form every stream in ringgrad uses. */
+static RG_HOSTDEV rg_philox4 rg_philox(uint64_t seed, uint64_t ctr) {
+    const uint32_t c[4] = {(uint32_t)ctr, (uint32_t)(ctr >> 32), 0u, 0u};
+    const uint32_t k[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    return rg_philox4x32(c, k);
 }
 
 /* Uniform in [0, 1) with 24 random bits, from stream element i (four elements per counter). */

@@ -90,6 +90,14 @@ void rg_scope_adopt(rg_tensor *t) {
     s->tensors = t;
 }
 
+bool rg_scope_owns(const void *p) {
+    if (depth == 0) return false;
+    const unsigned char *b = p;
+    for (const arena_chunk *c = scopes[depth - 1].chunks; c; c = c->next)
+        if (b >= c->mem && b < c->mem + c->used) return true;
+    return false;
+}
+
 int64_t rg_scope_push_node(struct rg_node *n) {
     scope *s = top("rg_scope_push_node");
     if (s->n_nodes == s->cap_nodes) {

@@ -10,6 +10,7 @@
 #ifndef RG_SCOPE_H
 #define RG_SCOPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,9 @@ int rg_scope_depth(void);
 void *rg_scope_alloc(size_t bytes);
 /* Registers t to be freed by rg_scope_end of the current scope. */
 void rg_scope_adopt(rg_tensor *t);
+/* Whether p was handed out by rg_scope_alloc of the current (innermost) scope: true for the
+ * headers of the tensors this scope made, false for an outer scope's. */
+bool rg_scope_owns(const void *p);
 /* The tape: nodes in creation order (a topological order). */
 struct rg_node;
 int64_t rg_scope_push_node(struct rg_node *n); /* returns the node's index on the tape */

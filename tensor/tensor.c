@@ -4,7 +4,9 @@
  * Scoped headers live in the scope's arena; long-lived headers come from malloc. */
 #include "tensor/tensor.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,8 @@
 #include "autograd/hooks.h"
 #include "tensor/backend.h"
 #include "tensor/scope.h"
+
+#define RG_MAX_NUMEL (INT64_C(1) << 40) /* elements of one tensor, and of one dimension */
 
 static const size_t dtype_sizes[] = {4, 4, 8, 1};
 static const char *const dtype_names[] = {"float32", "int32", "int64", "uint8"};
@@ -39,9 +43,14 @@ rg_status rg_device_parse(const char *s, rg_device *out) {
     if (!s) return rg_error(RG_EINVAL, "device: missing name");
     if (strcmp(s, "cpu") == 0) return *out = RG_CPU, RG_OK;
     if (strcmp(s, "cuda") == 0) return *out = RG_CUDA_DEVICE(0), RG_OK;
-    int idx, used = 0;
-    if (sscanf(s, "cuda:%d%n", &idx, &used) == 1 && s[used] == '\0' && idx >= 0)
-        return *out = RG_CUDA_DEVICE(idx), RG_OK;
+    /* "cuda:" then digits only: strtol alone would take a sign or spaces; errno catches overflow */
+    if (strncmp(s, "cuda:", 5) == 0 && s[5] >= '0' && s[5] <= '9') {
+        char *end;
+        errno = 0;
+        long idx = strtol(s + 5, &end, 10);
+        if (*end == '\0' && errno == 0 && idx <= INT_MAX)
+            return *out = RG_CUDA_DEVICE((int)idx), RG_OK;
+    }
     return rg_error(RG_EINVAL, "device '%s': expected cpu, cuda or cuda:N", s);
 }
 
@@ -72,13 +81,20 @@ static void init_header(rg_tensor *t, rg_dtype dt, int ndim, const int64_t *shap
     RG_CHECK((unsigned)dt < RG_DTYPE_COUNT, "tensor: bad dtype %d", (int)dt);
     RG_CHECK(ndim >= 0 && ndim <= RG_MAX_DIMS, "tensor: %d dimensions (at most %d)", ndim,
              RG_MAX_DIMS);
-    for (int i = 0; i < ndim; i++)
-        RG_CHECK(shape[i] >= 0 && shape[i] <= (INT64_C(1) << 40), "tensor: bad size %" PRId64
+    RG_CHECK(ndim == 0 || shape, "tensor: NULL shape for %d dimensions", ndim);
+    int64_t nonzero = 1; /* product of the non-zero sizes, kept from overflowing int64 */
+    for (int i = 0; i < ndim; i++) {
+        RG_CHECK(shape[i] >= 0 && shape[i] <= RG_MAX_NUMEL, "tensor: bad size %" PRId64
                  " in dimension %d", shape[i], i);
+        if (shape[i] == 0) continue;
+        RG_CHECK(nonzero <= RG_MAX_NUMEL / shape[i], "tensor: shape %s has too many elements "
+                 "(at most 2^40)", rg_shape_str(ndim, shape, (char[160]){0}, 160));
+        nonzero *= shape[i];
+    }
     t->dtype = dt;
     t->device = dev;
     t->ndim = ndim;
-    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    if (ndim > 0) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape); /* shape may be NULL */
     t->numel = rg_shape_numel(ndim, shape);
 }
 
@@ -229,8 +245,11 @@ void rg_tensor_uniform_(rg_tensor *t, float lo, float hi, uint64_t seed, uint64_
 
 void rg_tensor_normal_(rg_tensor *t, float mean, float std, uint64_t seed, uint64_t *offset) {
     check_f32(t, "normal");
-    rg_backend_for(t->device)->normal(t->numel, mean, std, seed, *offset, t->data);
-    *offset += (2 * (uint64_t)t->numel + 3) & ~(uint64_t)3; /* two uniforms per normal */
+    /* Normals take uniforms in pairs (2k, 2k+1): start on an even element, so that an odd
+     * offset skips one number instead of reusing the one before it. */
+    uint64_t start = (*offset + 1) & ~(uint64_t)1;
+    rg_backend_for(t->device)->normal(t->numel, mean, std, seed, start, t->data);
+    *offset = start + ((2 * (uint64_t)t->numel + 3) & ~(uint64_t)3); /* two uniforms per normal */
 }
 
 float rg_tensor_item(const rg_tensor *t) {

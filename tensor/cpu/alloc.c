@@ -49,6 +49,7 @@ static bool cache_enabled(void) {
 
 void *rg_cpu_alloc(size_t bytes) {
     if (bytes == 0) bytes = 1;
+    if (bytes > class_size(NUM_CLASSES - 1)) return NULL; /* larger than any class: out of memory */
     int c = size_class(bytes);
     size_t size = class_size(c);
     pthread_mutex_lock(&cache.lock);

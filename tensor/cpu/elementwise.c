@@ -30,19 +30,26 @@ static int64_t bcast_row_offset(const rg_bcast *bc, int64_t r) {
     return off;
 }
 
+/* Rows are cut into blocks, so that threads share the work even when the plan collapsed to one
+ * long row (operands of the same shape, a scalar). */
+#define BINARY_BLOCK 4096
+
 void rg_cpu_binary(rg_binary_op op, const rg_bcast *bc, const float *a, const float *b, float *out) {
     int64_t len = bc->shape[bc->ndim - 1], rows = len ? bc->n / len : 0;
     int64_t bstep = bc->bstride[bc->ndim - 1];
+    int64_t nblk = (len + BINARY_BLOCK - 1) / BINARY_BLOCK;
 #pragma omp parallel for if (bc->n > RG_CPU_PAR_MIN) schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t t = 0; t < rows * nblk; t++) {
+        int64_t r = t / nblk, j0 = t % nblk * BINARY_BLOCK;
+        int64_t j1 = j0 + BINARY_BLOCK < len ? j0 + BINARY_BLOCK : len;
         const float *ar = a + r * len, *br = b + bcast_row_offset(bc, r);
         float *o = out + r * len;
         if (op == RG_BINARY_ADD) {
-            if (bstep) for (int64_t j = 0; j < len; j++) o[j] = ar[j] + br[j];
-            else for (int64_t j = 0; j < len; j++) o[j] = ar[j] + br[0];
+            if (bstep) for (int64_t j = j0; j < j1; j++) o[j] = ar[j] + br[j];
+            else for (int64_t j = j0; j < j1; j++) o[j] = ar[j] + br[0];
         } else {
-            if (bstep) for (int64_t j = 0; j < len; j++) o[j] = ar[j] * br[j];
-            else for (int64_t j = 0; j < len; j++) o[j] = ar[j] * br[0];
+            if (bstep) for (int64_t j = j0; j < j1; j++) o[j] = ar[j] * br[j];
+            else for (int64_t j = j0; j < j1; j++) o[j] = ar[j] * br[0];
         }
     }
 }

@@ -35,5 +35,6 @@ rg_tensor *rg_reshape(rg_tensor *x, int ndim, const int64_t *shape) {
 
 rg_tensor *rg_flatten(rg_tensor *x) {
     RG_CHECK(x && x->ndim >= 1, "flatten: needs at least one dimension");
-    return rg_reshape(x, RG_SHAPE(x->shape[0], -1));
+    /* the product, not -1: an empty batch (0,C,H,W) flattens to (0,C*H*W) */
+    return rg_reshape(x, RG_SHAPE(x->shape[0], rg_shape_numel(x->ndim - 1, x->shape + 1)));
 }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 rg_tensor *rgt_uniform(int ndim, const int64_t *shape, float lo, float hi, uint64_t seed) {
@@ -34,6 +35,67 @@ void rgt_assert_gradcheck(rg_gradcheck_fn f, void *ctx, int n, rg_tensor *const 
                           const rg_gradcheck_opts *opts) {
     rg_status s = rg_gradcheck(f, ctx, n, inputs, opts);
     cr_assert_eq(s, RG_OK, "%s", rg_last_error());
+}
+
+rg_tensor *rgt_tensor(int ndim, const int64_t *shape, const float *host) {
+    rg_tensor *t = rg_tensor_new(RG_F32, ndim, shape, RG_CPU);
+    cr_assert(t, "rg_tensor_new failed: %s", rg_last_error());
+    rg_tensor_copy_from_host(t, host);
+    return t;
+}
+
+float *rgt_copy_out(const rg_tensor *t) {
+    cr_assert(t && t->dtype == RG_F32, "rgt_copy_out: needs a float32 tensor");
+    float *p = malloc(rg_tensor_nbytes(t) + 1);
+    cr_assert(p);
+    rg_tensor_copy_to_host(t, p);
+    return p;
+}
+
+int64_t rgt_bcast_index(int ond, const int64_t *oshape, int bnd, const int64_t *bshape, int64_t i) {
+    int64_t idx = 0, stride = 1;
+    for (int d = ond - 1, e = bnd - 1; d >= 0; d--, e--) {
+        int64_t coord = i % oshape[d];
+        i /= oshape[d];
+        if (e < 0) continue;
+        if (bshape[e] != 1) idx += coord * stride;
+        stride *= bshape[e];
+    }
+    return idx;
+}
+
+int64_t rgt_randint(int64_t lo, int64_t hi, uint64_t seed, uint64_t i) {
+    return lo + (int64_t)(rg_philox(seed, i).v[0] % (uint64_t)(hi - lo + 1));
+}
+
+/* ---- expected fatal errors ---- */
+
+static char expected_fatal[256];
+static FILE *captured_stderr;
+static int saved_stderr_fd = -1;
+
+static void check_fatal_message(void) {
+    char msg[4096] = {0};
+    fflush(stderr);
+    rewind(captured_stderr);
+    size_t n = fread(msg, 1, sizeof msg - 1, captured_stderr);
+    msg[n] = '\0';
+    dup2(saved_stderr_fd, 2); /* the message goes on to the real stderr as well */
+    fputs(msg, stderr);
+    if (strstr(msg, expected_fatal)) abort();
+    fprintf(stderr, "rgt_expect_fatal: the message does not contain \"%s\"\n", expected_fatal);
+    fflush(stderr);
+    _exit(97);
+}
+
+void rgt_expect_fatal(const char *needle) {
+    snprintf(expected_fatal, sizeof expected_fatal, "%s", needle);
+    fflush(stderr);
+    captured_stderr = tmpfile();
+    cr_assert(captured_stderr, "rgt_expect_fatal: no temporary file");
+    saved_stderr_fd = dup(2);
+    dup2(fileno(captured_stderr), 2);
+    rg_set_fatal_handler(check_fatal_message);
 }
 
 void rgt_free_all(int n, rg_tensor **ts) {

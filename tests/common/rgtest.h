@@ -27,6 +27,24 @@ void rgt_assert_gradcheck(rg_gradcheck_fn f, void *ctx, int n, rg_tensor *const 
 /* Frees a list of long-lived tensors. */
 void rgt_free_all(int n, rg_tensor **ts);
 
+/* A long-lived CPU float32 tensor holding a copy of host data. */
+rg_tensor *rgt_tensor(int ndim, const int64_t *shape, const float *host);
+/* A long-lived tensor's float32 data as a malloc'ed host copy (the caller frees). */
+float *rgt_copy_out(const rg_tensor *t);
+
+/* Flat index into a tensor of shape bshape (bnd dims) that NumPy broadcasting pairs with flat
+ * index i of a tensor of shape oshape (ond >= bnd dims, aligned on the right). The naive
+ * reference that broadcasting kernels are tested against. */
+int64_t rgt_bcast_index(int ond, const int64_t *oshape, int bnd, const int64_t *bshape, int64_t i);
+
+/* Deterministic test randomness: a uniform integer in [lo, hi] from (seed, i) through Philox. */
+int64_t rgt_randint(int64_t lo, int64_t hi, uint64_t seed, uint64_t i);
+
+/* For API-misuse tests (.signal = SIGABRT): from now on stderr goes to a temporary file, and the
+ * next fatal error aborts (SIGABRT, the test passes) only if its message contains `needle`;
+ * otherwise the test process exits with status 97 after printing both, and the test fails. */
+void rgt_expect_fatal(const char *needle);
+
 /* Absolute path of a file under tests/data. Static buffer. */
 const char *rgt_data_path(const char *name);
 /* A fresh empty directory for this test (under the build tree); static buffer. */

@@ -86,3 +86,70 @@ Test(tensor_linear, shape_mismatch_stops_with_a_message, .signal = SIGABRT) {
     rg_scope_begin();
     rg_linear(x, w, NULL);
 }
+
+static rg_tensor *f_matmul_self(rg_tensor *const *in, void *ctx) {
+    return rg_matmul(in[0], rg_matmul(in[0], in[0])); /* a^3: a feeds three products */
+}
+
+Test(tensor_matmul, same_input_twice_accumulates_gradients) {
+    rg_tensor *a = rgt_param(RG_SHAPE(4, 4), -1, 1, 11);
+    rgt_assert_gradcheck(f_matmul_self, NULL, 1, &a, NULL);
+    rg_tensor_free(a);
+}
+
+Test(tensor_matmul, empty_inner_dimension_gives_zeros) {
+    rg_tensor *a = rg_tensor_new(RG_F32, RG_SHAPE(3, 0), RG_CPU),
+              *b = rg_tensor_new(RG_F32, RG_SHAPE(0, 4), RG_CPU);
+    rg_scope_begin();
+    rg_tensor *y = rg_matmul(a, b);
+    cr_assert_eq(y->numel, 12);
+    for (int i = 0; i < 12; i++) cr_assert_eq(rg_tensor_f32(y)[i], 0.0f, "element %d", i);
+    rg_scope_end();
+    rgt_free_all(2, (rg_tensor *[]){a, b});
+}
+
+static rg_tensor *f_linear_nobias(rg_tensor *const *in, void *ctx) {
+    return rg_linear(in[0], in[1], NULL);
+}
+
+Test(tensor_linear, gradients_without_bias_match_finite_differences) {
+    rg_tensor *x = rgt_param(RG_SHAPE(5, 7), -1, 1, 12), *w = rgt_param(RG_SHAPE(3, 7), -1, 1, 13);
+    rgt_assert_gradcheck(f_linear_nobias, NULL, 2, (rg_tensor *[]){x, w}, NULL);
+    rgt_free_all(2, (rg_tensor *[]){x, w});
+}
+
+Test(tensor_linear, bias_gradient_sums_over_a_large_batch) {
+    rg_set_num_threads(2);
+    int64_t n = 4099, in = 3, out = 17;
+    rg_tensor *x = rgt_uniform(RG_SHAPE(n, in), -1, 1, 14),
+              *w = rgt_param(RG_SHAPE(out, in), -1, 1, 15);
+    rg_tensor *b = rgt_param(RG_SHAPE(out), -1, 1, 16),
+              *r = rgt_uniform(RG_SHAPE(n, out), -1, 1, 17);
+    rg_scope_begin();
+    rg_backward(rg_sum(rg_mul(rg_linear(x, w, b), r)));
+    const float *rp = rg_tensor_f32(r), *gb = rg_tensor_f32(b->grad);
+    for (int64_t o = 0; o < out; o++) {
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) s += rp[i * out + o];
+        cr_assert_float_eq(gb[o], s, 1e-3, "dbias[%lld] = %g, want %g", (long long)o, gb[o], s);
+    }
+    rg_scope_end();
+    rgt_free_all(4, (rg_tensor *[]){x, w, b, r});
+}
+
+Test(tensor_matmul, shape_mismatch_stops_with_a_message, .signal = SIGABRT) {
+    rg_tensor *a = rgt_uniform(RG_SHAPE(2, 3), -1, 1, 1),
+              *b = rgt_uniform(RG_SHAPE(4, 5), -1, 1, 2);
+    rg_scope_begin();
+    rgt_expect_fatal("matmul: shapes (2,3) and (4,5) do not multiply");
+    rg_matmul(a, b);
+}
+
+Test(tensor_linear, bias_of_the_wrong_size_stops, .signal = SIGABRT) {
+    rg_tensor *x = rgt_uniform(RG_SHAPE(4, 3), -1, 1, 1),
+              *w = rgt_uniform(RG_SHAPE(2, 3), -1, 1, 2);
+    rg_tensor *b = rgt_uniform(RG_SHAPE(3), -1, 1, 3);
+    rg_scope_begin();
+    rgt_expect_fatal("linear: bias (3) for weight (2,3)");
+    rg_linear(x, w, b);
+}

@@ -1,0 +1,185 @@
+/* image_folder.c — a dataset from root/<class>/<image> files, decoded with stb_image.
+ *
+ * What it teaches: the torchvision ImageFolder convention (class k is the k-th class folder in
+ * sorted order, so the labels do not depend on the order the file system lists entries in), and
+ * the layout change every image loader makes: decoders return interleaved pixels (H,W,C), while
+ * the network wants planes (C,H,W).
+ *
+ * stb_image is small and readable but not hardened against hostile files; image folders are
+ * meant for the user's own data. */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "data/dataset.h"
+#include "data/stb_image_config.h"
+#include <stb/stb_image.h>
+
+#define MAX_CLASSES 100000
+
+/* A growable list of strings. */
+typedef struct {
+    char **s;
+    int64_t n, cap;
+} str_list;
+
+static bool list_push(str_list *l, const char *s) {
+    if (l->n == l->cap) {
+        int64_t cap = l->cap ? 2 * l->cap : 16;
+        char **p = realloc(l->s, (size_t)cap * sizeof *p);
+        if (!p) return false;
+        l->s = p, l->cap = cap;
+    }
+    if (!(l->s[l->n] = strdup(s))) return false;
+    l->n++;
+    return true;
+}
+
+static void list_free(str_list *l) {
+    for (int64_t i = 0; i < l->n; i++) free(l->s[i]);
+    free(l->s);
+    *l = (str_list){0};
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_image_name(const char *name) {
+    static const char *const exts[] = {".png", ".jpg", ".jpeg", ".bmp", ".tga", ".pgm", ".ppm"};
+    const char *dot = strrchr(name, '.');
+    for (size_t i = 0; dot && i < sizeof exts / sizeof exts[0]; i++)
+        if (strcasecmp(dot, exts[i]) == 0) return true;
+    return false;
+}
+
+static bool is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The sorted names in dir that are folders (want_dirs) or image files; hidden entries skipped. */
+static rg_status list_dir(const char *dir, bool want_dirs, str_list *out) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        rg_status s = errno == ENOENT || errno == ENOTDIR ? RG_ENOENT : RG_EIO;
+        return rg_error(s, "%s: cannot open the folder: %s", dir, strerror(errno));
+    }
+    rg_status s = RG_OK;
+    struct dirent *e;
+    char path[4096];
+    while (s == RG_OK && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        bool keep = want_dirs ? is_dir(path) : is_image_name(e->d_name) && !is_dir(path);
+        if (keep && !list_push(out, e->d_name)) s = rg_error(RG_ENOMEM, "%s: out of memory", dir);
+    }
+    closedir(d);
+    if (out->n) qsort(out->s, (size_t)out->n, sizeof *out->s, cmp_str);
+    return s;
+}
+
+/* Every image path under root, class by class; class k's images are paths[first[k] ..
+ * first[k + 1]). Fails when there is no class or no image. */
+static rg_status collect(const char *root, str_list *classes, str_list *paths, int64_t **first) {
+    RG_TRY(list_dir(root, true, classes));
+    if (classes->n == 0)
+        return rg_error(RG_ECORRUPT,
+                        "%s: no class folders (expected "
+                        "%s/<class>/<image>.png)",
+                        root, root);
+    if (classes->n > MAX_CLASSES)
+        return rg_error(RG_ECORRUPT, "%s: %" PRId64 " class folders (at most %d)", root, classes->n,
+                        MAX_CLASSES);
+    if (!(*first = malloc((size_t)(classes->n + 1) * sizeof **first)))
+        return rg_error(RG_ENOMEM, "%s: out of memory", root);
+    char dir[4096], path[8192];
+    for (int64_t k = 0; k < classes->n; k++) {
+        (*first)[k] = paths->n;
+        snprintf(dir, sizeof dir, "%s/%s", root, classes->s[k]);
+        str_list files = {0};
+        rg_status s = list_dir(dir, false, &files);
+        for (int64_t i = 0; s == RG_OK && i < files.n; i++) {
+            snprintf(path, sizeof path, "%s/%s", dir, files.s[i]);
+            if (!list_push(paths, path)) s = rg_error(RG_ENOMEM, "%s: out of memory", root);
+        }
+        list_free(&files);
+        RG_TRY(s);
+    }
+    (*first)[classes->n] = paths->n;
+    if (paths->n == 0) return rg_error(RG_ECORRUPT, "%s: no images in the class folders", root);
+    return RG_OK;
+}
+
+/* Decodes one image into (C,H,W) bytes at dst, checking its size. */
+static rg_status decode(const char *path, const rg_dataset *ds, uint8_t *dst) {
+    int w, h, file_channels, c = (int)ds->c;
+    uint8_t *px = stbi_load(path, &w, &h, &file_channels, c); /* (H,W,C), converted to c channels */
+    if (!px)
+        return rg_error(RG_ECORRUPT, "%s: cannot decode the image: %s", path,
+                        stbi_failure_reason());
+    if (w != ds->w || h != ds->h) {
+        stbi_image_free(px);
+        return rg_error(RG_ECORRUPT,
+                        "%s: image is %dx%d (width x height), expected %" PRId64 "x%" PRId64
+                        " like the others",
+                        path, w, h, ds->w, ds->h);
+    }
+    for (int ch = 0; ch < c; ch++)
+        for (int64_t p = 0; p < (int64_t)w * h; p++) dst[ch * (int64_t)w * h + p] = px[p * c + ch];
+    stbi_image_free(px);
+    return RG_OK;
+}
+
+/* The size all images must have: the caller's, or the first image's. */
+static rg_status image_size(const char *first, const rg_image_folder_opts *o, int64_t *h,
+                            int64_t *w) {
+    if (o->h && o->w) return *h = o->h, *w = o->w, RG_OK;
+    int iw, ih, ic;
+    if (!stbi_info(first, &iw, &ih, &ic))
+        return rg_error(RG_ECORRUPT, "%s: cannot decode the image: %s", first,
+                        stbi_failure_reason());
+    *h = ih, *w = iw;
+    return RG_OK;
+}
+
+/* Builds the dataset from the collected paths and labels. */
+static rg_status load_images(const rg_image_folder_opts *o, const str_list *classes,
+                             const str_list *paths, const int64_t *first, rg_dataset **out) {
+    int64_t h = 0, w = 0, c = o->channels ? o->channels : 3;
+    RG_TRY(image_size(paths->s[0], o, &h, &w));
+    rg_dataset *ds = rg_dataset_new(paths->n, c, h, w, (int)classes->n);
+    if (!ds) return RG_ENOMEM;
+    rg_status s = rg_dataset_set_class_names(ds, (const char *const *)classes->s);
+    for (int64_t k = 0; k < classes->n; k++)
+        for (int64_t i = first[k]; i < first[k + 1]; i++) ds->labels[i] = (int32_t)k;
+    for (int64_t i = 0; s == RG_OK && i < ds->n; i++)
+        s = decode(paths->s[i], ds, ds->images + i * rg_dataset_image_size(ds));
+    if (s != RG_OK) return rg_dataset_free(ds), s;
+    *out = ds;
+    return RG_OK;
+}
+
+rg_status rg_dataset_image_folder(const char *root, const rg_image_folder_opts *opts,
+                                  rg_dataset **out) {
+    RG_CHECK(root && out, "rg_dataset_image_folder: NULL root or output");
+    rg_image_folder_opts o = opts ? *opts : (rg_image_folder_opts){0};
+    RG_CHECK(o.channels == 0 || o.channels == 1 || o.channels == 3,
+             "rg_dataset_image_folder: %d channels (1 or 3)", o.channels);
+    RG_CHECK(o.h >= 0 && o.w >= 0 && (o.h > 0) == (o.w > 0),
+             "rg_dataset_image_folder: give both h and w, or neither");
+    *out = NULL;
+    str_list classes = {0}, paths = {0};
+    int64_t *first = NULL;
+    rg_status s = collect(root, &classes, &paths, &first);
+    if (s == RG_OK) s = load_images(&o, &classes, &paths, first, out);
+    list_free(&classes);
+    list_free(&paths);
+    free(first);
+    return s;
+}

@@ -1,0 +1,61 @@
+/* ddp.h — the DDP reducer: data-parallel training with gradient buckets that are reduced while
+ * backward is still running (PyTorch DDP's Reducer, Horovod's tensor fusion).
+ *
+ *   rg_ddp *ddp = rg_ddp_new(rg_model_params(net), comm, &(rg_ddp_opts){.bucket_mb = 25});
+ *   for each step:
+ *       rg_backward(loss);      gradient-ready hooks fill buckets; full buckets start reducing
+ *       rg_ddp_wait(ddp);       every bucket reduced and averaged over the ranks
+ *       rg_optim_step(opt);
+ *
+ * Wrapping a model broadcasts rank 0's parameters and buffers, so every replica starts equal, and
+ * checks through an allgathered fingerprint of names and shapes that every rank built the same
+ * model: a mismatch is an error on every rank instead of a hang. */
+#ifndef RG_DDP_H
+#define RG_DDP_H
+
+#include <stdbool.h>
+
+#include "dist/comm.h"
+#include "layers/params.h"
+
+typedef struct {
+    double bucket_mb;       /* bucket capacity in MiB (default 25, as PyTorch) */
+    double first_bucket_mb; /* the first bucket (the last layers) is small so that communication
+                               starts early (default 1) */
+    int accum_steps;        /* reduce only on every accum_steps-th backward (default 1) */
+    bool compress_fp16;     /* send gradients as float16 (half the bytes, ~3 significant digits) */
+} rg_ddp_opts;
+
+typedef struct rg_ddp rg_ddp;
+
+/* Wraps the tensors in `params` (borrowed: they must outlive the reducer): checks the model
+ * matches on every rank, broadcasts parameters and buffers from rank 0, builds the buckets and
+ * makes each parameter's gradient a view into its bucket. Collective. Returns NULL on failure
+ * (a model mismatch: RG_EMISMATCH; a peer failure: RG_EPEER) with rg_last_error() set.
+ * opts may be NULL for the defaults. */
+rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts *opts);
+
+/* Finishes the step's reduction: launches the buckets not yet launched (parameters unused in
+ * this backward contribute zeros), waits for all of them and averages. Collective. On a step
+ * that only accumulates (accum_steps > 1) it returns at once. Returns RG_OK or the
+ * communicator's failure. */
+rg_status rg_ddp_wait(rg_ddp *ddp);
+
+/* True when the coming backward is the one that reduces (always, with accum_steps 1). */
+bool rg_ddp_will_sync(const rg_ddp *ddp);
+
+/* Number of buckets, and bucket i's parameter count and size in bytes (for tests and tools). */
+int rg_ddp_num_buckets(const rg_ddp *ddp);
+int rg_ddp_bucket_params(const rg_ddp *ddp, int i);
+size_t rg_ddp_bucket_bytes(const rg_ddp *ddp, int i);
+/* How many buckets had been launched when backward finished in the last step, i.e. reduced while
+ * backward was still running (the overlap). */
+int rg_ddp_launched_during_backward(const rg_ddp *ddp);
+/* Buckets launched so far in the running step (read it from a hook to watch the overlap). */
+int rg_ddp_num_launched(const rg_ddp *ddp);
+
+/* Restores ordinary gradient buffers (holding the current values) and frees the reducer.
+ * NULL is a no-op. Not collective. */
+void rg_ddp_free(rg_ddp *ddp);
+
+#endif

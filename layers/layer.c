@@ -1,0 +1,100 @@
+/* layer.c — what every layer shares: allocation, naming, parameter registration, containers and
+ * the recursive free and visit.
+ *
+ * What it teaches: a module system needs little more than a vtable and a list. Names are built
+ * once, when a tensor is registered, so a container's list is a plain concatenation of its
+ * children's and a state_dict is just that list. */
+#include "layers/layer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *dup_str(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    RG_CHECK(d, "layer: out of host memory");
+    return memcpy(d, s, n);
+}
+
+rg_layer *rg_layer_alloc(size_t size, const rg_layer_vtable *vt, const char *name) {
+    RG_CHECK(size >= sizeof(rg_layer) && vt && vt->forward, "rg_layer_alloc: bad layer type");
+    rg_layer *l = calloc(1, size);
+    RG_CHECK(l, "layer %s: out of host memory", name ? name : "");
+    l->vt = vt;
+    l->name = dup_str(name ? name : "");
+    return l;
+}
+
+/* Appends one entry to a list; the list's array grows by doubling (capacity = next power of 2). */
+static void list_append(rg_param_list *list, rg_named_tensor item) {
+    int n = list->n;
+    if ((n & (n - 1)) == 0) { /* n is 0 or a power of two: the array is full */
+        size_t cap = n ? 2 * (size_t)n : 4;
+        rg_named_tensor *items = realloc(list->items, cap * sizeof *items);
+        RG_CHECK(items, "layer: out of host memory");
+        list->items = items;
+    }
+    list->items[list->n++] = item;
+}
+
+rg_tensor *rg_layer_add_param(rg_layer *l, const char *local, rg_tensor *t, bool is_buffer) {
+    RG_CHECK(l && local && t, "rg_layer_add_param: NULL argument");
+    RG_CHECK(!l->children, "layer %s: a container holds its children's tensors, not its own",
+             l->name);
+    size_t n = strlen(l->name) + strlen(local) + 2;
+    char *name = malloc(n);
+    RG_CHECK(name, "layer %s: out of host memory", l->name);
+    snprintf(name, n, "%s%s%s", l->name, l->name[0] ? "." : "", local);
+    if (!is_buffer) rg_tensor_set_requires_grad(t, true);
+    list_append(&l->params, (rg_named_tensor){.name = name, .tensor = t, .is_buffer = is_buffer});
+    return t;
+}
+
+rg_layer *rg_layer_add(rg_layer *l, rg_layer *child) {
+    RG_CHECK(l && child, "rg_layer_add: NULL layer");
+    RG_CHECK(l->children || l->params.n == 0,
+             "layer %s: a layer with its own tensors cannot hold children", l->name);
+    int n = l->n_children;
+    if ((n & (n - 1)) == 0) {
+        size_t cap = n ? 2 * (size_t)n : 4;
+        rg_layer **c = realloc(l->children, cap * sizeof *c);
+        RG_CHECK(c, "layer %s: out of host memory", l->name);
+        l->children = c;
+    }
+    l->children[l->n_children++] = child;
+    for (int i = 0; i < child->params.n; i++) list_append(&l->params, child->params.items[i]);
+    return child;
+}
+
+rg_tensor *rg_layer_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
+    RG_CHECK(l && x, "rg_layer_forward: NULL argument");
+    RG_CHECK((unsigned)mode < RG_MODE_COUNT, "layer %s: bad mode %d", l->name, (int)mode);
+    return l->vt->forward(l, x, mode);
+}
+
+const rg_param_list *rg_layer_params(const rg_layer *l) {
+    return &l->params;
+}
+
+void rg_layer_free(rg_layer *l) {
+    if (!l) return;
+    if (l->vt->free) l->vt->free(l);
+    if (l->children) {
+        for (int i = 0; i < l->n_children; i++) rg_layer_free(l->children[i]);
+        free(l->children);
+    } else { /* a leaf owns its tensors and their names */
+        for (int i = 0; i < l->params.n; i++) {
+            rg_tensor_free(l->params.items[i].tensor);
+            free((char *)l->params.items[i].name);
+        }
+    }
+    free(l->params.items);
+    free(l->name);
+    free(l);
+}
+
+void rg_layer_visit(rg_layer *l, void (*fn)(rg_layer *layer, void *ctx), void *ctx) {
+    fn(l, ctx);
+    for (int i = 0; i < l->n_children; i++) rg_layer_visit(l->children[i], fn, ctx);
+}

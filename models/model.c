@@ -1,0 +1,108 @@
+/* model.c — a model is a root layer plus what a training job needs around it: a name for
+ * checkpoints and --model, the seed, and the list of random streams that a checkpoint saves. */
+#include "models/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rg_model {
+    char *name;
+    uint64_t seed;
+    rg_layer *root;
+    rg_named_stream *streams; /* one per Dropout, in forward order */
+    int n_streams;
+};
+
+static void collect_stream(rg_layer *l, void *ctx) {
+    rg_model *m = ctx;
+    rg_rng_stream *s = rg_dropout_stream(l);
+    if (!s) return;
+    rg_named_stream *ns = realloc(m->streams, (size_t)(m->n_streams + 1) * sizeof *ns);
+    RG_CHECK(ns, "model %s: out of host memory", m->name);
+    m->streams = ns;
+    m->streams[m->n_streams++] = (rg_named_stream){.name = l->name, .stream = s};
+}
+
+rg_model *rg_model_new(const char *name, rg_layer *root, uint64_t seed) {
+    RG_CHECK(name && root, "rg_model_new: NULL name or root layer");
+    rg_model *m = calloc(1, sizeof *m);
+    char *nm = malloc(strlen(name) + 1);
+    RG_CHECK(m && nm, "rg_model_new: out of host memory");
+    m->name = strcpy(nm, name);
+    m->seed = seed;
+    m->root = root;
+    rg_layer_visit(root, collect_stream, m);
+    return m;
+}
+
+void rg_model_free(rg_model *m) {
+    if (!m) return;
+    rg_layer_free(m->root);
+    free(m->streams);
+    free(m->name);
+    free(m);
+}
+
+rg_tensor *rg_model_forward(rg_model *m, rg_tensor *x, rg_mode mode) {
+    RG_CHECK(m, "rg_model_forward: NULL model");
+    return rg_layer_forward(m->root, x, mode);
+}
+
+const rg_param_list *rg_model_params(const rg_model *m) {
+    return rg_layer_params(m->root);
+}
+
+static void set_dropout(rg_layer *l, void *ctx) {
+    rg_dropout_set_p(l, *(float *)ctx);
+}
+
+void rg_model_set_dropout(rg_model *m, float p) {
+    RG_CHECK(p >= 0.0f && p <= 1.0f, "model %s: dropout %g outside [0, 1]", m->name, (double)p);
+    rg_layer_visit(m->root, set_dropout, &p);
+}
+
+const rg_named_stream *rg_model_streams(const rg_model *m, int *n) {
+    *n = m->n_streams;
+    return m->streams;
+}
+
+rg_status rg_model_to_device(rg_model *m, rg_device dev) {
+    return rg_param_list_to_device(rg_model_params(m), dev);
+}
+
+const char *rg_model_name(const rg_model *m) {
+    return m->name;
+}
+uint64_t rg_model_seed(const rg_model *m) {
+    return m->seed;
+}
+rg_layer *rg_model_root(rg_model *m) {
+    return m->root;
+}
+
+/* ---- the registry behind --model ---- */
+
+static const struct {
+    const char *name;
+    rg_model *(*make)(uint64_t seed);
+} known_models[] = {
+    {"cnn", rg_model_cnn},
+    {"mlp", rg_model_mlp},
+};
+enum { NUM_KNOWN = sizeof known_models / sizeof known_models[0] };
+
+const char *rg_model_known_name(int i) {
+    return i >= 0 && i < NUM_KNOWN ? known_models[i].name : NULL;
+}
+
+rg_model *rg_model_new_by_name(const char *name, uint64_t seed) {
+    for (int i = 0; i < NUM_KNOWN; i++)
+        if (name && strcmp(name, known_models[i].name) == 0) return known_models[i].make(seed);
+    char known[256] = "";
+    for (int i = 0; i < NUM_KNOWN; i++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
+                 known_models[i].name);
+    rg_error(RG_EINVAL, "unknown model '%s' (known: %s)", name ? name : "(null)", known);
+    return NULL;
+}

@@ -1,0 +1,140 @@
+/* optim.c — what every optimizer shares: the parameter walk of a step, zeroing gradients, the
+ * learning rate and its schedule, and the named state list that checkpoints save.
+ *
+ * What it teaches: an optimizer is a loop over parameters that calls one fused kernel each; the
+ * rest is bookkeeping. The bookkeeping is what makes a resumed run bit-identical: every number the
+ * update depends on (buffers, per-parameter step counts, the global step) is in the state list. */
+#include "optim/optim_impl.h"
+
+#include "autograd/autograd.h"
+#include "tensor/backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *state_name(const char *param, const char *what) {
+    size_t n = strlen("optim.state.") + strlen(param) + strlen(what) + 2;
+    char *s = malloc(n);
+    RG_CHECK(s, "optimizer: out of host memory");
+    snprintf(s, n, "optim.state.%s.%s", param, what);
+    return s;
+}
+
+/* A long-lived int64 scalar tensor over a host counter, so that counters travel with the state. */
+static rg_tensor *wrap_counter(int64_t *counter) {
+    static const int64_t no_dims[1] = {0};
+    return rg_tensor_wrap(RG_I64, 0, no_dims, RG_CPU, counter);
+}
+
+static void add_state(rg_optim *o, char *name, rg_tensor *t) {
+    o->state.items[o->state.n++] = (rg_named_tensor){.name = name, .tensor = t, .is_buffer = true};
+}
+
+/* Fills o->state: "optim.step", then per parameter its step and its buffers. */
+static bool build_state(rg_optim *o, const char *const *buf_names) {
+    size_t cap = 1 + (size_t)o->n * (1 + (size_t)o->n_bufs);
+    o->state.items = calloc(cap, sizeof *o->state.items);
+    if (!o->state.items) return false;
+    char *global = malloc(sizeof "optim.step");
+    if (!global) return false;
+    add_state(o, strcpy(global, "optim.step"), wrap_counter(&o->step));
+    for (int i = 0; i < o->n; i++) {
+        add_state(o, state_name(o->params[i].name, "step"), wrap_counter(&o->param_steps[i]));
+        for (int b = 0; b < o->n_bufs; b++) {
+            const rg_tensor *p = o->params[i].tensor;
+            o->bufs[b][i] = rg_tensor_new(RG_F32, p->ndim, p->shape, p->device);
+            if (!o->bufs[b][i]) return false;
+            add_state(o, state_name(o->params[i].name, buf_names[b]), o->bufs[b][i]);
+        }
+    }
+    return true;
+}
+
+rg_optim *rg_optim_alloc(const rg_param_list *params, int n_bufs, const char *const *buf_names) {
+    RG_CHECK(params, "optimizer: NULL parameter list");
+    RG_CHECK(n_bufs >= 0 && n_bufs <= RG_OPTIM_MAX_BUFS, "optimizer: %d buffers", n_bufs);
+    rg_optim *o = calloc(1, sizeof *o);
+    if (!o) return rg_error(RG_ENOMEM, "optimizer: out of host memory"), NULL;
+    o->n_bufs = n_bufs;
+    o->params = calloc((size_t)params->n + 1, sizeof *o->params);
+    o->param_steps = calloc((size_t)params->n + 1, sizeof *o->param_steps);
+    for (int b = 0; b < n_bufs; b++)
+        o->bufs[b] = calloc((size_t)params->n + 1, sizeof(rg_tensor *));
+    bool ok =
+        o->params && o->param_steps && (n_bufs < 1 || o->bufs[0]) && (n_bufs < 2 || o->bufs[1]);
+    for (int i = 0; ok && i < params->n; i++) {
+        const rg_named_tensor *p = &params->items[i];
+        if (p->is_buffer) continue;
+        RG_CHECK(p->tensor->dtype == RG_F32, "optimizer: parameter %s is %s, not float32", p->name,
+                 rg_dtype_name(p->tensor->dtype));
+        o->params[o->n++] = *p;
+    }
+    if (!ok || !build_state(o, buf_names)) {
+        rg_optim_free(o);
+        rg_error(RG_ENOMEM, "optimizer: out of memory for the state of %d parameters", params->n);
+        return NULL;
+    }
+    return o;
+}
+
+void rg_optim_free(rg_optim *o) {
+    if (!o) return;
+    for (int i = 0; o->state.items && i < o->state.n; i++) {
+        free((char *)o->state.items[i].name);
+        rg_tensor_free(o->state.items[i].tensor); /* counters are wrapped: only the header goes */
+    }
+    free(o->state.items);
+    for (int b = 0; b < o->n_bufs; b++) free(o->bufs[b]);
+    free(o->param_steps);
+    free(o->params);
+    free(o);
+}
+
+void rg_optim_step(rg_optim *o) {
+    RG_CHECK(o, "rg_optim_step: NULL optimizer");
+    for (int i = 0; i < o->n; i++) {
+        const rg_tensor *p = o->params[i].tensor;
+        if (!p->grad) continue; /* as torch: no gradient, no update, no state change */
+        for (int b = 0; b < o->n_bufs; b++)
+            RG_CHECK(rg_device_eq(o->bufs[b][i]->device, p->device),
+                     "%s: parameter %s moved to another device after the optimizer was created",
+                     o->kind, o->params[i].name);
+        o->update(o, i);
+        o->param_steps[i]++;
+    }
+    o->step++;
+    if (o->has_schedule) o->lr = rg_lr_schedule_at(&o->schedule, o->step);
+}
+
+void rg_optim_zero_grad(rg_optim *o) {
+    for (int i = 0; i < o->n; i++) rg_zero_grad(o->params[i].tensor);
+}
+
+float rg_optim_get_lr(const rg_optim *o) {
+    return o->lr;
+}
+
+void rg_optim_set_lr(rg_optim *o, float lr) {
+    RG_CHECK(lr >= 0.0f, "%s: learning rate %g is negative", o->kind, (double)lr);
+    o->lr = lr;
+}
+
+int64_t rg_optim_num_steps(const rg_optim *o) {
+    return o->step;
+}
+
+const char *rg_optim_kind(const rg_optim *o) {
+    return o->kind;
+}
+
+void rg_optim_set_schedule(rg_optim *o, const rg_lr_schedule *s) {
+    o->has_schedule = s != NULL;
+    if (!s) return;
+    o->schedule = *s;
+    o->lr = rg_lr_schedule_at(s, o->step);
+}
+
+const rg_param_list *rg_optim_state(rg_optim *o) {
+    return &o->state;
+}

@@ -1,0 +1,205 @@
+/* Layers: output shapes, PyTorch parameter names and layouts, default initialisation bounds,
+ * gradients reaching every parameter, dropout streams, and API misuse. */
+#include <math.h>
+
+#include "rgtest.h"
+
+static void free_layer_and_input(rg_layer *l, rg_tensor *x) {
+    rg_layer_free(l);
+    rg_tensor_free(x);
+}
+
+Test(layers_linear, names_shapes_and_forward_match_rg_linear) {
+    rg_rng_stream init = {.seed = 7};
+    rg_layer *l = rg_linear_new("fc1", 6, 3, &init);
+    const rg_param_list *p = rg_layer_params(l);
+    cr_assert_eq(p->n, 2);
+    cr_assert_str_eq(p->items[0].name, "fc1.weight");
+    cr_assert_str_eq(p->items[1].name, "fc1.bias");
+    cr_assert_eq(p->items[0].tensor->ndim, 2);
+    cr_assert_eq(p->items[0].tensor->shape[0], 3, "weight is [out, in]");
+    cr_assert_eq(p->items[0].tensor->shape[1], 6);
+    cr_assert_eq(p->items[1].tensor->shape[0], 3);
+    cr_assert(rg_tensor_requires_grad(p->items[0].tensor) && !p->items[0].is_buffer);
+    rg_tensor *x = rgt_uniform(RG_SHAPE(5, 6), -1, 1, 1);
+    rg_scope_begin();
+    rg_tensor *y = rg_layer_forward(l, x, RG_TRAIN);
+    rg_tensor *want = rg_linear(x, p->items[0].tensor, p->items[1].tensor);
+    cr_assert_eq(y->shape[0], 5);
+    cr_assert_eq(y->shape[1], 3);
+    rgt_assert_close(rg_tensor_f32(y), rg_tensor_f32(want), 15, 0, 0, "Linear layer");
+    rg_scope_end();
+    free_layer_and_input(l, x);
+}
+
+Test(layers_conv2d, oihw_weight_output_shape_and_optional_bias) {
+    rg_rng_stream init = {.seed = 8};
+    rg_layer *c = rg_conv2d_new("layer1.0.conv1", 3, 5, 3,
+                                &(rg_conv2d_opts){.stride = 2, .padding = 1}, &init);
+    const rg_param_list *p = rg_layer_params(c);
+    cr_assert_eq(p->n, 2);
+    cr_assert_str_eq(p->items[0].name, "layer1.0.conv1.weight");
+    int64_t want_w[] = {5, 3, 3, 3};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(p->items[0].tensor->shape[i], want_w[i], "OIHW dim %d", i);
+    rg_tensor *x = rgt_uniform(RG_SHAPE(2, 3, 9, 8), -1, 1, 2);
+    rg_scope_begin();
+    rg_tensor *y = rg_layer_forward(c, x, RG_EVAL);
+    int64_t want_y[] = {2, 5, 5, 4}; /* (9 + 2 - 3)/2 + 1 = 5, (8 + 2 - 3)/2 + 1 = 4 */
+    for (int i = 0; i < 4; i++) cr_assert_eq(y->shape[i], want_y[i], "output dim %d", i);
+    rg_scope_end();
+    rg_layer *nb = rg_conv2d_new("conv", 3, 4, 1, &(rg_conv2d_opts){.no_bias = true}, &init);
+    cr_assert_eq(rg_layer_params(nb)->n, 1, "no_bias: only the weight");
+    rg_layer_free(nb);
+    free_layer_and_input(c, x);
+}
+
+/* Draws a big layer and checks the values lie in +-1/sqrt(fan_in), fill the range, and have the
+ * uniform distribution's mean 0 and variance bound^2/3. */
+static void check_uniform(const rg_tensor *t, double bound, const char *what) {
+    const float *v = rg_tensor_f32(t);
+    double sum = 0, sq = 0, lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < t->numel; i++) {
+        sum += v[i], sq += (double)v[i] * v[i];
+        lo = fmin(lo, v[i]), hi = fmax(hi, v[i]);
+    }
+    double n = (double)t->numel, mean = sum / n, var = sq / n - mean * mean;
+    double fill = 1 - 20 / n; /* P(max below it) = e^-10 */
+    cr_assert(lo >= -bound && hi <= bound, "%s: values in [%g, %g], bound %g", what, lo, hi, bound);
+    cr_assert(lo < -fill * bound && hi > fill * bound, "%s: range [%g, %g] does not fill +-%g",
+              what, lo, hi, bound);
+    /* five standard errors: of the mean, bound/sqrt(3n); of the variance, sqrt(0.8/n) relative */
+    cr_assert(fabs(mean) < 5 * bound / sqrt(3 * n), "%s: mean %g", what, mean);
+    cr_assert(fabs(var / (bound * bound / 3) - 1) < 5 * sqrt(0.8 / n), "%s: variance %g, want %g",
+              what, var, bound * bound / 3);
+}
+
+Test(layers_init, default_init_is_uniform_within_one_over_sqrt_fan_in) {
+    rg_rng_stream init = {.seed = 11};
+    rg_layer *lin = rg_linear_new("fc", 300, 200, &init);
+    check_uniform(rg_layer_params(lin)->items[0].tensor, 1 / sqrt(300.0), "linear weight");
+    rg_layer *conv = rg_conv2d_new("conv", 16, 600, 3, NULL, &init);
+    check_uniform(rg_layer_params(conv)->items[0].tensor, 1 / sqrt(16 * 9.0), "conv weight");
+    check_uniform(rg_layer_params(conv)->items[1].tensor, 1 / sqrt(16 * 9.0), "conv bias");
+    rg_layer *wide = rg_linear_new("fc", 4, 6000, &init);
+    check_uniform(rg_layer_params(wide)->items[1].tensor, 0.5, "linear bias");
+    rg_layer_free(lin), rg_layer_free(conv), rg_layer_free(wide);
+}
+
+Test(layers_init, same_seed_same_weights_and_stream_advances) {
+    rg_rng_stream a = {.seed = 5}, b = {.seed = 5};
+    rg_layer *l1 = rg_linear_new("fc", 10, 7, &a), *l2 = rg_linear_new("fc", 10, 7, &b);
+    cr_assert_eq(a.offset, b.offset);
+    cr_assert_geq(a.offset, 77, "the stream advanced past weight and bias");
+    const rg_tensor *w1 = rg_layer_params(l1)->items[0].tensor,
+                    *w2 = rg_layer_params(l2)->items[0].tensor;
+    cr_assert(memcmp(w1->data, w2->data, rg_tensor_nbytes(w1)) == 0);
+    rg_layer *l3 = rg_linear_new("fc", 10, 7, &a); /* continues the stream: different numbers */
+    cr_assert(memcmp(w1->data, rg_layer_params(l3)->items[0].tensor->data, rg_tensor_nbytes(w1)) !=
+              0);
+    cr_assert_neq(rg_seed_derive(5, 0), rg_seed_derive(5, 1));
+    cr_assert_neq(rg_seed_derive(5, 0), rg_seed_derive(6, 0));
+    rg_layer_free(l1), rg_layer_free(l2), rg_layer_free(l3);
+}
+
+Test(layers_sequential, concatenates_names_and_runs_children_in_order) {
+    rg_rng_stream init = {.seed = 3};
+    rg_layer *net = rg_sequential_new("");
+    rg_layer_add(net, rg_conv2d_new("conv1", 1, 2, 3, NULL, &init));
+    rg_layer_add(net, rg_relu_new("relu"));
+    rg_layer_add(net, rg_maxpool2d_new("pool", 2, 0, 0));
+    rg_layer_add(net, rg_flatten_new("flatten"));
+    rg_layer_add(net, rg_linear_new("fc1", 2 * 3 * 3, 4, &init));
+    const char *names[] = {"conv1.weight", "conv1.bias", "fc1.weight", "fc1.bias"};
+    const rg_param_list *p = rg_layer_params(net);
+    cr_assert_eq(p->n, 4);
+    for (int i = 0; i < 4; i++) cr_assert_str_eq(p->items[i].name, names[i]);
+    cr_assert_eq(rg_param_list_find(p, "fc1.weight")->tensor, p->items[2].tensor);
+    cr_assert_null(rg_param_list_find(p, "fc2.weight"));
+    cr_assert_eq(rg_param_list_numel(p), 2 * 9 + 2 + 18 * 4 + 4);
+    rg_tensor *x = rgt_uniform(RG_SHAPE(3, 1, 8, 8), -1, 1, 4);
+    rg_scope_begin();
+    rg_tensor *y = rg_layer_forward(net, x, RG_TRAIN); /* 8 -> conv 6 -> pool 3 -> 18 -> 4 */
+    cr_assert_eq(y->ndim, 2);
+    cr_assert_eq(y->shape[0], 3);
+    cr_assert_eq(y->shape[1], 4);
+    rg_backward(rg_sum(y));
+    for (int i = 0; i < 4; i++) {
+        const rg_tensor *g = p->items[i].tensor->grad;
+        cr_assert(g && rg_tensor_same_shape(g, p->items[i].tensor), "%s has a gradient", names[i]);
+        double s = 0;
+        for (int64_t k = 0; k < g->numel; k++) s += fabs(rg_tensor_f32(g)[k]);
+        cr_assert_gt(s, 0, "%s: gradient is not all zero", names[i]);
+    }
+    rg_scope_end();
+    free_layer_and_input(net, x);
+}
+
+Test(layers_dropout, stream_advances_only_in_training_and_rate_can_change) {
+    rg_layer *d = rg_dropout_new("dropout1", 0.5f, 99);
+    rg_rng_stream *s = rg_dropout_stream(d);
+    cr_assert_not_null(s);
+    cr_assert_eq(s->seed, 99);
+    rg_tensor *x = rgt_uniform(RG_SHAPE(4, 10), 1, 2, 5);
+    rg_scope_begin();
+    cr_assert_eq(rg_layer_forward(d, x, RG_EVAL), x, "evaluation: identity");
+    cr_assert_eq(s->offset, 0);
+    rg_tensor *y1 = rg_layer_forward(d, x, RG_TRAIN);
+    uint64_t after_one = s->offset;
+    cr_assert_geq(after_one, 40);
+    rg_tensor *y2 = rg_layer_forward(d, x, RG_TRAIN);
+    cr_assert_eq(s->offset, 2 * after_one);
+    int zeros = 0;
+    bool differ = false;
+    for (int i = 0; i < 40; i++) {
+        float v = rg_tensor_f32(y1)[i], xi = rg_tensor_f32(x)[i];
+        cr_assert(v == 0.0f || fabsf(v - 2 * xi) < 1e-6f, "kept values are scaled by 1/(1-p)");
+        zeros += v == 0.0f;
+        differ |= v != rg_tensor_f32(y2)[i];
+    }
+    cr_assert(zeros > 5 && zeros < 35, "%d of 40 dropped at p = 0.5", zeros);
+    cr_assert(differ, "the second forward draws a new mask");
+    cr_assert(rg_dropout_set_p(d, 0.0f));
+    cr_assert_float_eq(rg_dropout_p(d), 0.0f, 0);
+    cr_assert_eq(rg_layer_forward(d, x, RG_TRAIN), x, "p = 0 disables dropout");
+    rg_scope_end();
+    rg_layer *relu = rg_relu_new("r");
+    cr_assert_null(rg_dropout_stream(relu));
+    cr_assert_not(rg_dropout_set_p(relu, 0.3f));
+    cr_assert_float_eq(rg_dropout_p(relu), -1.0f, 0);
+    rg_layer_free(relu);
+    free_layer_and_input(d, x);
+}
+
+Test(layers_params, to_device_on_the_same_device_keeps_everything) {
+    rg_rng_stream init = {.seed = 1};
+    rg_layer *l = rg_linear_new("fc", 3, 2, &init);
+    const rg_param_list *p = rg_layer_params(l);
+    void *data = p->items[0].tensor->data;
+    cr_assert_eq(rg_param_list_to_device(p, RG_CPU), RG_OK);
+    cr_assert_eq(p->items[0].tensor->data, data);
+    rg_layer_free(l);
+}
+
+Test(layers_misuse, bad_dropout_probability_aborts, .signal = SIGABRT) {
+    rg_dropout_new("d", 1.5f, 0);
+}
+
+Test(layers_misuse, linear_with_zero_inputs_aborts, .signal = SIGABRT) {
+    rg_rng_stream init = {0};
+    rg_linear_new("fc", 0, 3, &init);
+}
+
+Test(layers_misuse, adding_a_child_to_a_layer_with_parameters_aborts, .signal = SIGABRT) {
+    rg_rng_stream init = {0};
+    rg_layer *l = rg_linear_new("fc", 2, 3, &init);
+    rg_layer_add(l, rg_relu_new("r"));
+}
+
+Test(layers_misuse, wrong_input_shape_aborts, .signal = SIGABRT) {
+    rg_rng_stream init = {0};
+    rg_layer *l = rg_linear_new("fc", 4, 3, &init);
+    rg_tensor *x = rgt_uniform(RG_SHAPE(2, 5), -1, 1, 1);
+    rg_scope_begin();
+    rg_layer_forward(l, x, RG_TRAIN);
+}
