@@ -11,7 +11,8 @@ Fails (exit 1, with the reason) unless:
     overlap), which is what Perfetto needs to stack them;
   - every async "b" has exactly one matching "e" (same pid, cat, id, name) no earlier than it;
   - every rank has an X event named each --expect NAME;
-  - the comm thread's collectives carry "bytes" and "seq" args.
+  - the comm thread's collectives (cat "comm" on the thread named comm) carry "bytes" and
+    "seq" args.
 Uses only the standard library."""
 import argparse
 import collections
@@ -70,10 +71,6 @@ def main():
                 fail("negative time in %r" % e)
             xs[(pid, e["tid"])].append(e)
             names[pid].add(e["name"])
-            if e.get("cat") == "comm":
-                args = e.get("args", {})
-                if "bytes" not in args or "seq" not in args:
-                    fail("collective without bytes/seq args: %r" % e)
         elif ph in ("b", "e"):
             key = (pid, e["cat"], e["id"], e["name"])
             asyncs[key] += 1 if ph == "b" else -1
@@ -91,7 +88,12 @@ def main():
             if n not in names[r]:
                 fail("rank %d has no event %r (has %r)" % (r, n, sorted(names[r])))
     for (pid, tid), evs in xs.items():
-        check_nesting(evs, "rank %s thread %s" % (pid, threads[pid].get(tid, tid)))
+        thread = threads[pid].get(tid, tid)
+        check_nesting(evs, "rank %s thread %s" % (pid, thread))
+        for e in evs:
+            args = e.get("args", {})
+            if thread == "comm" and e.get("cat") == "comm" and not ("bytes" in args and "seq" in args):
+                fail("collective without bytes/seq args: %r" % e)
     open_asyncs = [k for k, v in asyncs.items() if v != 0]
     if open_asyncs:
         fail("async events without an end: %r" % open_asyncs[:3])
