@@ -1,0 +1,176 @@
+/* allreduce_bench — allreduce bandwidth through ringgrad's communicator, against raw
+ * MPI_Allreduce on the same bytes in the same run.
+ *
+ *   scripts/rg-mpirun -np 2 build/bin/allreduce_bench [--min 4K] [--max 256M] [--factor 4]
+ *                                                     [--rounds 5] [--budget 0.1]
+ *
+ * For each size (float32, SUM) it times these methods, interleaved round by round so that
+ * noise from the machine hits them alike:
+ *   raw   MPI_Allreduce on MPI_COMM_WORLD, called from the main thread: the baseline;
+ *   mpi   rg_comm_allreduce on an mpi comm: queue, comm thread, join, MPI_Allreduce;
+ *   ring  rg_comm_allreduce on a ring comm: queue, comm thread, join, our ring.
+ * A measurement is `iters` back-to-back calls (about --budget seconds), its time the slowest
+ * rank's; the table shows the median over --rounds rounds as
+ *   algbw = bytes / time                    what the caller sees, and
+ *   busbw = algbw * 2(n-1)/n                what each link carries (NCCL-tests' definition),
+ * and each method's busbw as a ratio of raw's. To add a column (say, the DDP reducer's
+ * buckets), add an entry to `methods`. Before timing, each method's result is checked once. */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ringgrad.h"
+
+#define MAX_ROUNDS 64
+
+typedef struct {
+    const char *name;
+    void (*run)(void *ctx, float *buf, int64_t count);
+    void *ctx;
+} method;
+
+static void run_raw(void *ctx, float *buf, int64_t count) {
+    MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+static void run_comm(void *ctx, float *buf, int64_t count) {
+    rg_status s = rg_comm_allreduce(ctx, buf, count, RG_COMM_F32, RG_REDUCE_SUM);
+    if (s != RG_OK) {
+        fprintf(stderr, "allreduce_bench: %s\n", rg_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+typedef struct {
+    int64_t min, max;
+    double factor, budget;
+    int rounds;
+} options;
+
+static int64_t parse_bytes(const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    return (int64_t)(v * (double)((int64_t)1 << shift));
+}
+
+static options parse_args(int argc, char **argv) {
+    options o = {4 << 10, 256 << 20, 4, 0.1, 5};
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--min"))
+            o.min = parse_bytes(argv[i + 1]);
+        else if (!strcmp(argv[i], "--max"))
+            o.max = parse_bytes(argv[i + 1]);
+        else if (!strcmp(argv[i], "--factor"))
+            o.factor = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--rounds"))
+            o.rounds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--budget"))
+            o.budget = atof(argv[i + 1]);
+        else
+            fprintf(stderr, "allreduce_bench: ignoring %s\n", argv[i]);
+    }
+    if (o.rounds < 1) o.rounds = 1;
+    if (o.rounds > MAX_ROUNDS) o.rounds = MAX_ROUNDS;
+    if (o.factor < 1.01) o.factor = 2;
+    if (o.min < 4) o.min = 4;
+    return o;
+}
+
+/* Seconds per call of m over `iters` calls, as the slowest rank saw it. */
+static double measure(const method *m, float *buf, int64_t count, int iters) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++) m->run(m->ctx, buf, count);
+    double t = (MPI_Wtime() - t0) / iters;
+    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return t;
+}
+
+/* Rank r contributes r + 1 everywhere; the sum is n(n+1)/2. */
+static void check(const method *m, float *buf, int64_t count, int rank, int size) {
+    for (int64_t i = 0; i < count; i++) buf[i] = (float)(rank + 1);
+    m->run(m->ctx, buf, count);
+    float want = (float)size * (size + 1) / 2;
+    for (int64_t i = 0; i < count; i++) {
+        if (buf[i] != want) {
+            fprintf(stderr, "allreduce_bench: %s: element %lld of %lld is %g, want %g\n", m->name,
+                    (long long)i, (long long)count, buf[i], want);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    memset(buf, 0, (size_t)count * sizeof *buf); /* zeros stay zeros: no overflow, no denormals */
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void bench_size(const method *ms, int nm, int64_t bytes, const options *o, int rank,
+                       int size) {
+    int64_t count = bytes / 4;
+    float *buf = calloc(count, sizeof *buf);
+    for (int k = 0; k < nm; k++) check(&ms[k], buf, count, rank, size);
+    /* Calls per measurement: about o->budget seconds of the baseline's best of three calls,
+     * agreed by all ranks. */
+    double best = INFINITY;
+    for (int i = 0; i < 3; i++) best = fmin(best, measure(&ms[0], buf, count, 1));
+    int iters = (int)fmin(1000, fmax(1, o->budget / best));
+    MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    double t[8][MAX_ROUNDS];
+    for (int r = 0; r < o->rounds; r++)
+        for (int k = 0; k < nm; k++) t[k][r] = measure(&ms[k], buf, count, iters);
+    if (rank == 0) {
+        double bus = 2.0 * (size - 1) / size, raw_bus = 0;
+        printf("%10lld %6d", (long long)bytes, iters);
+        for (int k = 0; k < nm; k++) {
+            double alg = bytes / median(t[k], o->rounds) / 1e9;
+            if (k == 0) raw_bus = alg * bus;
+            printf(" | %7.3f %7.3f", alg, alg * bus);
+            if (k > 0) printf(" %5.2f", alg * bus / raw_bus);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    free(buf);
+}
+
+int main(int argc, char **argv) {
+    options o = parse_args(argc, argv);
+    rg_dist *d = rg_dist_init(&argc, &argv);
+    if (!d || !rg_dist_launched(d)) {
+        fprintf(stderr, "allreduce_bench: run me under scripts/rg-mpirun -np N (%s)\n",
+                d ? "not launched by mpirun" : rg_last_error());
+        return 1;
+    }
+    int rank = rg_dist_rank(d), size = rg_dist_size(d);
+    rg_comm *mpi, *ring;
+    if (rg_comm_new(d, RG_COMM_MPI, &mpi) != RG_OK ||
+        rg_comm_new(d, RG_COMM_RING, &ring) != RG_OK) {
+        fprintf(stderr, "allreduce_bench: %s\n", rg_last_error());
+        return 1;
+    }
+    const method ms[] = {{"raw", run_raw, NULL}, {"mpi", run_comm, mpi}, {"ring", run_comm, ring}};
+    int nm = (int)(sizeof ms / sizeof *ms);
+    if (rank == 0) {
+        printf("# allreduce float32 SUM, %d ranks, median of %d rounds, GB/s. Per method: algbw, "
+               "busbw = algbw * 2(n-1)/n, and busbw / raw busbw\n",
+               size, o.rounds);
+        printf("%10s %6s", "bytes", "iters");
+        for (int k = 0; k < nm; k++) printf(" | %7s %7s%s", ms[k].name, "busbw", k ? " ratio" : "");
+        printf("\n");
+    }
+    for (double b = (double)o.min; b <= (double)o.max * 1.0001; b *= o.factor)
+        bench_size(ms, nm, ((int64_t)b + 3) / 4 * 4, &o, rank, size);
+    rg_comm_free(mpi);
+    rg_comm_free(ring);
+    return rg_dist_finalize(d) == RG_OK ? 0 : 1;
+}

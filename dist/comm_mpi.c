@@ -1,0 +1,154 @@
+/* comm_mpi.c — the mpi backend: each collective is the MPI call of the same name on host buffers,
+ * so Open MPI picks the algorithm (tree, recursive doubling, ring, ...) by size and world.
+ *
+ * Three things MPI does not do for us:
+ *   - float16: MPI has no half type, so F16 travels as MPI_UINT16_T with a user-defined sum that
+ *     adds in float32 and rounds once per hop (host_reduce.c);
+ *   - AVG: MPI has no average; it is SUM, then a scale by 1/size;
+ *   - counts: MPI counts are int; allreduce and broadcast are split into chunks of 2^30
+ *     elements, the others refuse more than INT_MAX elements.
+ * Barrier and the point-to-point calls here serve the ring backend too. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "dist/comm_impl.h"
+
+#define CHUNK ((int64_t)1 << 30)
+
+typedef struct {
+    MPI_Op f16_sum;
+} mpi_state;
+
+MPI_Datatype rg_comm_mpi_type(rg_comm_dtype dt) {
+    switch (dt) {
+    case RG_COMM_F32:
+        return MPI_FLOAT;
+    case RG_COMM_F16:
+        return MPI_UINT16_T;
+    case RG_COMM_I32:
+        return MPI_INT32_T;
+    case RG_COMM_I64:
+        return MPI_INT64_T;
+    case RG_COMM_U8:
+        return MPI_UINT8_T;
+    default:
+        RG_CHECK(0, "comm: bad dtype %d", (int)dt);
+    }
+}
+
+/* MPI_User_function: inout[i] = in[i] + inout[i], for float16. */
+static void f16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+    rg_host_reduce_sum(inout, in, *len, RG_COMM_F16);
+}
+
+static MPI_Op sum_op(const rg_comm *c, rg_comm_dtype dt) {
+    return dt == RG_COMM_F16 ? ((mpi_state *)c->impl)->f16_sum : MPI_SUM;
+}
+
+static rg_status mpi_init(rg_comm *c) {
+    mpi_state *st = calloc(1, sizeof *st);
+    if (!st) return rg_error(RG_ENOMEM, "comm backend mpi: out of memory");
+    MPI_Op_create(f16_sum, 1, &st->f16_sum);
+    c->impl = st;
+    return RG_OK;
+}
+
+static void mpi_deinit(rg_comm *c) {
+    mpi_state *st = c->impl;
+    if (!st) return;
+    MPI_Op_free(&st->f16_sum);
+    free(st);
+    c->impl = NULL;
+}
+
+static rg_status too_large(const char *what, int64_t count) {
+    return rg_error(RG_EINVAL, "%s: %lld elements exceed MPI's int count", what, (long long)count);
+}
+
+static rg_status mpi_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
+                               rg_reduce_op op) {
+    size_t esz = rg_comm_dtype_size(dt);
+    for (int64_t off = 0; off < count; off += CHUNK) {
+        int n = (int)(count - off < CHUNK ? count - off : CHUNK);
+        MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * esz, n, rg_comm_mpi_type(dt), sum_op(c, dt),
+                      c->mpi);
+    }
+    if (op == RG_REDUCE_AVG) rg_host_scale(buf, count, dt, 1.0 / c->size);
+    return RG_OK;
+}
+
+static rg_status mpi_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int root) {
+    size_t esz = rg_comm_dtype_size(dt);
+    for (int64_t off = 0; off < count; off += CHUNK) {
+        int n = (int)(count - off < CHUNK ? count - off : CHUNK);
+        MPI_Bcast((char *)buf + off * esz, n, rg_comm_mpi_type(dt), root, c->mpi);
+    }
+    return RG_OK;
+}
+
+static rg_status mpi_allgather(rg_comm *c, const void *send, void *recv, int64_t count,
+                               rg_comm_dtype dt) {
+    if (count > INT_MAX) return too_large("rg_comm_allgather", count);
+    const char *mine = (const char *)recv + (size_t)c->rank * count * rg_comm_dtype_size(dt);
+    MPI_Datatype t = rg_comm_mpi_type(dt);
+    MPI_Allgather(send == mine ? MPI_IN_PLACE : send, (int)count, t, recv, (int)count, t, c->mpi);
+    return RG_OK;
+}
+
+static rg_status mpi_reduce_scatter(rg_comm *c, const void *send, void *recv, int64_t count,
+                                    rg_comm_dtype dt, rg_reduce_op op) {
+    if (count > INT_MAX) return too_large("rg_comm_reduce_scatter", count);
+    MPI_Reduce_scatter_block(send, recv, (int)count, rg_comm_mpi_type(dt), sum_op(c, dt), c->mpi);
+    if (op == RG_REDUCE_AVG) rg_host_scale(recv, count, dt, 1.0 / c->size);
+    return RG_OK;
+}
+
+rg_status rg_comm_mpi_barrier(rg_comm *c) {
+    MPI_Barrier(c->mpi);
+    return RG_OK;
+}
+
+/* ---- point-to-point, waited on politely with stall reports (join.c) ---- */
+
+typedef struct {
+    const char *what;
+    int64_t count;
+    int peer, tag;
+} p2p_info;
+
+static void describe_p2p(rg_comm *c, void *ctx, double waited, char *buf, size_t cap) {
+    const p2p_info *p = ctx;
+    snprintf(buf, cap, "%s of %lld elements %s rank %d (tag %d) has waited %.1f s on rank %d",
+             p->what, (long long)p->count, p->what[0] == 's' ? "to" : "from", p->peer, p->tag,
+             waited, c->rank);
+}
+
+rg_status rg_comm_mpi_send(rg_comm *c, const void *buf, int64_t count, rg_comm_dtype dt, int peer,
+                           int tag) {
+    if (count > INT_MAX) return too_large("rg_comm_send", count);
+    MPI_Request req;
+    MPI_Isend(buf, (int)count, rg_comm_mpi_type(dt), peer, tag, c->mpi, &req);
+    return rg_comm_mpi_wait(c, 1, &req, describe_p2p, &(p2p_info){"send", count, peer, tag});
+}
+
+rg_status rg_comm_mpi_recv(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int peer,
+                           int tag) {
+    if (count > INT_MAX) return too_large("rg_comm_recv", count);
+    MPI_Request req;
+    MPI_Irecv(buf, (int)count, rg_comm_mpi_type(dt), peer, tag, c->mpi, &req);
+    return rg_comm_mpi_wait(c, 1, &req, describe_p2p, &(p2p_info){"recv", count, peer, tag});
+}
+
+const rg_comm_ops rg_comm_mpi_ops = {
+    .name = "mpi",
+    .init = mpi_init,
+    .deinit = mpi_deinit,
+    .allreduce = mpi_allreduce,
+    .broadcast = mpi_broadcast,
+    .allgather = mpi_allgather,
+    .reduce_scatter = mpi_reduce_scatter,
+    .barrier = rg_comm_mpi_barrier,
+    .send = rg_comm_mpi_send,
+    .recv = rg_comm_mpi_recv,
+};

@@ -1,0 +1,66 @@
+/* host_reduce.c — the arithmetic of a reduction on host buffers: dst += src, and the 1/N of AVG.
+ *
+ * The ring backend adds each block it receives with these, and the MPI backend's user-defined
+ * float16 sum calls them too, so both backends round float16 the same way: each hop adds in
+ * float32 and rounds once (tensor/kernels.h holds the conversions). */
+#include <string.h>
+
+#include "dist/comm_impl.h"
+#include "tensor/kernels.h"
+
+static void sum_f32(float *restrict d, const float *restrict s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] += s[i];
+}
+
+static void sum_f16(uint16_t *restrict d, const uint16_t *restrict s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = rg_f32_to_f16(rg_f16_to_f32(d[i]) + rg_f16_to_f32(s[i]));
+}
+
+static void sum_i32(int32_t *restrict d, const int32_t *restrict s, int64_t n) {
+    /* Wrap around like MPI_SUM does in practice, without signed-overflow UB. */
+    for (int64_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)d[i] + (uint32_t)s[i]);
+}
+
+static void sum_i64(int64_t *restrict d, const int64_t *restrict s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = (int64_t)((uint64_t)d[i] + (uint64_t)s[i]);
+}
+
+static void sum_u8(uint8_t *restrict d, const uint8_t *restrict s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = (uint8_t)(d[i] + s[i]);
+}
+
+void rg_host_reduce_sum(void *dst, const void *src, int64_t count, rg_comm_dtype dt) {
+    switch (dt) {
+    case RG_COMM_F32:
+        sum_f32(dst, src, count);
+        break;
+    case RG_COMM_F16:
+        sum_f16(dst, src, count);
+        break;
+    case RG_COMM_I32:
+        sum_i32(dst, src, count);
+        break;
+    case RG_COMM_I64:
+        sum_i64(dst, src, count);
+        break;
+    case RG_COMM_U8:
+        sum_u8(dst, src, count);
+        break;
+    default:
+        RG_CHECK(0, "rg_host_reduce_sum: bad dtype %d", (int)dt);
+    }
+}
+
+void rg_host_scale(void *buf, int64_t count, rg_comm_dtype dt, double factor) {
+    if (factor == 1.0) return;
+    if (dt == RG_COMM_F32) {
+        float *p = buf, f = (float)factor;
+        for (int64_t i = 0; i < count; i++) p[i] *= f;
+    } else if (dt == RG_COMM_F16) {
+        uint16_t *p = buf;
+        float f = (float)factor;
+        for (int64_t i = 0; i < count; i++) p[i] = rg_f32_to_f16(rg_f16_to_f32(p[i]) * f);
+    } else {
+        RG_CHECK(0, "rg_host_scale: AVG needs a float dtype, got %d", (int)dt);
+    }
+}

@@ -1,0 +1,137 @@
+/* A world of one: without mpirun, rg_dist_init starts no MPI at all, and every collective is
+ * the identity or a copy. Backend names, environment options and the nccl stub. */
+#include <mpi.h>
+#include <stdlib.h>
+
+#include "rgtest.h"
+
+/* ctest might itself run under a launcher; these tests are about running without one. */
+static void no_launcher(void) {
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("PMIX_RANK");
+    unsetenv("PMI_RANK");
+    unsetenv("RG_COMM");
+}
+
+TestSuite(dist_world, .init = no_launcher);
+
+Test(dist_world, one_rank_without_mpirun_and_no_mpi_init) {
+    rg_dist *d = rg_dist_init(NULL, NULL);
+    cr_assert(d, "%s", rg_last_error());
+    cr_assert_eq(rg_dist_rank(d), 0);
+    cr_assert_eq(rg_dist_size(d), 1);
+    cr_assert_eq(rg_dist_local_rank(d), 0);
+    cr_assert_eq(rg_dist_local_size(d), 1);
+    cr_assert(!rg_dist_launched(d));
+    int up = 1;
+    MPI_Initialized(&up);
+    cr_assert(!up, "MPI must not be initialised in a world of one");
+    rg_comm *c = rg_dist_comm(d);
+    cr_assert_eq(rg_comm_kind(c), RG_COMM_MPI, "default backend");
+    cr_assert_eq(rg_comm_size(c), 1);
+    cr_assert_eq(rg_dist_finalize(d), RG_OK);
+}
+
+Test(dist_world, collectives_of_one_are_identity_or_copy) {
+    rg_dist *d = rg_dist_init(NULL, NULL);
+    cr_assert(d);
+    for (int b = 0; b < 2; b++) {
+        rg_comm *c;
+        cr_assert_eq(rg_comm_new(d, b ? RG_COMM_RING : RG_COMM_MPI, &c), RG_OK);
+        float x[5] = {1, -2, 3.5f, 4, 5}, y[5] = {0};
+        cr_assert_eq(rg_comm_allreduce(c, x, 5, RG_COMM_F32, RG_REDUCE_SUM), RG_OK);
+        cr_assert_eq(rg_comm_allreduce(c, x, 5, RG_COMM_F32, RG_REDUCE_AVG), RG_OK);
+        cr_assert_eq(x[2], 3.5f);
+        cr_assert_eq(rg_comm_broadcast(c, x, 5, RG_COMM_F32, 0), RG_OK);
+        cr_assert_eq(rg_comm_allgather(c, x, y, 5, RG_COMM_F32), RG_OK);
+        cr_assert_arr_eq(x, y, sizeof x);
+        memset(y, 0, sizeof y);
+        cr_assert_eq(rg_comm_reduce_scatter(c, x, y, 5, RG_COMM_F32, RG_REDUCE_SUM), RG_OK);
+        cr_assert_arr_eq(x, y, sizeof x);
+        cr_assert_eq(rg_comm_barrier(c), RG_OK);
+        rg_comm_req *r;
+        cr_assert_eq(rg_comm_allreduce_async(c, x, 5, RG_COMM_F32, RG_REDUCE_SUM, &r), RG_OK);
+        cr_assert_eq(rg_comm_wait(r), RG_OK);
+        cr_assert_eq(x[4], 5.0f);
+        cr_assert_eq(rg_comm_allreduce(c, NULL, 0, RG_COMM_F32, RG_REDUCE_SUM), RG_OK);
+        rg_comm_free(c);
+    }
+    cr_assert_eq(rg_dist_finalize(d), RG_OK);
+}
+
+Test(dist_world, backend_names_parse_and_print) {
+    const char *names[] = {"mpi", "ring", "nccl"};
+    for (int b = 0; b < RG_COMM_BACKEND_COUNT; b++) {
+        rg_comm_backend got;
+        cr_assert_eq(rg_comm_backend_parse(names[b], &got), RG_OK);
+        cr_assert_eq(got, (rg_comm_backend)b);
+        cr_assert_str_eq(rg_comm_backend_name(got), names[b]);
+    }
+    const char *bad[] = {"MPI", "tcp", "", "ring "};
+    for (int i = 0; i < 4; i++) {
+        rg_comm_backend got = RG_COMM_RING;
+        cr_assert_eq(rg_comm_backend_parse(bad[i], &got), RG_EINVAL, "\"%s\"", bad[i]);
+        cr_assert(strstr(rg_last_error(), "choose mpi, ring or nccl"), "%s", rg_last_error());
+    }
+    rg_comm_backend got;
+    cr_assert_eq(rg_comm_backend_parse(NULL, &got), RG_EINVAL);
+}
+
+Test(dist_world, backend_and_stall_time_come_from_options_then_environment) {
+    setenv("RG_COMM", "ring", 1);
+    rg_dist *d = rg_dist_init(NULL, NULL);
+    cr_assert(d, "%s", rg_last_error());
+    cr_assert_eq(rg_comm_kind(rg_dist_comm(d)), RG_COMM_RING);
+    cr_assert_eq(rg_dist_finalize(d), RG_OK);
+    d = rg_dist_init_opts(NULL, NULL, &(rg_dist_opts){.comm = "mpi"});
+    cr_assert_eq(rg_comm_kind(rg_dist_comm(d)), RG_COMM_MPI, "an option beats the environment");
+    cr_assert_eq(rg_dist_finalize(d), RG_OK);
+
+    setenv("RG_COMM", "carrier-pigeon", 1);
+    cr_assert_null(rg_dist_init(NULL, NULL));
+    cr_assert(strstr(rg_last_error(), "carrier-pigeon"), "%s", rg_last_error());
+    unsetenv("RG_COMM");
+
+    setenv("RG_STALL_SECONDS", "soon", 1);
+    cr_assert_null(rg_dist_init(NULL, NULL));
+    cr_assert(strstr(rg_last_error(), "RG_STALL_SECONDS"), "%s", rg_last_error());
+    setenv("RG_STALL_SECONDS", "2.5", 1);
+    d = rg_dist_init(NULL, NULL);
+    cr_assert(d, "%s", rg_last_error());
+    cr_assert_eq(rg_dist_finalize(d), RG_OK);
+}
+
+Test(dist_world, nccl_without_cuda_says_so) {
+    rg_dist *d = rg_dist_init_opts(NULL, NULL, &(rg_dist_opts){.comm = "nccl"});
+    if (d) { /* a CUDA build on a machine with a GPU */
+        rg_dist_finalize(d);
+        cr_skip("this build has a working nccl backend");
+    }
+    cr_assert(strstr(rg_last_error(), "nccl"), "%s", rg_last_error());
+    d = rg_dist_init(NULL, NULL);
+    cr_assert(d);
+    rg_comm *c = (rg_comm *)1;
+    rg_status s = rg_comm_new(d, RG_COMM_NCCL, &c);
+    cr_assert_neq(s, RG_OK);
+    cr_assert_null(c);
+    if (strstr(rg_last_error(), "has no CUDA")) cr_assert_eq(s, RG_ENOTSUP);
+    cr_assert_eq(rg_dist_finalize(d), RG_OK);
+}
+
+Test(dist_world, root_out_of_range_is_misuse, .signal = SIGABRT) {
+    rg_dist *d = rg_dist_init(NULL, NULL);
+    int x = 0;
+    rg_comm_broadcast(rg_dist_comm(d), &x, 1, RG_COMM_I32, 1);
+}
+
+Test(dist_world, avg_of_integers_is_misuse, .signal = SIGABRT) {
+    rg_dist *d = rg_dist_init(NULL, NULL);
+    int x = 0;
+    rg_comm_allreduce(rg_dist_comm(d), &x, 1, RG_COMM_I32, RG_REDUCE_AVG);
+}
+
+Test(dist_world, message_to_self_is_misuse, .signal = SIGABRT) {
+    rg_dist *d = rg_dist_init(NULL, NULL);
+    int x = 0;
+    rg_comm_send(rg_dist_comm(d), &x, 1, RG_COMM_I32, 0, 0);
+}

@@ -1,0 +1,54 @@
+# dist tests beyond the auto-registered test_*.c and mpi_*.c (see cmake/tests.cmake):
+#   - fault tests: a rank that dies, exits, trips a check, stalls or leaves early must end the
+#     whole job with a non-zero exit and a message, within a time limit (fault.sh, fault_prog.c);
+#   - the timeline of a 3-rank run must be valid Chrome-trace JSON (check_timeline.py);
+#   - the allreduce benchmark must build and run (bench/allreduce_bench.c).
+
+add_executable(fault_prog ${CMAKE_CURRENT_LIST_DIR}/fault_prog.c)
+set_target_properties(fault_prog PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+target_link_libraries(fault_prog PRIVATE ringgrad)
+
+# name  np  seconds  pattern the output must contain
+set(RG_FAULTS
+  "kill|3|20|exited on signal 9"
+  "exit|3|20|exited with non-zero status"
+  "exit0|3|20|exiting improperly"
+  "check|3|20|ringgrad: rg_comm_broadcast: root: rank 3 is not in a world of 3"
+  "stall|3|30|not joined yet: rank 2"
+  "early|3|20|rank 2 called close")
+foreach(f ${RG_FAULTS})
+  string(REPLACE "|" ";" f "${f}")
+  list(GET f 0 mode)
+  list(GET f 1 np)
+  list(GET f 2 secs)
+  list(SUBLIST f 3 -1 pat)
+  string(REPLACE ";" "|" pat "${pat}")
+  add_test(NAME dist/fault_${mode}
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/fault.sh ${RG_MPIRUN} $<TARGET_FILE:fault_prog>
+                   ${mode} ${np} ${secs} "${pat}")
+  # Only the stall test shortens the stall times: the others must end through mpirun alone.
+  set(env ${RG_MPI_TEST_ENV})
+  if(mode STREQUAL "stall")
+    list(APPEND env "RG_STALL_SECONDS=1" "RG_STALL_ABORT_SECONDS=4")
+  endif()
+  set_tests_properties(dist/fault_${mode} PROPERTIES LABELS "dist;mpi" TIMEOUT 120
+                       ENVIRONMENT "${env}" PROCESSORS ${np})
+endforeach()
+
+# The allreduce benchmark (bench/allreduce_bench.c), built with the tests, and a smoke test that
+# it runs and that every method's result is right (it checks each before timing).
+add_executable(allreduce_bench ${CMAKE_SOURCE_DIR}/bench/allreduce_bench.c)
+target_link_libraries(allreduce_bench PRIVATE ringgrad)
+add_test(NAME dist/allreduce_bench_smoke
+         COMMAND ${RG_MPIRUN} -np 2 $<TARGET_FILE:allreduce_bench> --min 4 --max 1M --factor 16
+                 --rounds 1 --budget 0.001)
+set_tests_properties(dist/allreduce_bench_smoke PROPERTIES LABELS "dist;mpi" TIMEOUT 120
+                     ENVIRONMENT "${RG_MPI_TEST_ENV}" PROCESSORS 2)
+
+# The collectives across 3 simulated hosts over TCP (scripts/sim-cluster.sh: network namespaces,
+# 10 Gbit/s links). Needs root and network namespaces; skipped where the machine has neither.
+add_test(NAME dist/sim_cluster_collectives
+         COMMAND ${CMAKE_SOURCE_DIR}/scripts/sim-cluster.sh run 3 --rate 10gbit -- -np 3 $<TARGET_FILE:mpi_collectives>)
+set_tests_properties(dist/sim_cluster_collectives PROPERTIES LABELS "dist;mpi;sim" TIMEOUT 600
+                     ENVIRONMENT "${RG_MPI_TEST_ENV}" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
+                     PROCESSORS 3)
