@@ -101,6 +101,7 @@ static bool run_epoch(trainer *t, int64_t epoch) {
     metrics m = {0};
     rg_batch b;
     int64_t batches = 0;
+    double seconds_before = t->train_seconds;
     for (; t->skip_batches > 0 && rg_loader_next(t->train, &b); t->skip_batches--) batches++;
     bool ok = true;
     while (ok && (t->a.max_steps < 0 || t->step < t->a.max_steps) && rg_loader_next(t->train, &b)) {
@@ -119,7 +120,8 @@ static bool run_epoch(trainer *t, int64_t epoch) {
     if (m.seen) t->last_loss = m.loss_sum / (double)m.seen, t->last_acc = (double)m.correct / (double)m.seen;
     t->test_acc = evaluate(t);
     progress_end_epoch(&t->prog, batches, t->last_loss, t->last_acc,
-                       t->train_seconds > 0 ? (double)t->images / t->train_seconds : 0.0, t->test_acc);
+                       t->train_seconds > 0 ? (double)t->images / t->train_seconds : 0.0,
+                       t->train_seconds - seconds_before, t->test_acc);
     return trainer_save(t, finished ? epoch + 1 : epoch) == RG_OK;
 }
 

@@ -23,8 +23,8 @@ void progress_begin_epoch(progress *p, int epoch, int epochs, int64_t steps) {
     fflush(p->out);
 }
 
-static void draw(progress *p, int64_t step, double loss, double acc, double ips, double test_acc,
-                 bool done) {
+static void draw(progress *p, int64_t step, double loss, double acc, double ips, double elapsed,
+                 double test_acc, bool done) {
     const int width = 30;
     int filled = p->steps > 0 ? (int)((double)width * (double)step / (double)p->steps) : width;
     if (filled > width) filled = width;
@@ -32,7 +32,6 @@ static void draw(progress *p, int64_t step, double loss, double acc, double ips,
     for (int i = 0; i < width; i++)
         bar[i] = i < filled - 1 || (done && i < filled) ? '=' : (i == filled - 1 ? '>' : '.');
     bar[width] = '\0';
-    double elapsed = progress_now() - p->t_epoch;
     int digits = snprintf(NULL, 0, "%lld", (long long)p->steps);
     fprintf(p->out, "%s%*lld/%lld [%s] - ", p->tty ? "\r" : "", digits, (long long)step,
             (long long)p->steps, bar);
@@ -50,11 +49,11 @@ void progress_update(progress *p, int64_t step, double loss, double accuracy, do
     double now = progress_now();
     if (now - p->t_last_draw < 0.1 && step < p->steps) return;
     p->t_last_draw = now;
-    draw(p, step, loss, accuracy, img_per_s, -1, false);
+    draw(p, step, loss, accuracy, img_per_s, now - p->t_epoch, -1, false);
 }
 
 void progress_end_epoch(progress *p, int64_t step, double loss, double accuracy, double img_per_s,
-                        double test_accuracy) {
+                        double train_seconds, double test_accuracy) {
     if (!p->enabled) return;
-    draw(p, step, loss, accuracy, img_per_s, test_accuracy, true);
+    draw(p, step, loss, accuracy, img_per_s, train_seconds, test_accuracy, true);
 }

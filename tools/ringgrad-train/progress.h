@@ -25,9 +25,10 @@ void progress_init(progress *p, FILE *out, bool enabled);
 void progress_begin_epoch(progress *p, int epoch, int epochs, int64_t steps);
 /* step counts from 1; loss and accuracy are running means over the epoch so far. */
 void progress_update(progress *p, int64_t step, double loss, double accuracy, double img_per_s);
-/* test_accuracy < 0: no evaluation this epoch. */
+/* train_seconds: the epoch's time in training steps (evaluation excluded);
+ * test_accuracy < 0: no evaluation this epoch. */
 void progress_end_epoch(progress *p, int64_t step, double loss, double accuracy, double img_per_s,
-                        double test_accuracy);
+                        double train_seconds, double test_accuracy);
 
 /* Monotonic wall clock in seconds. */
 double progress_now(void);
