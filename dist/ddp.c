@@ -119,6 +119,7 @@ static int plan_buckets(rg_ddp *d) {
             nb++;
             used = 0;
             cap = (int64_t)((nb == 0 ? d->opts.first_bucket_mb : d->opts.bucket_mb) * 1048576.0);
+            if (d->opts.no_overlap) cap = INT64_MAX;
             d->buckets[nb].first = i;
         }
         d->entries[i].bucket = nb;
@@ -222,6 +223,7 @@ static void on_grad_ready(rg_tensor *param, void *ctx) {
     entry *e = ctx;
     rg_ddp *d = e->ddp;
     if (d->micro_step + 1 < d->opts.accum_steps) return; /* accumulating locally */
+    if (d->opts.no_overlap) return;                       /* rg_ddp_wait sends everything */
     if (--d->buckets[e->bucket].pending == 0) launch_ready_in_order(d);
 }
 

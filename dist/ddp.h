@@ -24,6 +24,8 @@ typedef struct {
                                starts early (default 1) */
     int accum_steps;        /* reduce only on every accum_steps-th backward (default 1) */
     bool compress_fp16;     /* send gradients as float16 (half the bytes, ~3 significant digits) */
+    bool no_overlap;        /* the baseline without overlap: every gradient in one flat bucket,
+                               reduced by one allreduce after backward (for benchmarks) */
 } rg_ddp_opts;
 
 typedef struct rg_ddp rg_ddp;
