@@ -178,6 +178,8 @@ static int start(trainer *t, int *argc, char ***argv) {
                       "use --device cpu", t->a.device,
                       rg_cuda_compiled() ? "has the CUDA backend, but the driver found no GPU"
                                          : "has no CUDA backend");
+    else if (st == RG_OK && t->dev.type == RG_DEV_CUDA && strcmp(t->a.device, "cuda") == 0)
+        st = rg_cuda_set_device(rg_dist_local_rank(t->dist), &t->dev); /* one GPU per rank */
     if (st != RG_OK) {
         trainer_error(t, "%s", rg_last_error());
         return 1;
