@@ -158,10 +158,26 @@ static int pick_threads(const trainer *t) {
     return n > 0 ? n : 1;
 }
 
-/* MPI, threads and device; returns 0 or an exit code. */
+/* Whether --device names a device this process can use; checked before MPI starts so that the
+ * message is about the device, not about the NCCL backend it would have chosen. */
+static rg_status check_device(trainer *t) {
+    rg_status st = rg_device_parse(t->a.device, &t->dev);
+    if (st == RG_OK && t->dev.type == RG_DEV_CUDA && rg_cuda_device_count() == 0)
+        st = rg_error(RG_EDEVICE, "--device %s: no CUDA device is available (this build %s); "
+                      "use --device cpu", t->a.device,
+                      rg_cuda_compiled() ? "has the CUDA backend, but the driver found no GPU"
+                                         : "has no CUDA backend");
+    return st;
+}
+
+/* Device, MPI and threads; returns 0 or an exit code. */
 static int start(trainer *t, int *argc, char ***argv) {
+    if (check_device(t) != RG_OK) {
+        if (env_rank() == 0) fprintf(stderr, "ringgrad-train: error: %s\n", rg_last_error());
+        return 1;
+    }
     const char *comm = t->a.comm;
-    if (!comm && !getenv("RG_COMM") && strncmp(t->a.device, "cuda", 4) == 0) comm = "nccl";
+    if (!comm && !getenv("RG_COMM") && t->dev.type == RG_DEV_CUDA) comm = "nccl";
     t->dist = rg_dist_init_opts(argc, argv, &(rg_dist_opts){.comm = comm,
                                                             .stall_seconds = t->a.stall_seconds});
     if (!t->dist) {
@@ -172,15 +188,9 @@ static int start(trainer *t, int *argc, char ***argv) {
     t->rank = rg_dist_rank(t->dist), t->world = rg_dist_size(t->dist);
     t->threads = rg_set_num_threads(pick_threads(t));
     progress_init(&t->prog, stdout, t->rank == 0);
-    rg_status st = rg_device_parse(t->a.device, &t->dev);
-    if (st == RG_OK && t->dev.type == RG_DEV_CUDA && rg_cuda_device_count() == 0)
-        st = rg_error(RG_EDEVICE, "--device %s: no CUDA device is available (this build %s); "
-                      "use --device cpu", t->a.device,
-                      rg_cuda_compiled() ? "has the CUDA backend, but the driver found no GPU"
-                                         : "has no CUDA backend");
-    else if (st == RG_OK && t->dev.type == RG_DEV_CUDA && strcmp(t->a.device, "cuda") == 0)
-        st = rg_cuda_set_device(rg_dist_local_rank(t->dist), &t->dev); /* one GPU per rank */
-    if (st != RG_OK) {
+    /* "--device cuda": the GPU of this rank's local rank (one GPU per rank) */
+    if (t->dev.type == RG_DEV_CUDA && strcmp(t->a.device, "cuda") == 0 &&
+        rg_cuda_set_device(rg_dist_local_rank(t->dist), &t->dev) != RG_OK) {
         trainer_error(t, "%s", rg_last_error());
         return 1;
     }
