@@ -195,9 +195,12 @@ static rg_status nccl_check(rg_comm *c) {
 /* This rank's GPU (current on the comm thread from now on), and an NCCL that is new enough. */
 static rg_status pick_device(rg_comm *c, int *device) {
     rg_device dev;
-    if (rg_cuda_set_device(c->local_rank, &dev) != RG_OK)
+    if (rg_cuda_set_device(c->local_rank, &dev) != RG_OK) {
+        char why[512]; /* rg_error must not read the buffer it writes */
+        snprintf(why, sizeof why, "%s", rg_last_error());
         return rg_error(RG_EDEVICE, "comm backend \"nccl\" on rank %d: %s; use --comm mpi, or "
-                        "--device cpu", c->rank, rg_last_error());
+                        "--device cpu", c->rank, why);
+    }
     *device = dev.index;
     int v = 0;
     ncclResult_t r = ncclGetVersion(&v);
