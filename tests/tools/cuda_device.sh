@@ -2,10 +2,11 @@
 # ringgrad-train asked for a GPU it cannot have: --device cuda without a GPU (in a build with or
 # without CUDA), alone and under mpirun, and --comm nccl on a machine without a GPU, must each
 # exit 1 with a message that says what is missing and what to use instead -- never crash or hang.
-# Skipped (exit 77) where a GPU is present.
-#   cuda_device.sh MPIRUN RINGGRAD_TRAIN CUDA_BUILD(ON|OFF)
+# So must ringgrad-bench --device cuda, when the bench is given. Skipped (exit 77) where a GPU is
+# present.
+#   cuda_device.sh MPIRUN RINGGRAD_TRAIN CUDA_BUILD(ON|OFF) [RINGGRAD_BENCH]
 set -uo pipefail
-mpirun=$1 train=$2 cuda_build=$3
+mpirun=$1 train=$2 cuda_build=$3 bench=${4:-}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
@@ -44,3 +45,10 @@ expect "--device cuda under mpirun" "no CUDA device is available" "use --device 
 expect "--comm nccl" "nccl" "$nccl_why" -- "$train" --comm nccl --epochs 1
 expect "RG_COMM=nccl" "nccl" "$nccl_why" -- env RG_COMM=nccl "$train" --epochs 1
 expect "--comm nccl under mpirun" "nccl" "$nccl_why" -- "$mpirun" -np 2 "$train" --comm nccl --epochs 1
+
+if [ -n "$bench" ]; then
+    expect "ringgrad-bench --device cuda" "--device cuda: no CUDA device" "$why" -- \
+        "$bench" --device cuda --only gemm
+    expect "ringgrad-bench --device cuda under mpirun" "no CUDA device" -- \
+        "$mpirun" -np 2 "$bench" --device cuda
+fi
