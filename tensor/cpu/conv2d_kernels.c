@@ -1,0 +1,179 @@
+/* conv2d_kernels.c — the SIMD building blocks of the CPU convolution (see conv2d_impl.h): the
+ * register-tiled multiply-accumulate loop, and the transposition between channels-first (NCHW)
+ * and channels-last (NHWC) layouts.
+ *
+ * What it teaches: a matrix product reaches the machine's peak only when each value loaded
+ * from memory feeds several multiply-adds. The tile keeps RG_CONV_MR x RG_CONV_NV vectors of
+ * results in registers; each reduction step loads RG_CONV_NV vectors and RG_CONV_MR scalars and
+ * does RG_CONV_MR * RG_CONV_NV vector multiply-adds (24 on AVX-512, for 10 loads). */
+#include <string.h>
+
+#include "tensor/cpu/conv2d_impl.h"
+
+#define VL RG_CONV_VL
+#define MR RG_CONV_MR
+
+/* The tile for a compile-time nv: after inlining, acc[][] lives in registers. */
+static inline __attribute__((always_inline)) void tile_body(const int nv, int64_t nt,
+                                                            const int32_t *off,
+                                                            const float *const *a, const float *b,
+                                                            int64_t ldb, float *c, int64_t ldc,
+                                                            bool accumulate) {
+    rg_convvec acc[MR][RG_CONV_NV];
+    const float *row[MR];
+    for (int i = 0; i < MR; i++) {
+        row[i] = a[i];
+        for (int v = 0; v < nv; v++)
+            acc[i][v] = accumulate ? *(const rg_convvec *)(c + i * ldc + v * VL) : (rg_convvec){0};
+    }
+    for (int64_t t = 0; t < nt; t++) {
+        const int64_t o = off[t];
+        const float *bt = b + t * ldb;
+        rg_convvec bv[RG_CONV_NV];
+        for (int v = 0; v < nv; v++) bv[v] = *(const rg_convvec *)(bt + v * VL);
+        for (int i = 0; i < MR; i++) {
+            const float s = row[i][o];
+            for (int v = 0; v < nv; v++) acc[i][v] += s * bv[v];
+        }
+    }
+    for (int i = 0; i < MR; i++)
+        for (int v = 0; v < nv; v++) *(rg_convvec *)(c + i * ldc + v * VL) = acc[i][v];
+}
+
+#define RG_CONV_TILE_NV(NV)                                                                        \
+    static void tile_nv##NV(int64_t nt, const int32_t *off, const float *const *a, const float *b, \
+                            int64_t ldb, float *c, int64_t ldc, bool accumulate) {                 \
+        tile_body(NV, nt, off, a, b, ldb, c, ldc, accumulate);                                     \
+    }
+RG_CONV_TILE_NV(1)
+RG_CONV_TILE_NV(2)
+#if RG_CONV_NV >= 4
+RG_CONV_TILE_NV(3)
+RG_CONV_TILE_NV(4)
+#endif
+
+void rg_conv_tile(int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
+                  int64_t ldb, float *c, int64_t ldc, bool accumulate) {
+    switch (nv) {
+    case 1: tile_nv1(nt, off, a, b, ldb, c, ldc, accumulate); break;
+    case 2: tile_nv2(nt, off, a, b, ldb, c, ldc, accumulate); break;
+#if RG_CONV_NV >= 4
+    case 3: tile_nv3(nt, off, a, b, ldb, c, ldc, accumulate); break;
+    case 4: tile_nv4(nt, off, a, b, ldb, c, ldc, accumulate); break;
+#endif
+    default: RG_CHECK(false, "conv2d: tile with %d vectors per row", nv);
+    }
+}
+
+/* ---- transposition ---- */
+
+typedef int32_t rg_convidx __attribute__((vector_size(VL * sizeof(int32_t))));
+
+/* Transposes a VL x VL block held as VL row vectors. Round h swaps the off-diagonal h x h
+ * sub-blocks of every 2h x 2h block (one two-source shuffle per row); after the rounds for
+ * h = VL/2, ..., 2, 1 every element has moved from (i, j) to (j, i). */
+static inline __attribute__((always_inline)) void transpose_block(rg_convvec r[VL]) {
+#pragma GCC unroll 8
+    for (int h = VL / 2; h >= 1; h /= 2) {
+        rg_convidx lo, hi;
+        for (int e = 0; e < VL; e++) {
+            lo[e] = (e & h) ? VL + e - h : e;
+            hi[e] = (e & h) ? VL + e : e + h;
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < VL; i++) {
+            if (i & h) continue;
+            rg_convvec x = r[i], y = r[i + h];
+#if defined(__clang__)
+            for (int e = 0; e < VL; e++) {
+                r[i][e] = lo[e] < VL ? x[lo[e]] : y[lo[e] - VL];
+                r[i + h][e] = hi[e] < VL ? x[hi[e]] : y[hi[e] - VL];
+            }
+#else
+            r[i] = __builtin_shuffle(x, y, lo);
+            r[i + h] = __builtin_shuffle(x, y, hi);
+#endif
+        }
+    }
+}
+
+/* One block: rows i0.., cols j0.. of src, ri x cj of them (at most VL each). */
+static void transpose_tile(int64_t ri, int64_t cj, const float *src, int64_t lds, float *dst,
+                           int64_t ldd, const float *bias, float beta) {
+    rg_convvec r[VL];
+    if (ri == VL && cj == VL) {
+        for (int i = 0; i < VL; i++) r[i] = *(const rg_convvec *)(src + i * lds);
+    } else {
+        memset(r, 0, sizeof r);
+        for (int64_t i = 0; i < ri; i++) memcpy(&r[i], src + i * lds, (size_t)cj * sizeof(float));
+    }
+    transpose_block(r);
+    for (int64_t j = 0; j < cj; j++) {
+        rg_convvec v = r[j];
+        if (bias) v += bias[j];
+        float *d = dst + j * ldd;
+        if (ri == VL) {
+            if (beta != 0.0f) v += beta * *(const rg_convvec *)d;
+            *(rg_convvec *)d = v;
+        } else {
+            for (int64_t i = 0; i < ri; i++) d[i] = v[i] + (beta != 0.0f ? beta * d[i] : 0.0f);
+        }
+    }
+}
+
+void rg_conv_transpose(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
+                       int64_t ldd, const float *bias, float beta) {
+    for (int64_t i0 = 0; i0 < rows; i0 += VL)
+        for (int64_t j0 = 0; j0 < cols; j0 += VL)
+            transpose_tile(rows - i0 < VL ? rows - i0 : VL, cols - j0 < VL ? cols - j0 : VL,
+                           src + i0 * lds + j0, lds, dst + j0 * ldd + i0, ldd,
+                           bias ? bias + j0 : NULL, beta);
+}
+
+/* ---- the padded channels-last image ---- */
+
+rg_conv_geom rg_conv_geom_of(const rg_conv2d_shape *s) {
+    rg_conv_geom g;
+    g.hp = s->h + 2 * s->pad_h, g.wp = s->w + 2 * s->pad_w;
+    g.pq = s->p * s->q, g.crs = s->c * s->r * s->s;
+    g.xpad_len = g.hp * g.wp * s->c;
+    RG_CHECK(g.xpad_len < INT32_MAX, "conv2d: one padded image of %lld floats is too large for "
+             "32-bit offsets", (long long)g.xpad_len);
+    return g;
+}
+
+void rg_conv_to_padded_nhwc(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
+                            float *xpad) {
+    int64_t c = s->c, hw = s->h * s->w, row = g->wp * c;
+    memset(xpad, 0, (size_t)(s->pad_h * row) * sizeof(float));                  /* top */
+    memset(xpad + (s->pad_h + s->h) * row, 0, (size_t)(s->pad_h * row) * sizeof(float)); /* bottom */
+    if (s->pad_w == 0) { /* the rows are contiguous: one transposition for the whole image */
+        rg_conv_transpose(c, hw, x, hw, xpad + s->pad_h * row, c, NULL, 0.0f);
+        return;
+    }
+    for (int64_t h = 0; h < s->h; h++) {
+        float *d = xpad + (s->pad_h + h) * row;
+        memset(d, 0, (size_t)(s->pad_w * c) * sizeof(float));
+        memset(d + (s->pad_w + s->w) * c, 0, (size_t)(s->pad_w * c) * sizeof(float));
+        rg_conv_transpose(c, s->w, x + h * s->w, hw, d + s->pad_w * c, c, NULL, 0.0f);
+    }
+}
+
+int32_t *rg_conv_tap_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g) {
+    int32_t *off = (int32_t *)rg_conv_scratch(g->crs);
+    for (int64_t r = 0; r < s->r; r++)
+        for (int64_t t = 0; t < s->s; t++)
+            for (int64_t c = 0; c < s->c; c++)
+                off[(r * s->s + t) * s->c + c] = (int32_t)(rg_conv_tap_offset(s, g, r, t) + c);
+    return off;
+}
+
+float *rg_conv_scratch(int64_t floats) {
+    float *p = rg_cpu_alloc((size_t)(floats > 0 ? floats : 1) * sizeof(float));
+    RG_CHECK(p, "conv2d: out of host memory for %lld floats of scratch", (long long)floats);
+    return p;
+}
+
+void rg_conv_scratch_free(float *p, int64_t floats) {
+    rg_cpu_free(p, (size_t)(floats > 0 ? floats : 1) * sizeof(float));
+}
