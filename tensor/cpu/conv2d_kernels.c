@@ -69,17 +69,34 @@ void rg_conv_tile(int nv, int64_t nt, const int32_t *off, const float *const *a,
 
 typedef int32_t rg_convidx __attribute__((vector_size(VL * sizeof(int32_t))));
 
-/* Transposes a VL x VL block held as VL row vectors. Round h swaps the off-diagonal h x h
- * sub-blocks of every 2h x 2h block (one two-source shuffle per row); after the rounds for
- * h = VL/2, ..., 2, 1 every element has moved from (i, j) to (j, i). */
-static inline __attribute__((always_inline)) void transpose_block(rg_convvec r[VL]) {
-#pragma GCC unroll 8
-    for (int h = VL / 2; h >= 1; h /= 2) {
-        rg_convidx lo, hi;
+#define ROUNDS (VL == 16 ? 4 : VL == 8 ? 3 : 2) /* log2(VL) */
+
+/* Shuffle masks of a VL x VL transposition. Round k (h = VL >> (k+1)) swaps the off-diagonal
+ * h x h sub-blocks of every 2h x 2h block: rows i and i + h (i without bit h) become
+ * lo = (x[e] or y[e - h]) and hi = (x[e + h] or y[e]), choosing by bit h of e. After the rounds
+ * for h = VL/2, ..., 2, 1 every element has moved from (i, j) to (j, i). */
+typedef struct {
+    rg_convidx lo[ROUNDS], hi[ROUNDS];
+} transpose_masks;
+
+static transpose_masks make_masks(void) {
+    transpose_masks m;
+    for (int k = 0; k < ROUNDS; k++) {
+        int h = VL >> (k + 1);
         for (int e = 0; e < VL; e++) {
-            lo[e] = (e & h) ? VL + e - h : e;
-            hi[e] = (e & h) ? VL + e : e + h;
+            m.lo[k][e] = (e & h) ? VL + e - h : e;
+            m.hi[k][e] = (e & h) ? VL + e : e + h;
         }
+    }
+    return m;
+}
+
+static inline __attribute__((always_inline)) void transpose_block(rg_convvec r[VL],
+                                                                  const transpose_masks *m) {
+#pragma GCC unroll 4
+    for (int k = 0; k < ROUNDS; k++) {
+        const int h = VL >> (k + 1);
+        const rg_convidx lo = m->lo[k], hi = m->hi[k];
 #pragma GCC unroll 16
         for (int i = 0; i < VL; i++) {
             if (i & h) continue;
@@ -97,37 +114,45 @@ static inline __attribute__((always_inline)) void transpose_block(rg_convvec r[V
     }
 }
 
-/* One block: rows i0.., cols j0.. of src, ri x cj of them (at most VL each). */
-static void transpose_tile(int64_t ri, int64_t cj, const float *src, int64_t lds, float *dst,
-                           int64_t ldd, const float *bias, float beta) {
+/* A full VL x VL block. */
+static inline __attribute__((always_inline)) void transpose_full(const float *src, int64_t lds,
+                                                                 float *dst, int64_t ldd,
+                                                                 const float *bias, float beta,
+                                                                 const transpose_masks *m) {
     rg_convvec r[VL];
-    if (ri == VL && cj == VL) {
-        for (int i = 0; i < VL; i++) r[i] = *(const rg_convvec *)(src + i * lds);
-    } else {
-        memset(r, 0, sizeof r);
-        for (int64_t i = 0; i < ri; i++) memcpy(&r[i], src + i * lds, (size_t)cj * sizeof(float));
-    }
-    transpose_block(r);
-    for (int64_t j = 0; j < cj; j++) {
+    for (int i = 0; i < VL; i++) r[i] = *(const rg_convvec *)(src + i * lds);
+    transpose_block(r, m);
+    for (int j = 0; j < VL; j++) {
         rg_convvec v = r[j];
         if (bias) v += bias[j];
         float *d = dst + j * ldd;
-        if (ri == VL) {
-            if (beta != 0.0f) v += beta * *(const rg_convvec *)d;
-            *(rg_convvec *)d = v;
-        } else {
-            for (int64_t i = 0; i < ri; i++) d[i] = v[i] + (beta != 0.0f ? beta * d[i] : 0.0f);
-        }
+        if (beta != 0.0f) v += beta * *(const rg_convvec *)d;
+        *(rg_convvec *)d = v;
+    }
+}
+
+/* A partial block at the matrix's edge: ri x cj elements, one at a time. */
+static void transpose_edge(int64_t ri, int64_t cj, const float *src, int64_t lds, float *dst,
+                           int64_t ldd, const float *bias, float beta) {
+    for (int64_t j = 0; j < cj; j++) {
+        float add = bias ? bias[j] : 0.0f, *d = dst + j * ldd;
+        for (int64_t i = 0; i < ri; i++)
+            d[i] = src[i * lds + j] + add + (beta != 0.0f ? beta * d[i] : 0.0f);
     }
 }
 
 void rg_conv_transpose(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
                        int64_t ldd, const float *bias, float beta) {
-    for (int64_t i0 = 0; i0 < rows; i0 += VL)
-        for (int64_t j0 = 0; j0 < cols; j0 += VL)
-            transpose_tile(rows - i0 < VL ? rows - i0 : VL, cols - j0 < VL ? cols - j0 : VL,
-                           src + i0 * lds + j0, lds, dst + j0 * ldd + i0, ldd,
-                           bias ? bias + j0 : NULL, beta);
+    transpose_masks m = make_masks();
+    int64_t rfull = rows / VL * VL, cfull = cols / VL * VL;
+    for (int64_t i0 = 0; i0 < rfull; i0 += VL) {
+        for (int64_t j0 = 0; j0 < cfull; j0 += VL)
+            transpose_full(src + i0 * lds + j0, lds, dst + j0 * ldd + i0, ldd,
+                           bias ? bias + j0 : NULL, beta, &m);
+        transpose_edge(VL, cols - cfull, src + i0 * lds + cfull, lds, dst + cfull * ldd + i0, ldd,
+                       bias ? bias + cfull : NULL, beta);
+    }
+    transpose_edge(rows - rfull, cols, src + rfull * lds, lds, dst + rfull, ldd, bias, beta);
 }
 
 /* ---- the padded channels-last image ---- */
