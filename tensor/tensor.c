@@ -78,7 +78,7 @@ static void init_header(rg_tensor *t, rg_dtype dt, int ndim, const int64_t *shap
     t->dtype = dt;
     t->device = dev;
     t->ndim = ndim;
-    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    if (ndim > 0) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape); /* shape may be NULL */
     t->numel = rg_shape_numel(ndim, shape);
 }
 
