@@ -147,12 +147,7 @@ static void bias_grad(const rg_conv2d_shape *s, int64_t pq, const float *dy, flo
 #pragma omp parallel for schedule(static) if (s->n * s->k * pq > RG_CPU_PAR_MIN)
     for (int64_t k = 0; k < s->k; k++) {
         double sum = 0.0;
-        for (int64_t n = 0; n < s->n; n++) {
-            const float *d = dy + (n * s->k + k) * pq;
-            float part = 0.0f;
-            for (int64_t i = 0; i < pq; i++) part += d[i];
-            sum += part;
-        }
+        for (int64_t n = 0; n < s->n; n++) sum += rg_conv_sum(dy + (n * s->k + k) * pq, pq);
         db[k] = (float)sum + (beta == 0.0f ? 0.0f : beta * db[k]);
     }
 }

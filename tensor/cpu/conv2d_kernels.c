@@ -155,6 +155,22 @@ void rg_conv_transpose(int64_t rows, int64_t cols, const float *src, int64_t lds
     transpose_edge(rows - rfull, cols, src + rfull * lds, lds, dst + rfull, ldd, bias, beta);
 }
 
+/* ---- sums ---- */
+
+float rg_conv_sum(const float *x, int64_t n) {
+    /* four independent vector accumulators: a float reduction may not be reordered by the
+     * compiler, so a plain loop would wait on each addition's latency in turn */
+    rg_convvec acc[4] = {{0}};
+    int64_t i = 0;
+    for (; i + 4 * VL <= n; i += 4 * VL)
+        for (int u = 0; u < 4; u++) acc[u] += *(const rg_convvec *)(x + i + u * VL);
+    rg_convvec v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    float s = 0.0f;
+    for (int l = 0; l < VL; l++) s += v[l];
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
 /* ---- the padded channels-last image ---- */
 
 rg_conv_geom rg_conv_geom_of(const rg_conv2d_shape *s) {
