@@ -24,7 +24,7 @@ static void usage(FILE *f) {
             "  --threads N           threads for the CPU kernels (default: 1, then 2)\n"
             "  --iters N             timed repetitions per result, median reported (default 7)\n"
             "  --batch N             batch of the ResNet-18 conv shapes (default 16)\n"
-            "  --layer NAME          conv: only the layers whose name contains NAME\n"
+            "  --layer NAME          conv: only layer NAME and those under it (cnn, r18.l2, ...)\n"
             "  --pass P              conv: only pass P (forward, bwd-data or bwd-filter)\n"
             "  --raw                 also print one 'raw ...' line per result (for bench/ scripts)\n"
             "  --shapes              print the conv layers' shapes and exit\n"

@@ -21,6 +21,7 @@
 
 #include "tensor/cpu/conv2d_impl.h"
 
+int rg_conv_exp_flag; /* EXPERIMENT: remove */
 #define NR RG_CONV_NR
 #define MR RG_CONV_MR
 
@@ -68,6 +69,10 @@ static void forward_image(const rg_conv2d_shape *s, const rg_conv_geom *g, const
 void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w,
                            const float *b, float *y) {
     rg_conv_geom g = rg_conv_geom_of(s);
+    if (g.crs <= RG_CONV_DIRECT_MAX_CRS && !rg_conv_exp_flag) { /* a short reduction: see conv2d_direct.c */
+        rg_conv_forward_direct(s, &g, x, w, b, y);
+        return;
+    }
     int64_t kpad = rg_conv_round_up(s->k, NR), blk = rg_conv_round_up(PIXEL_BLOCK, MR) * kpad;
     float *wp = pack_forward_weights(s, w, g.crs);
     int32_t *off = rg_conv_tap_offsets(s, &g);

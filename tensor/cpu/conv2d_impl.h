@@ -97,6 +97,11 @@ void rg_conv_to_padded_nhwc(const rg_conv2d_shape *s, const rg_conv_geom *g, con
  * of the forward pass in (r,s,c) order. Free with rg_conv_scratch_free(off, g->crs). */
 int32_t *rg_conv_tap_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g);
 
+/* The forward pass with vectors along output pixels, for short reductions (conv2d_direct.c). */
+#define RG_CONV_DIRECT_MAX_CRS 32
+void rg_conv_forward_direct(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
+                            const float *w, const float *b, float *y);
+
 /* Scratch memory from the CPU caching allocator; stops (RG_CHECK) when memory runs out. */
 float *rg_conv_scratch(int64_t floats);
 void rg_conv_scratch_free(float *p, int64_t floats);

@@ -17,7 +17,7 @@ typedef struct {
     int iters;                          /* timed repetitions per measurement (median) */
     int batch;                          /* batch of the ResNet-18 conv shapes */
     bool raw;                           /* also print one machine-readable line per result */
-    const char *layer;                  /* conv: only layers whose name contains this (or NULL) */
+    const char *layer;                  /* conv: only this layer and those under it (or NULL) */
     int pass;                           /* conv: only this pass (rgb_parse_pass), or -1 for all */
 } rgb_opts;
 

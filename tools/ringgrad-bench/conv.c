@@ -44,6 +44,12 @@ static rg_conv2d_shape layer_shape(const conv_layer *l, int batch) {
     return s;
 }
 
+/* NAME selects the layer NAME and the layers under it ("cnn" selects cnn.conv1 and cnn.conv2). */
+static bool rgb_layer_selected(const char *name, const char *sel) {
+    size_t n = sel ? strlen(sel) : 0;
+    return !sel || (!strncmp(name, sel, n) && (name[n] == '\0' || name[n] == '.'));
+}
+
 void rgb_print_conv_shapes(int batch) {
     for (int i = 0; i < NLAYERS; i++) {
         rg_conv2d_shape s = layer_shape(&layers[i], batch);
@@ -121,7 +127,7 @@ void rgb_run_conv(const rgb_opts *o) {
     for (int ti = 0; ti < o->nthreads; ti++) {
         int nt = rg_set_num_threads(o->threads[ti]);
         for (int li = 0; li < NLAYERS; li++) {
-            if (o->layer && !strstr(layers[li].name, o->layer)) continue;
+            if (!rgb_layer_selected(layers[li].name, o->layer)) continue;
             rg_conv2d_shape s = layer_shape(&layers[li], o->batch);
             conv_run r;
             setup_conv(&r, &s);

@@ -1,0 +1,51 @@
+#!/bin/sh
+# cnn_step.sh — the Fashion-MNIST CNN's training step (batch 128, Adam) in ringgrad and in
+# PyTorch, interleaved in one run.
+#
+#   bench/cnn_step.sh [--threads "1 2"] [--rounds 3] [--iters 5]
+#
+# Each round runs `ringgrad-bench --only cnn` (which also times the step's GEMM floor) and then
+# bench/torch_cnn_step.py at the same thread count; prints the median over rounds of each side's
+# median step time as images/s, ringgrad's speedup over PyTorch and its share of the GEMM floor.
+# RINGGRAD_BENCH overrides the bench binary (default build/bin/ringgrad-bench).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+bench=${RINGGRAD_BENCH:-$here/../build/bin/ringgrad-bench}
+threads="1 2" rounds=3 iters=5
+while [ $# -gt 0 ]; do
+    case $1 in
+    --threads) threads=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "cnn_step.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+[ -x "$bench" ] || { echo "cnn_step.sh: $bench not found (build first)" >&2; exit 1; }
+raw=$(mktemp)
+trap 'rm -f "$raw"' EXIT
+echo "CNN training step, batch 128, Adam: ringgrad vs PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'), $rounds interleaved rounds of $iters steps, $(date -u +%Y-%m-%d)"
+for t in $threads; do
+    r=1
+    while [ "$r" -le "$rounds" ]; do
+        "$bench" --only cnn --raw --threads "$t" --iters "$iters" | grep '^raw' >>"$raw"
+        /usr/bin/python3 "$here/torch_cnn_step.py" --threads "$t" --iters "$iters" >>"$raw"
+        r=$((r + 1))
+    done
+done
+/usr/bin/python3 - "$raw" <<'PY'
+import collections, statistics, sys
+v = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    f = line.split()
+    kv = dict(x.split("=", 1) for x in f[2:])
+    for name in ("step_ms", "floor_ms"):
+        if name in kv:
+            v[(int(kv["threads"]), f[1], name)].append(float(kv[name]))
+print(f"{'threads':<8}{'ringgrad img/s':>15}{'PyTorch img/s':>15}{'speedup':>9}{'GEMM floor img/s':>18}{'of floor':>10}")
+for t in sorted({k[0] for k in v}):
+    rg = statistics.median(v[(t, "cnn", "step_ms")])
+    pt = statistics.median(v[(t, "torchcnn", "step_ms")])
+    fl = statistics.median(v[(t, "cnn", "floor_ms")])
+    print(f"{t:<8}{128e3 / rg:>15.0f}{128e3 / pt:>15.0f}{pt / rg:>9.2f}{128e3 / fl:>18.0f}{100 * fl / rg:>9.0f}%")
+PY

@@ -1,0 +1,58 @@
+#!/bin/sh
+# conv_vs_torch.sh — ringgrad's conv2d kernels against PyTorch's (oneDNN), interleaved.
+#
+#   bench/conv_vs_torch.sh [--threads "1 2"] [--rounds 3] [--iters 5] [--batch 16] [--layer NAME]
+#
+# For each thread count, each round and each layer, runs `ringgrad-bench --only conv` and then
+# bench/torch_conv.py on the same shapes, so both see the same machine load; prints the median
+# over rounds of each side's median time and the speedup (PyTorch time / ringgrad time, above 1
+# means ringgrad is faster). RINGGRAD_BENCH overrides the bench binary (default
+# build/bin/ringgrad-bench); PyTorch runs under /usr/bin/python3.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+bench=${RINGGRAD_BENCH:-$here/../build/bin/ringgrad-bench}
+threads="1 2" rounds=3 iters=5 batch=16 layers=""
+while [ $# -gt 0 ]; do
+    case $1 in
+    --threads) threads=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --layer) layers=$2; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "conv_vs_torch.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+[ -x "$bench" ] || { echo "conv_vs_torch.sh: $bench not found (build first)" >&2; exit 1; }
+shapes=$(mktemp) raw=$(mktemp)
+trap 'rm -f "$shapes" "$raw"' EXIT
+"$bench" --shapes --batch "$batch" >"$shapes"
+[ -n "$layers" ] || layers=$(awk '{print $2}' "$shapes")
+echo "conv2d: ringgrad vs PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') (oneDNN), $rounds interleaved rounds of $iters runs, ResNet-18 batch $batch, $(date -u +%Y-%m-%d)"
+for t in $threads; do
+    r=1
+    while [ "$r" -le "$rounds" ]; do
+        for l in $layers; do
+            "$bench" --only conv --raw --threads "$t" --iters "$iters" --batch "$batch" --layer "$l" | grep '^raw' >>"$raw"
+            /usr/bin/python3 "$here/torch_conv.py" --threads "$t" --iters "$iters" --layer "$l" --shapes "$shapes" >>"$raw"
+        done
+        r=$((r + 1))
+    done
+done
+/usr/bin/python3 - "$raw" <<'PY'
+import collections, statistics, sys
+times, order = collections.defaultdict(list), []
+for line in open(sys.argv[1]):
+    f = line.split()
+    kv = dict(x.split("=", 1) for x in f[2:])
+    key = (int(kv["threads"]), kv["layer"], kv["pass"])
+    times[key + (f[1],)].append(float(kv["ms"]))
+    if key not in order:
+        order.append(key)
+print(f"{'thr':<4}{'layer':<15}{'pass':<11}{'ringgrad ms':>12}{'PyTorch ms':>12}{'speedup':>9}")
+for key in order:
+    rg, pt = times.get(key + ("conv",)), times.get(key + ("torch",))
+    if rg and pt:
+        a, b = statistics.median(rg), statistics.median(pt)
+        print(f"{key[0]:<4}{key[1]:<15}{key[2]:<11}{a:>12.2f}{b:>12.2f}{b / a:>9.2f}")
+PY
