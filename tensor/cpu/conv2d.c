@@ -18,51 +18,53 @@
  * filter gradient keeps one partial sum per thread and adds them at the end. Weights are packed
  * once per call into the order the tile reads them. */
 #include <omp.h>
+#include <string.h>
 
 #include "tensor/cpu/conv2d_impl.h"
 
 int rg_conv_exp_flag; /* EXPERIMENT: remove */
+int rg_conv_exp_kc = 128;
 #define NR RG_CONV_NR
 #define MR RG_CONV_MR
 
-/* Output pixels per block of the forward pass: a multiple of MR and of the vector length, so the
- * block's (pixels x K) results stay in cache and transpose in whole vector blocks. */
-#define PIXEL_BLOCK 96
+#define KC RG_CONV_KC
 
 /* wp[panel][(r,s,c)][j] = w[panel*NR + j][c][r][s], zero past the last filter: each panel is the
  * contiguous (crs x NR) block of b that the forward tile streams through. */
 static float *pack_forward_weights(const rg_conv2d_shape *s, const float *w, int64_t crs) {
-    int64_t npanel = (s->k + NR - 1) / NR;
-    float *wp = rg_conv_scratch(npanel * crs * NR);
+    int64_t npanel = (s->k + NR - 1) / NR, rs = s->r * s->s;
+    float *wt = rg_conv_weights_t(s, w), *wp = rg_conv_scratch(npanel * crs * NR);
 #pragma omp parallel for schedule(static) if (npanel * crs * NR > RG_CPU_PAR_MIN)
-    for (int64_t jp = 0; jp < npanel; jp++)
-        for (int64_t j = 0; j < NR; j++) {
-            int64_t k = jp * NR + j;
-            float *dst = wp + jp * crs * NR + j;
-            for (int64_t c = 0; c < s->c; c++)
-                for (int64_t rs = 0; rs < s->r * s->s; rs++)
-                    dst[(rs * s->c + c) * NR] = k < s->k ? w[(k * s->c + c) * s->r * s->s + rs] : 0;
+    for (int64_t jp = 0; jp < npanel; jp++) {
+        int64_t kn = s->k - jp * NR < NR ? s->k - jp * NR : NR;
+        for (int64_t t = 0; t < crs; t++) { /* t = (r,s,c) reads row (c,r,s) of wt */
+            float *dst = wp + (jp * crs + t) * NR;
+            memcpy(dst, wt + (t % s->c * rs + t / s->c) * s->k + jp * NR, (size_t)kn * sizeof(float));
+            memset(dst + kn, 0, (size_t)(NR - kn) * sizeof(float));
         }
+    }
+    rg_conv_scratch_free(wt, s->k * crs);
     return wp;
 }
 
-/* One image: y (K, P*Q) = conv(xpad) + b, block by block of output pixels. */
-static void forward_image(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *xpad,
-                          const float *wp, const int32_t *off, const float *b, float *yblk,
-                          int64_t kpad, float *y) {
-    for (int64_t pb0 = 0; pb0 < g->pq; pb0 += PIXEL_BLOCK) {
-        int64_t np = g->pq - pb0 < PIXEL_BLOCK ? g->pq - pb0 : PIXEL_BLOCK;
-        for (int64_t n0 = 0; n0 < s->k; n0 += NR) {
-            int nv = rg_conv_panel_vectors(s->k, n0);
-            const float *panel = wp + n0 * g->crs;
-            for (int64_t i0 = 0; i0 < np; i0 += MR) {
+/* One chunk of `images` images, already in xpad: yc (pixels, kpad) = conv(xpad). The reduction
+ * runs in blocks of KC steps, so a block of weights serves every pixel of the chunk from L1. */
+static void forward_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, const rg_conv_chunks *ch,
+                          int64_t images, const float *wp, const int32_t *off, const float *xpad,
+                          float *yc, int64_t kpad) {
+    int64_t rows = images * g->pq;
+    for (int64_t n0 = 0; n0 < s->k; n0 += NR) {
+        int nv = rg_conv_panel_vectors(s->k, n0);
+        for (int64_t k0 = 0; k0 < g->crs; k0 += KC) {
+            int64_t kc = g->crs - k0 < KC ? g->crs - k0 : KC;
+            const float *b = wp + n0 * g->crs + k0 * NR;
+            for (int64_t m0 = 0; m0 < rows; m0 += MR) {
                 const float *a[MR];
-                for (int i = 0; i < MR; i++) /* spare rows repeat the block's last pixel */
-                    a[i] = xpad + rg_conv_pixel_offset(s, g, pb0 + (i0 + i < np ? i0 + i : np - 1));
-                rg_conv_tile(nv, g->crs, off, a, panel, NR, yblk + i0 * kpad + n0, kpad, false);
+                for (int i = 0; i < MR; i++) /* spare rows repeat the last pixel */
+                    a[i] = xpad + ch->pix[m0 + i < rows ? m0 + i : rows - 1];
+                rg_conv_tile(nv, kc, off + k0, a, b, NR, yc + m0 * kpad + n0, kpad, k0 > 0);
             }
         }
-        rg_conv_transpose(np, s->k, yblk, kpad, y + pb0, g->pq, b, 0.0f);
     }
 }
 
@@ -73,20 +75,28 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
         rg_conv_forward_direct(s, &g, x, w, b, y);
         return;
     }
-    int64_t kpad = rg_conv_round_up(s->k, NR), blk = rg_conv_round_up(PIXEL_BLOCK, MR) * kpad;
+    rg_conv_chunks ch = rg_conv_chunks_new(s, &g);
+    int64_t kpad = rg_conv_round_up(s->k, NR), chw = s->c * s->h * s->w;
+    int64_t xn = ch.images * g.xpad_len, yn = rg_conv_round_up(ch.npix, MR) * kpad;
     float *wp = pack_forward_weights(s, w, g.crs);
     int32_t *off = rg_conv_tap_offsets(s, &g);
-#pragma omp parallel if (s->n > 1)
+#pragma omp parallel if (ch.count > 1)
     {
-        float *xpad = rg_conv_scratch(g.xpad_len), *yblk = rg_conv_scratch(blk);
+        float *xpad = rg_conv_scratch(xn), *yc = rg_conv_scratch(yn);
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t n = 0; n < s->n; n++) {
-            rg_conv_to_padded_nhwc(s, &g, x + n * s->c * s->h * s->w, xpad);
-            forward_image(s, &g, xpad, wp, off, b, yblk, kpad, y + n * s->k * g.pq);
+        for (int64_t ci = 0; ci < ch.count; ci++) {
+            int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
+            for (int64_t i = 0; i < images; i++)
+                rg_conv_to_padded_nhwc(s, &g, x + (n0 + i) * chw, xpad + i * g.xpad_len);
+            forward_chunk(s, &g, &ch, images, wp, off, xpad, yc, kpad);
+            for (int64_t i = 0; i < images; i++) /* back to (K, P*Q), adding the bias */
+                rg_conv_transpose(g.pq, s->k, yc + i * g.pq * kpad, kpad,
+                                  y + (n0 + i) * s->k * g.pq, g.pq, b, 0.0f);
         }
-        rg_conv_scratch_free(yblk, blk);
-        rg_conv_scratch_free(xpad, g.xpad_len);
+        rg_conv_scratch_free(yc, yn);
+        rg_conv_scratch_free(xpad, xn);
     }
     rg_conv_scratch_free((float *)off, g.crs);
     rg_conv_scratch_free(wp, (s->k + NR - 1) / NR * g.crs * NR);
+    rg_conv_chunks_free(&ch);
 }

@@ -17,32 +17,42 @@
 #define MR RG_CONV_MR
 #define VL RG_CONV_VL
 
-/* Output pixels per block of the filter gradient: the block's dy (pixels x K) stays in L1. */
-#define PIXEL_BLOCK 96
+#define KC RG_CONV_KC
+
+/* Pixels per reduction block of the filter gradient: the block's dy (pixels x NR) stays in L1. */
+#define PIXEL_BLOCK 64
 
 /* ---- backward data ---- */
 
 /* wt[panel][k][j] = w[k][c][r][s] for column panel*NR + j = (r*S + s)*C + c, zero past C*R*S. */
 static float *pack_data_weights(const rg_conv2d_shape *s, int64_t crs, const float *w) {
     int64_t npanel = (crs + NR - 1) / NR, rs = s->r * s->s;
-    float *wt = rg_conv_scratch(npanel * s->k * NR);
+    float *wtr = rg_conv_weights_t(s, w), *wt = rg_conv_scratch(npanel * s->k * NR);
 #pragma omp parallel for schedule(static) if (npanel * s->k * NR > RG_CPU_PAR_MIN)
-    for (int64_t jp = 0; jp < npanel; jp++)
-        for (int64_t k = 0; k < s->k; k++)
-            for (int64_t j = 0; j < NR; j++) {
-                int64_t col = jp * NR + j, tap = col / s->c, c = col % s->c;
-                wt[(jp * s->k + k) * NR + j] = col < crs ? w[(k * s->c + c) * rs + tap] : 0.0f;
-            }
+    for (int64_t jp = 0; jp < npanel; jp++) {
+        float *panel = wt + jp * s->k * NR;
+        if ((jp + 1) * NR > crs) memset(panel, 0, (size_t)(s->k * NR) * sizeof(float));
+        /* runs of columns that share a tap: consecutive channels, rows RS*K apart in wtr */
+        for (int64_t j0 = jp * NR; j0 < crs && j0 < (jp + 1) * NR;) {
+            int64_t tap = j0 / s->c, c0 = j0 % s->c;
+            int64_t run = s->c - c0 < (jp + 1) * NR - j0 ? s->c - c0 : (jp + 1) * NR - j0;
+            rg_conv_transpose(run, s->k, wtr + (c0 * rs + tap) * s->k, rs * s->k,
+                              panel + (j0 - jp * NR), NR, NULL, 0.0f);
+            j0 += run;
+        }
+    }
+    rg_conv_scratch_free(wtr, s->k * crs);
     return wt;
 }
 
-/* Adds rows x (nv vectors) of a tile of dcol, for output pixels pix0.. and columns n0.., into
- * dxpad. When C is a multiple of the vector length a vector never straddles two taps. */
+/* Adds rows x (nv vectors) of a tile of dcol, for the chunk pixels whose windows start at
+ * pix[0..rows) and for columns n0.., into dxpad. When C is a multiple of the vector length a
+ * vector never straddles two taps. */
 static void col2im_tile(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *tile,
-                        int rows, int nv, int64_t pix0, int64_t n0, const int32_t *col_off,
+                        int rows, int nv, const int32_t *pix, int64_t n0, const int32_t *col_off,
                         float *dxpad) {
     for (int i = 0; i < rows; i++) {
-        float *base = dxpad + rg_conv_pixel_offset(s, g, pix0 + i);
+        float *base = dxpad + pix[i];
         const float *src = tile + i * NR;
         if (s->c % VL == 0) {
             for (int v = 0; v < nv; v++)
@@ -53,60 +63,75 @@ static void col2im_tile(const rg_conv2d_shape *s, const rg_conv_geom *g, const f
     }
 }
 
-/* One image: dxpad = col2im(dyp (P*Q, K) wt). */
-static void data_image(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *dyp,
-                       const float *wt, const int32_t *iota, const int32_t *col_off, float *tile,
+/* One chunk: dxpad = col2im(dyt (pixels, kpad) wt), a panel of NR columns of dcol at a time
+ * (the reduction over K in blocks of KC, accumulated in dcol), then scattered. */
+static void data_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, const rg_conv_chunks *ch,
+                       int64_t images, const float *wt, const int32_t *iota,
+                       const int32_t *col_off, const float *dyt, int64_t kpad, float *dcol,
                        float *dxpad) {
-    memset(dxpad, 0, (size_t)g->xpad_len * sizeof(float));
+    int64_t rows = images * g->pq;
+    memset(dxpad, 0, (size_t)(images * g->xpad_len) * sizeof(float));
     for (int64_t n0 = 0; n0 < g->crs; n0 += NR) {
         int nv = rg_conv_panel_vectors(g->crs, n0);
-        for (int64_t i0 = 0; i0 < g->pq; i0 += MR) {
-            const float *a[MR];
-            for (int i = 0; i < MR; i++)
-                a[i] = dyp + (i0 + i < g->pq ? i0 + i : g->pq - 1) * s->k;
-            rg_conv_tile(nv, s->k, iota, a, wt + n0 * s->k, NR, tile, NR, false);
-            int rows = (int)(g->pq - i0 < MR ? g->pq - i0 : MR);
-            col2im_tile(s, g, tile, rows, nv, i0, n0, col_off, dxpad);
+        for (int64_t k0 = 0; k0 < s->k; k0 += KC) {
+            int64_t kc = s->k - k0 < KC ? s->k - k0 : KC;
+            const float *b = wt + n0 * s->k + k0 * NR;
+            for (int64_t m0 = 0; m0 < rows; m0 += MR) {
+                const float *a[MR];
+                for (int i = 0; i < MR; i++) a[i] = dyt + (m0 + i < rows ? m0 + i : rows - 1) * kpad;
+                rg_conv_tile(nv, kc, iota + k0, a, b, NR, dcol + m0 * NR, NR, k0 > 0);
+            }
         }
+        for (int64_t m0 = 0; m0 < rows; m0 += MR)
+            col2im_tile(s, g, dcol + m0 * NR, (int)(rows - m0 < MR ? rows - m0 : MR), nv,
+                        ch->pix + m0, n0, col_off, dxpad);
     }
 }
 
-/* dx (C,H,W) = beta dx + the interior of dxpad, transposed back to channels-first. */
-static void write_dx(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *dxpad,
-                     float beta, float *dx) {
-    int64_t hw = s->h * s->w, row = g->wp * s->c;
-    if (s->pad_w == 0) {
-        rg_conv_transpose(hw, s->c, dxpad + s->pad_h * row, s->c, dx, hw, NULL, beta);
-        return;
-    }
-    for (int64_t h = 0; h < s->h; h++)
-        rg_conv_transpose(s->w, s->c, dxpad + (s->pad_h + h) * row + s->pad_w * s->c, s->c,
-                          dx + h * s->w, hw, NULL, beta);
+/* dx (C,H,W) = beta dx + the interior of dxpad, transposed back to channels-first. The interior's
+ * rows first slide left to be contiguous (destroying dxpad), so that one transposition in whole
+ * vector blocks covers the image. */
+static void write_dx(const rg_conv2d_shape *s, const rg_conv_geom *g, float *dxpad, float beta,
+                     float *dx) {
+    int64_t hw = s->h * s->w, row = g->wp * s->c, wc = s->w * s->c;
+    float *body = dxpad + s->pad_h * row;
+    if (s->pad_w > 0)
+        for (int64_t h = 0; h < s->h; h++)
+            memmove(body + h * wc, body + h * row + s->pad_w * s->c, (size_t)wc * sizeof(float));
+    rg_conv_transpose(hw, s->c, body, s->c, dx, hw, NULL, beta);
 }
 
 void rg_cpu_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, const float *w,
                                  float beta, float *dx) {
     rg_conv_geom g = rg_conv_geom_of(s);
+    rg_conv_chunks ch = rg_conv_chunks_new(s, &g);
+    int64_t kpad = rg_conv_round_up(s->k, NR), chw = s->c * s->h * s->w, kpq = s->k * g.pq;
+    int64_t rows = rg_conv_round_up(ch.npix, MR), xn = ch.images * g.xpad_len;
     float *wt = pack_data_weights(s, g.crs, w);
     int32_t *col_off = rg_conv_tap_offsets(s, &g), *iota = (int32_t *)rg_conv_scratch(s->k);
     for (int64_t k = 0; k < s->k; k++) iota[k] = (int32_t)k;
-#pragma omp parallel if (s->n > 1)
+#pragma omp parallel if (ch.count > 1)
     {
-        float *dyp = rg_conv_scratch(g.pq * s->k), *dxpad = rg_conv_scratch(g.xpad_len);
-        float *tile = rg_conv_scratch(MR * NR);
+        float *dyt = rg_conv_scratch(ch.npix * kpad), *dxpad = rg_conv_scratch(xn);
+        float *dcol = rg_conv_scratch(rows * NR);
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t n = 0; n < s->n; n++) {
-            rg_conv_transpose(s->k, g.pq, dy + n * s->k * g.pq, g.pq, dyp, s->k, NULL, 0.0f);
-            data_image(s, &g, dyp, wt, iota, col_off, tile, dxpad);
-            write_dx(s, &g, dxpad, beta, dx + n * s->c * s->h * s->w);
+        for (int64_t ci = 0; ci < ch.count; ci++) {
+            int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
+            for (int64_t i = 0; i < images; i++) /* dyt[pixel][k] */
+                rg_conv_transpose(s->k, g.pq, dy + (n0 + i) * kpq, g.pq, dyt + i * g.pq * kpad,
+                                  kpad, NULL, 0.0f);
+            data_chunk(s, &g, &ch, images, wt, iota, col_off, dyt, kpad, dcol, dxpad);
+            for (int64_t i = 0; i < images; i++)
+                write_dx(s, &g, dxpad + i * g.xpad_len, beta, dx + (n0 + i) * chw);
         }
-        rg_conv_scratch_free(tile, MR * NR);
-        rg_conv_scratch_free(dxpad, g.xpad_len);
-        rg_conv_scratch_free(dyp, g.pq * s->k);
+        rg_conv_scratch_free(dcol, rows * NR);
+        rg_conv_scratch_free(dxpad, xn);
+        rg_conv_scratch_free(dyt, ch.npix * kpad);
     }
     rg_conv_scratch_free((float *)iota, s->k);
     rg_conv_scratch_free((float *)col_off, g.crs);
     rg_conv_scratch_free(wt, (g.crs + NR - 1) / NR * s->k * NR);
+    rg_conv_chunks_free(&ch);
 }
 
 /* ---- backward filter ---- */
@@ -122,20 +147,21 @@ static int32_t *filter_row_offsets(const rg_conv2d_shape *s, const rg_conv_geom 
     return off;
 }
 
-/* One image: acc (crs_pad, kpad) += xpad windows x dy, a block of output pixels at a time. */
-static void filter_image(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *xpad,
-                         const float *dy, const int32_t *row_off, const int32_t *pix_off,
-                         int64_t rows, int64_t kpad, float *dyblk, float *acc) {
-    for (int64_t t0 = 0; t0 < g->pq; t0 += PIXEL_BLOCK) {
-        int64_t nt = g->pq - t0 < PIXEL_BLOCK ? g->pq - t0 : PIXEL_BLOCK;
-        rg_conv_transpose(s->k, nt, dy + t0, g->pq, dyblk, kpad, NULL, 0.0f);
-        for (int64_t n0 = 0; n0 < s->k; n0 += NR) {
-            int nv = rg_conv_panel_vectors(s->k, n0);
+/* One chunk: acc (rows, kpad) += xpad windows x dyt, for a panel of NR filters at a time and a
+ * block of pixels at a time, so that the block of dyt stays in L1 while every row passes. */
+static void filter_chunk(const rg_conv2d_shape *s, const rg_conv_chunks *ch, int64_t images,
+                         int64_t pq, const int32_t *row_off, int64_t rows, const float *xpad,
+                         const float *dyt, int64_t kpad, float *acc) {
+    int64_t npix = images * pq;
+    for (int64_t n0 = 0; n0 < s->k; n0 += NR) {
+        int nv = rg_conv_panel_vectors(s->k, n0);
+        for (int64_t t0 = 0; t0 < npix; t0 += PIXEL_BLOCK) {
+            int64_t nt = npix - t0 < PIXEL_BLOCK ? npix - t0 : PIXEL_BLOCK;
             for (int64_t m0 = 0; m0 < rows; m0 += MR) {
                 const float *a[MR];
                 for (int i = 0; i < MR; i++) a[i] = xpad + row_off[m0 + i];
-                rg_conv_tile(nv, nt, pix_off + t0, a, dyblk + n0, kpad, acc + m0 * kpad + n0,
-                             kpad, true);
+                rg_conv_tile(nv, nt, ch->pix + t0, a, dyt + t0 * kpad + n0, kpad,
+                             acc + m0 * kpad + n0, kpad, true);
             }
         }
     }
@@ -155,25 +181,30 @@ static void bias_grad(const rg_conv2d_shape *s, int64_t pq, const float *dy, flo
 void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, const float *dy,
                                    float beta, float *dw, float *db) {
     rg_conv_geom g = rg_conv_geom_of(s);
+    rg_conv_chunks ch = rg_conv_chunks_new(s, &g);
     int64_t rows = rg_conv_round_up(g.crs, MR), kpad = rg_conv_round_up(s->k, NR);
-    int64_t accn = rows * kpad, blkn = PIXEL_BLOCK * kpad;
-    int32_t *row_off = filter_row_offsets(s, &g, rows), *pix_off = (int32_t *)rg_conv_scratch(g.pq);
-    for (int64_t i = 0; i < g.pq; i++) pix_off[i] = (int32_t)rg_conv_pixel_offset(s, &g, i);
-    int nthreads = s->n > 1 ? omp_get_max_threads() : 1;
+    int64_t accn = rows * kpad, xn = ch.images * g.xpad_len, dyn = ch.npix * kpad;
+    int64_t chw = s->c * s->h * s->w, kpq = s->k * g.pq;
+    int32_t *row_off = filter_row_offsets(s, &g, rows);
+    int nthreads = ch.count > 1 ? omp_get_max_threads() : 1;
     float **acc = calloc((size_t)nthreads, sizeof *acc);
     RG_CHECK(acc, "conv2d: out of host memory");
 #pragma omp parallel num_threads(nthreads)
     {
         int tid = omp_get_thread_num();
-        float *xpad = rg_conv_scratch(g.xpad_len), *dyblk = rg_conv_scratch(blkn);
-        memset(dyblk, 0, (size_t)blkn * sizeof(float)); /* columns past K stay zero */
+        float *xpad = rg_conv_scratch(xn), *dyt = rg_conv_scratch(dyn);
+        memset(dyt, 0, (size_t)dyn * sizeof(float)); /* columns past K stay zero */
         acc[tid] = rg_conv_scratch(accn);
         memset(acc[tid], 0, (size_t)accn * sizeof(float));
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t n = 0; n < s->n; n++) {
-            rg_conv_to_padded_nhwc(s, &g, x + n * s->c * s->h * s->w, xpad);
-            filter_image(s, &g, xpad, dy + n * s->k * g.pq, row_off, pix_off, rows, kpad, dyblk,
-                         acc[tid]);
+        for (int64_t ci = 0; ci < ch.count; ci++) {
+            int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
+            for (int64_t i = 0; i < images; i++) {
+                rg_conv_to_padded_nhwc(s, &g, x + (n0 + i) * chw, xpad + i * g.xpad_len);
+                rg_conv_transpose(s->k, g.pq, dy + (n0 + i) * kpq, g.pq, dyt + i * g.pq * kpad,
+                                  kpad, NULL, 0.0f);
+            }
+            filter_chunk(s, &ch, images, g.pq, row_off, rows, xpad, dyt, kpad, acc[tid]);
         }
         /* implicit barrier: every partial sum is complete */
 #pragma omp for schedule(static)
@@ -184,13 +215,13 @@ void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, con
                     for (int64_t i = m0 * kpad; i < (m0 + nm) * kpad; i++) acc[0][i] += acc[t][i];
             rg_conv_transpose(nm, s->k, acc[0] + m0 * kpad, kpad, dw + m0, g.crs, NULL, beta);
         }
-        rg_conv_scratch_free(dyblk, blkn);
-        rg_conv_scratch_free(xpad, g.xpad_len);
+        rg_conv_scratch_free(dyt, dyn);
+        rg_conv_scratch_free(xpad, xn);
 #pragma omp barrier
         rg_conv_scratch_free(acc[tid], accn);
     }
     free(acc);
-    rg_conv_scratch_free((float *)pix_off, g.pq);
     rg_conv_scratch_free((float *)row_off, rows);
+    rg_conv_chunks_free(&ch);
     if (db) bias_grad(s, g.pq, dy, beta, db);
 }

@@ -97,6 +97,31 @@ void rg_conv_to_padded_nhwc(const rg_conv2d_shape *s, const rg_conv_geom *g, con
  * of the forward pass in (r,s,c) order. Free with rg_conv_scratch_free(off, g->crs). */
 int32_t *rg_conv_tap_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g);
 
+/* ---- chunks: a thread's unit of work ----
+ * A thread converts G images at a time to channels-last and treats their G*P*Q output pixels as
+ * the rows of one product. One image is enough when it has many pixels; a layer with few (7x7 in
+ * ResNet's last stage) takes several, so that each block of weights, once in cache, serves enough
+ * rows to pay for bringing it there. */
+typedef struct {
+    int64_t images; /* G: images per chunk (the last chunk may have fewer) */
+    int64_t count;  /* chunks covering the batch */
+    int64_t npix;   /* G*P*Q */
+    int32_t *pix;   /* pix[t] for t < G*P*Q: where the window of the chunk's output pixel t starts
+                     * in the chunk's scratch, image t / (P*Q) being at (t / (P*Q)) * xpad_len */
+} rg_conv_chunks;
+
+rg_conv_chunks rg_conv_chunks_new(const rg_conv2d_shape *s, const rg_conv_geom *g);
+void rg_conv_chunks_free(rg_conv_chunks *ch);
+
+/* Reduction steps per block of a product: a (RG_CONV_KC x RG_CONV_NR) block of b stays in L1
+ * while the tiles of a whole chunk stream past it. */
+extern int rg_conv_exp_kc;
+#define RG_CONV_KC rg_conv_exp_kc
+
+/* The filters w (K, C*R*S) transposed: wt (C*R*S, K), from rg_conv_scratch (free K*C*R*S
+ * floats). Packing weights from it copies whole vectors. */
+float *rg_conv_weights_t(const rg_conv2d_shape *s, const float *w);
+
 /* The forward pass with vectors along output pixels, for short reductions (conv2d_direct.c). */
 #define RG_CONV_DIRECT_MAX_CRS 32
 void rg_conv_forward_direct(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,

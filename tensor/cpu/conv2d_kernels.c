@@ -6,6 +6,8 @@
  * from memory feeds several multiply-adds. The tile keeps RG_CONV_MR x RG_CONV_NV vectors of
  * results in registers; each reduction step loads RG_CONV_NV vectors and RG_CONV_MR scalars and
  * does RG_CONV_MR * RG_CONV_NV vector multiply-adds (24 on AVX-512, for 10 loads). */
+#include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tensor/cpu/conv2d_impl.h"
@@ -155,6 +157,15 @@ void rg_conv_transpose(int64_t rows, int64_t cols, const float *src, int64_t lds
     transpose_edge(rows - rfull, cols, src + rfull * lds, lds, dst + rfull, ldd, bias, beta);
 }
 
+/* ---- weights ---- */
+
+float *rg_conv_weights_t(const rg_conv2d_shape *s, const float *w) {
+    int64_t crs = s->c * s->r * s->s;
+    float *wt = rg_conv_scratch(crs * s->k);
+    rg_conv_transpose(s->k, crs, w, crs, wt, s->k, NULL, 0.0f);
+    return wt;
+}
+
 /* ---- sums ---- */
 
 float rg_conv_sum(const float *x, int64_t n) {
@@ -185,19 +196,21 @@ rg_conv_geom rg_conv_geom_of(const rg_conv2d_shape *s) {
 
 void rg_conv_to_padded_nhwc(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
                             float *xpad) {
-    int64_t c = s->c, hw = s->h * s->w, row = g->wp * c;
-    memset(xpad, 0, (size_t)(s->pad_h * row) * sizeof(float));                  /* top */
-    memset(xpad + (s->pad_h + s->h) * row, 0, (size_t)(s->pad_h * row) * sizeof(float)); /* bottom */
-    if (s->pad_w == 0) { /* the rows are contiguous: one transposition for the whole image */
-        rg_conv_transpose(c, hw, x, hw, xpad + s->pad_h * row, c, NULL, 0.0f);
-        return;
-    }
-    for (int64_t h = 0; h < s->h; h++) {
-        float *d = xpad + (s->pad_h + h) * row;
-        memset(d, 0, (size_t)(s->pad_w * c) * sizeof(float));
-        memset(d + (s->pad_w + s->w) * c, 0, (size_t)(s->pad_w * c) * sizeof(float));
-        rg_conv_transpose(c, s->w, x + h * s->w, hw, d + s->pad_w * c, c, NULL, 0.0f);
-    }
+    int64_t c = s->c, row = g->wp * c, wc = s->w * c;
+    float *body = xpad + s->pad_h * row;
+    /* one transposition of the whole image into the top of the body (whole vector blocks, even
+     * when a row is narrower than a vector), then each row slides right to its padded place,
+     * last row first so that none is overwritten before it has moved */
+    rg_conv_transpose(c, s->h * s->w, x, s->h * s->w, body, c, NULL, 0.0f);
+    if (s->pad_w > 0)
+        for (int64_t h = s->h - 1; h >= 0; h--) {
+            float *d = body + h * row;
+            memmove(d + s->pad_w * c, body + h * wc, (size_t)wc * sizeof(float));
+            memset(d, 0, (size_t)(s->pad_w * c) * sizeof(float));
+            memset(d + s->pad_w * c + wc, 0, (size_t)(row - s->pad_w * c - wc) * sizeof(float));
+        }
+    memset(xpad, 0, (size_t)(s->pad_h * row) * sizeof(float)); /* top and bottom */
+    memset(body + s->h * row, 0, (size_t)(g->xpad_len - (s->pad_h + s->h) * row) * sizeof(float));
 }
 
 int32_t *rg_conv_tap_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g) {
@@ -208,6 +221,36 @@ int32_t *rg_conv_tap_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g) {
                 off[(r * s->s + t) * s->c + c] = (int32_t)(rg_conv_tap_offset(s, g, r, t) + c);
     return off;
 }
+
+/* Rows (output pixels) a chunk should give a product at least, and the most scratch it may take. */
+#define CHUNK_MIN_PIXELS 256
+#define CHUNK_MAX_FLOATS (1 << 20)
+
+rg_conv_chunks rg_conv_chunks_new(const rg_conv2d_shape *s, const rg_conv_geom *g) {
+    rg_conv_chunks ch = {.images = 1, .count = s->n};
+    int64_t nthreads = omp_get_max_threads(), per_image = g->xpad_len + g->pq * s->k;
+    int64_t want = (CHUNK_MIN_PIXELS + g->pq - 1) / (g->pq > 0 ? g->pq : 1);
+    int64_t fit = CHUNK_MAX_FLOATS / (per_image > 0 ? per_image : 1);
+    int64_t share = (s->n + nthreads - 1) / nthreads; /* no chunk larger than a thread's share */
+    int64_t gmax = want < fit ? want : fit;
+    if (gmax > share) gmax = share;
+    if (gmax > 1 && s->n > 0) {
+        /* as many chunks as that needs, rounded up to a multiple of the thread count */
+        int64_t count = (s->n + gmax - 1) / gmax;
+        if (count % nthreads) count += nthreads - count % nthreads;
+        ch.images = (s->n + count - 1) / count;
+        ch.count = (s->n + ch.images - 1) / ch.images;
+    }
+    RG_CHECK(ch.images * g->xpad_len < INT32_MAX, "conv2d: %lld padded images of %lld floats are "
+             "too large for 32-bit offsets", (long long)ch.images, (long long)g->xpad_len);
+    ch.npix = ch.images * g->pq;
+    ch.pix = (int32_t *)rg_conv_scratch(ch.npix);
+    for (int64_t t = 0; t < ch.npix; t++)
+        ch.pix[t] = (int32_t)(t / g->pq * g->xpad_len + rg_conv_pixel_offset(s, g, t % g->pq));
+    return ch;
+}
+
+void rg_conv_chunks_free(rg_conv_chunks *ch) { rg_conv_scratch_free((float *)ch->pix, ch->npix); }
 
 float *rg_conv_scratch(int64_t floats) {
     float *p = rg_cpu_alloc((size_t)(floats > 0 ? floats : 1) * sizeof(float));

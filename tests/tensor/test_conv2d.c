@@ -14,7 +14,8 @@ typedef struct {
 } conv_case;
 
 /* Chosen to reach every path of the CPU kernels: channel counts below, at and above the vector
- * length (scalar and vector col2im), K across several tile panels, tiles cut short by the image. */
+ * length (scalar and vector col2im), K across several tile panels, reductions longer than one
+ * block, tiles cut short by the image, chunks of several images. */
 static const conv_case cases[] = {
     {1, 1, 5, 5, 1, 3, 3, 1, 0, true},     {2, 3, 7, 9, 5, 3, 3, 1, 1, true},
     {3, 1, 28, 28, 32, 3, 3, 1, 0, true},  {2, 32, 26, 26, 64, 3, 3, 1, 0, true},
@@ -22,6 +23,7 @@ static const conv_case cases[] = {
     {2, 17, 9, 6, 70, 1, 1, 2, 0, false},  {1, 5, 6, 8, 3, 3, 5, 1, 1, true},
     {4, 2, 4, 4, 7, 4, 4, 2, 3, true},     {1, 64, 7, 7, 130, 3, 3, 1, 1, true},
     {2, 48, 5, 5, 16, 3, 3, 1, 1, false},  {3, 8, 10, 3, 9, 3, 1, 2, 1, true},
+    {7, 8, 3, 5, 33, 3, 3, 2, 1, true}, /* several images per chunk, a short last chunk */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
