@@ -29,21 +29,18 @@ int rg_conv_exp_kc = 128;
 
 #define KC RG_CONV_KC
 
-/* wp[panel][(r,s,c)][j] = w[panel*NR + j][c][r][s], zero past the last filter: each panel is the
- * contiguous (crs x NR) block of b that the forward tile streams through. */
+/* wp[panel][(c,r,s)][j] = w[panel*NR + j][c][r][s], zero past the last filter: each panel is the
+ * contiguous (crs x NR) block of b that the forward tile streams through, a transposition of
+ * NR rows of w. */
 static float *pack_forward_weights(const rg_conv2d_shape *s, const float *w, int64_t crs) {
-    int64_t npanel = (s->k + NR - 1) / NR, rs = s->r * s->s;
-    float *wt = rg_conv_weights_t(s, w), *wp = rg_conv_scratch(npanel * crs * NR);
+    int64_t npanel = (s->k + NR - 1) / NR;
+    float *wp = rg_conv_scratch(npanel * crs * NR);
 #pragma omp parallel for schedule(static) if (npanel * crs * NR > RG_CPU_PAR_MIN)
     for (int64_t jp = 0; jp < npanel; jp++) {
         int64_t kn = s->k - jp * NR < NR ? s->k - jp * NR : NR;
-        for (int64_t t = 0; t < crs; t++) { /* t = (r,s,c) reads row (c,r,s) of wt */
-            float *dst = wp + (jp * crs + t) * NR;
-            memcpy(dst, wt + (t % s->c * rs + t / s->c) * s->k + jp * NR, (size_t)kn * sizeof(float));
-            memset(dst + kn, 0, (size_t)(NR - kn) * sizeof(float));
-        }
+        if (kn < NR) memset(wp + jp * crs * NR, 0, (size_t)(crs * NR) * sizeof(float));
+        rg_conv_transpose(kn, crs, w + jp * NR * crs, crs, wp + jp * crs * NR, NR, NULL, 0.0f);
     }
-    rg_conv_scratch_free(wt, s->k * crs);
     return wp;
 }
 
@@ -79,7 +76,7 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
     int64_t kpad = rg_conv_round_up(s->k, NR), chw = s->c * s->h * s->w;
     int64_t xn = ch.images * g.xpad_len, yn = rg_conv_round_up(ch.npix, MR) * kpad;
     float *wp = pack_forward_weights(s, w, g.crs);
-    int32_t *off = rg_conv_tap_offsets(s, &g);
+    int32_t *off = rg_conv_window_offsets(s, &g, true, g.crs);
 #pragma omp parallel if (ch.count > 1)
     {
         float *xpad = rg_conv_scratch(xn), *yc = rg_conv_scratch(yn);

@@ -108,7 +108,8 @@ void rg_cpu_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, cons
     int64_t kpad = rg_conv_round_up(s->k, NR), chw = s->c * s->h * s->w, kpq = s->k * g.pq;
     int64_t rows = rg_conv_round_up(ch.npix, MR), xn = ch.images * g.xpad_len;
     float *wt = pack_data_weights(s, g.crs, w);
-    int32_t *col_off = rg_conv_tap_offsets(s, &g), *iota = (int32_t *)rg_conv_scratch(s->k);
+    int32_t *col_off = rg_conv_window_offsets(s, &g, false, g.crs);
+    int32_t *iota = (int32_t *)rg_conv_scratch(s->k);
     for (int64_t k = 0; k < s->k; k++) iota[k] = (int32_t)k;
 #pragma omp parallel if (ch.count > 1)
     {
@@ -135,17 +136,6 @@ void rg_cpu_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, cons
 }
 
 /* ---- backward filter ---- */
-
-/* The rows of the filter gradient in (c,r,s) order, as offsets from a window's start; the
- * spare rows up to a multiple of MR repeat the last one. */
-static int32_t *filter_row_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g, int64_t rows) {
-    int32_t *off = (int32_t *)rg_conv_scratch(rows);
-    for (int64_t m = 0; m < rows; m++) {
-        int64_t mm = m < g->crs ? m : g->crs - 1, rs = mm % (s->r * s->s), c = mm / (s->r * s->s);
-        off[m] = (int32_t)(rg_conv_tap_offset(s, g, rs / s->s, rs % s->s) + c);
-    }
-    return off;
-}
 
 /* One chunk: acc (rows, kpad) += xpad windows x dyt, for a panel of NR filters at a time and a
  * block of pixels at a time, so that the block of dyt stays in L1 while every row passes. */
@@ -185,7 +175,7 @@ void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, con
     int64_t rows = rg_conv_round_up(g.crs, MR), kpad = rg_conv_round_up(s->k, NR);
     int64_t accn = rows * kpad, xn = ch.images * g.xpad_len, dyn = ch.npix * kpad;
     int64_t chw = s->c * s->h * s->w, kpq = s->k * g.pq;
-    int32_t *row_off = filter_row_offsets(s, &g, rows);
+    int32_t *row_off = rg_conv_window_offsets(s, &g, true, rows);
     int nthreads = ch.count > 1 ? omp_get_max_threads() : 1;
     float **acc = calloc((size_t)nthreads, sizeof *acc);
     RG_CHECK(acc, "conv2d: out of host memory");

@@ -93,9 +93,11 @@ static inline int64_t rg_conv_tap_offset(const rg_conv2d_shape *s, const rg_conv
 void rg_conv_to_padded_nhwc(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
                             float *xpad);
 
-/* off[(r*S + s)*C + c] = tap offset of (r, s) + c, for r < R, s < S, c < C: the reduction steps
- * of the forward pass in (r,s,c) order. Free with rg_conv_scratch_free(off, g->crs). */
-int32_t *rg_conv_tap_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g);
+/* Where each (c, r, s) of a window lies relative to the window's start: tap offset of (r, s) + c,
+ * listed in (c,r,s) order (channel_major, the order of w's rows) or (r,s,c) order; n >= C*R*S
+ * entries, the spare ones repeating the last. Free with rg_conv_scratch_free(off, n). */
+int32_t *rg_conv_window_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g,
+                                bool channel_major, int64_t n);
 
 /* ---- chunks: a thread's unit of work ----
  * A thread converts G images at a time to channels-last and treats their G*P*Q output pixels as
