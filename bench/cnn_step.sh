@@ -2,34 +2,37 @@
 # cnn_step.sh — the Fashion-MNIST CNN's training step (batch 128, Adam) in ringgrad and in
 # PyTorch, interleaved in one run.
 #
-#   bench/cnn_step.sh [--threads "1 2"] [--rounds 3] [--iters 5]
+#   bench/cnn_step.sh [--threads "1 2"] [--rounds 3] [--iters 5] [--clock wall|cpu]
 #
 # Each round runs `ringgrad-bench --only cnn` (which also times the step's GEMM floor) and then
 # bench/torch_cnn_step.py at the same thread count; prints the median over rounds of each side's
 # median step time as images/s, ringgrad's speedup over PyTorch and its share of the GEMM floor.
+# --clock cpu times with each process's CPU time, which the shared machine's time slicing does
+# not inflate (meaningful at one thread only).
 # RINGGRAD_BENCH overrides the bench binary (default build/bin/ringgrad-bench).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 bench=${RINGGRAD_BENCH:-$here/../build/bin/ringgrad-bench}
-threads="1 2" rounds=3 iters=5
+threads="1 2" rounds=3 iters=5 clock=wall
 while [ $# -gt 0 ]; do
     case $1 in
     --threads) threads=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --clock) clock=$2; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "cnn_step.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
 [ -x "$bench" ] || { echo "cnn_step.sh: $bench not found (build first)" >&2; exit 1; }
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
-echo "CNN training step, batch 128, Adam: ringgrad vs PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'), $rounds interleaved rounds of $iters steps, $(date -u +%Y-%m-%d)"
+echo "CNN training step, batch 128, Adam: ringgrad vs PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'), $rounds interleaved rounds of $iters steps, $clock clock, $(date -u +%Y-%m-%d)"
 for t in $threads; do
     r=1
     while [ "$r" -le "$rounds" ]; do
-        "$bench" --only cnn --raw --threads "$t" --iters "$iters" | grep '^raw' >>"$raw"
-        /usr/bin/python3 "$here/torch_cnn_step.py" --threads "$t" --iters "$iters" >>"$raw"
+        "$bench" --only cnn --raw --threads "$t" --iters "$iters" --clock "$clock" | grep '^raw' >>"$raw"
+        /usr/bin/python3 "$here/torch_cnn_step.py" --threads "$t" --iters "$iters" --clock "$clock" >>"$raw"
         r=$((r + 1))
     done
 done

@@ -2,24 +2,27 @@
 # conv_vs_torch.sh — ringgrad's conv2d kernels against PyTorch's (oneDNN), interleaved.
 #
 #   bench/conv_vs_torch.sh [--threads "1 2"] [--rounds 3] [--iters 5] [--batch 16] [--layer NAME]
+#                          [--clock wall|cpu]
 #
 # For each thread count, each round and each layer, runs `ringgrad-bench --only conv` and then
 # bench/torch_conv.py on the same shapes, so both see the same machine load; prints the median
 # over rounds of each side's median time and the speedup (PyTorch time / ringgrad time, above 1
-# means ringgrad is faster). RINGGRAD_BENCH overrides the bench binary (default
+# means ringgrad is faster). --clock cpu times both with their process's CPU time, which the
+# shared machine's time slicing does not inflate (use it at one thread). RINGGRAD_BENCH overrides the bench binary (default
 # build/bin/ringgrad-bench); PyTorch runs under /usr/bin/python3.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 bench=${RINGGRAD_BENCH:-$here/../build/bin/ringgrad-bench}
-threads="1 2" rounds=3 iters=5 batch=16 layers=""
+threads="1 2" rounds=3 iters=5 clock=wall batch=16 layers=""
 while [ $# -gt 0 ]; do
     case $1 in
     --threads) threads=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
+    --clock) clock=$2; shift 2 ;;
     --batch) batch=$2; shift 2 ;;
     --layer) layers=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "conv_vs_torch.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -28,13 +31,13 @@ shapes=$(mktemp) raw=$(mktemp)
 trap 'rm -f "$shapes" "$raw"' EXIT
 "$bench" --shapes --batch "$batch" >"$shapes"
 [ -n "$layers" ] || layers=$(awk '{print $2}' "$shapes")
-echo "conv2d: ringgrad vs PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') (oneDNN), $rounds interleaved rounds of $iters runs, ResNet-18 batch $batch, $(date -u +%Y-%m-%d)"
+echo "conv2d: ringgrad vs PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') (oneDNN), $rounds interleaved rounds of $iters runs, ResNet-18 batch $batch, $clock clock, $(date -u +%Y-%m-%d)"
 for t in $threads; do
     r=1
     while [ "$r" -le "$rounds" ]; do
         for l in $layers; do
-            "$bench" --only conv --raw --threads "$t" --iters "$iters" --batch "$batch" --layer "$l" | grep '^raw' >>"$raw"
-            /usr/bin/python3 "$here/torch_conv.py" --threads "$t" --iters "$iters" --layer "$l" --shapes "$shapes" >>"$raw"
+            "$bench" --only conv --raw --threads "$t" --iters "$iters" --clock "$clock" --batch "$batch" --layer "$l" | grep '^raw' >>"$raw"
+            /usr/bin/python3 "$here/torch_conv.py" --threads "$t" --iters "$iters" --clock "$clock" --layer "$l" --shapes "$shapes" >>"$raw"
         done
         r=$((r + 1))
     done

@@ -6,6 +6,7 @@ two side by side. PyTorch 1.13 runs CPU convolutions through oneDNN (aten::mkldn
 backward goes through aten::convolution_backward with an output mask, so "bwd-data" computes only
 the input gradient and "bwd-filter" the weight and bias gradients, as ringgrad's kernels do.
 
+--clock cpu times with the process's CPU time (all threads), as ringgrad-bench --clock cpu does.
 Shapes come from `ringgrad-bench --shapes` ("shape NAME N C H K R stride pad" lines) on stdin or
 in --shapes FILE. One line per result: "raw torch threads=T layer=NAME pass=P ms=X" (median).
 Run with /usr/bin/python3 (Debian's PyTorch).
@@ -19,13 +20,13 @@ import torch
 import torch.nn.functional as F
 
 
-def timed(fn, iters):
+def timed(fn, iters, clock):
     fn()  # warm up: oneDNN builds its kernel on first use
     times = []
     for _ in range(iters):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return statistics.median(times)
 
 
@@ -49,12 +50,15 @@ def passes(n, c, h, k, r, stride, pad):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall time, or the process's CPU time (all threads)")
     ap.add_argument("--iters", type=int, default=7)
     ap.add_argument("--layer", default=None, help="only this layer and those under it (cnn, r18.l2)")
     ap.add_argument("--pass", dest="only_pass", default=None, help="forward, bwd-data or bwd-filter")
     ap.add_argument("--shapes", default="-", help="file of 'shape ...' lines (default: stdin)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     src = sys.stdin if args.shapes == "-" else open(args.shapes)
     with torch.no_grad():
         for line in src:
@@ -67,7 +71,7 @@ def main():
             for pname, fn in passes(n, c, h, k, r, stride, pad).items():
                 if args.only_pass and pname != args.only_pass:
                     continue
-                ms = timed(fn, args.iters) * 1e3
+                ms = timed(fn, args.iters, clock) * 1e3
                 print(f"raw torch threads={args.threads} layer={name} pass={pname} ms={ms:.4f}",
                       flush=True)
 

@@ -1,7 +1,8 @@
 /* ringgrad-bench — how fast are ringgrad's CPU kernels, next to the matrix products they replace?
  *
  *   ringgrad-bench [--only gemm|conv|cnn] [--threads N] [--iters N] [--batch N] [--raw]
- *                  [--layer NAME] [--pass forward|bwd-data|bwd-filter] [--shapes]
+ *                  [--layer NAME] [--pass forward|bwd-data|bwd-filter] [--clock wall|cpu]
+ *                  [--shapes]
  *
  * gemm: cblas_sgemm on a few shapes (is the BLAS healthy on this machine?).
  * conv: conv2d forward, backward data and backward filter for the Fashion-MNIST CNN's layers and
@@ -26,6 +27,7 @@ static void usage(FILE *f) {
             "  --batch N             batch of the ResNet-18 conv shapes (default 16)\n"
             "  --layer NAME          conv: only layer NAME and those under it (cnn, r18.l2, ...)\n"
             "  --pass P              conv: only pass P (forward, bwd-data or bwd-filter)\n"
+            "  --clock wall|cpu      time with the wall clock (default) or the process's CPU time\n"
             "  --raw                 also print one 'raw ...' line per result (for bench/ scripts)\n"
             "  --shapes              print the conv layers' shapes and exit\n"
             "  --device cpu|cuda     where to run (only cpu is built into this bench)\n"
@@ -66,6 +68,13 @@ int main(int argc, char **argv) {
             o.batch = parse_int(a, v, 1, 4096), i++;
         } else if (!strcmp(a, "--raw")) {
             o.raw = true;
+        } else if (!strcmp(a, "--clock")) {
+            i++;
+            if (!v || (strcmp(v, "wall") && strcmp(v, "cpu"))) {
+                fprintf(stderr, "ringgrad-bench: --clock takes wall or cpu\n");
+                return 2;
+            }
+            rgb_cpu_clock = !strcmp(v, "cpu");
         } else if (!strcmp(a, "--shapes")) {
             shapes = true;
         } else if (!strcmp(a, "--layer")) {

@@ -157,13 +157,40 @@ static void filter_chunk(const rg_conv2d_shape *s, const rg_conv_chunks *ch, int
     }
 }
 
-/* db[k] = beta db[k] + sum over images and pixels of dy[n][k]. */
-static void bias_grad(const rg_conv2d_shape *s, int64_t pq, const float *dy, float beta,
-                      float *db) {
-#pragma omp parallel for schedule(static) if (s->n * s->k * pq > RG_CPU_PAR_MIN)
-    for (int64_t k = 0; k < s->k; k++) {
+/* A thread's share of the filter gradient: NULL members if OpenMP gave us fewer threads. */
+typedef struct {
+    float *acc; /* (rows, kpad): dw^T, rows in (c,r,s) order */
+    double *db; /* (K): the bias gradient */
+} filter_partial;
+
+/* Converts one image and adds its pixels' dy into the thread's bias gradient on the way. */
+static void filter_load_image(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
+                              const float *dy, int64_t kpad, float *xpad, float *dyt,
+                              float *sums, double *db) {
+    rg_conv_to_padded_nhwc(s, g, x, xpad);
+    memset(sums, 0, (size_t)s->k * sizeof(float));
+    rg_conv_transpose_sum(s->k, g->pq, dy, g->pq, dyt, kpad, sums);
+    for (int64_t k = 0; k < s->k; k++) db[k] += sums[k];
+}
+
+/* dw = beta dw + the sum of the threads' partials (transposed to (K, C*R*S)), likewise db.
+ * Called by every thread of the team: rows are shared out. */
+static void filter_reduce(const rg_conv2d_shape *s, int64_t crs, int64_t kpad,
+                          const filter_partial *part, int nparts, float beta, float *dw,
+                          float *db) {
+#pragma omp for schedule(static)
+    for (int64_t m0 = 0; m0 < crs; m0 += VL) {
+        int64_t nm = crs - m0 < VL ? crs - m0 : VL;
+        float *acc0 = part[0].acc + m0 * kpad;
+        for (int t = 1; t < nparts; t++)
+            if (part[t].acc)
+                for (int64_t i = 0; i < nm * kpad; i++) acc0[i] += part[t].acc[m0 * kpad + i];
+        rg_conv_transpose(nm, s->k, acc0, kpad, dw + m0, crs, NULL, beta);
+    }
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < (db ? s->k : 0); k++) {
         double sum = 0.0;
-        for (int64_t n = 0; n < s->n; n++) sum += rg_conv_sum(dy + (n * s->k + k) * pq, pq);
+        for (int t = 0; t < nparts; t++) sum += part[t].db ? part[t].db[k] : 0.0;
         db[k] = (float)sum + (beta == 0.0f ? 0.0f : beta * db[k]);
     }
 }
@@ -177,41 +204,36 @@ void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, con
     int64_t chw = s->c * s->h * s->w, kpq = s->k * g.pq;
     int32_t *row_off = rg_conv_window_offsets(s, &g, true, rows);
     int nthreads = ch.count > 1 ? omp_get_max_threads() : 1;
-    float **acc = calloc((size_t)nthreads, sizeof *acc);
-    RG_CHECK(acc, "conv2d: out of host memory");
+    filter_partial *part = calloc((size_t)nthreads, sizeof *part);
+    RG_CHECK(part, "conv2d: out of host memory");
 #pragma omp parallel num_threads(nthreads)
     {
-        int tid = omp_get_thread_num();
-        float *xpad = rg_conv_scratch(xn), *dyt = rg_conv_scratch(dyn);
+        filter_partial *mine = &part[omp_get_thread_num()];
+        float *xpad = rg_conv_scratch(xn), *dyt = rg_conv_scratch(dyn), *sums = rg_conv_scratch(kpad);
         memset(dyt, 0, (size_t)dyn * sizeof(float)); /* columns past K stay zero */
-        acc[tid] = rg_conv_scratch(accn);
-        memset(acc[tid], 0, (size_t)accn * sizeof(float));
+        mine->acc = rg_conv_scratch(accn);
+        memset(mine->acc, 0, (size_t)accn * sizeof(float));
+        mine->db = calloc((size_t)s->k + 1, sizeof(double));
+        RG_CHECK(mine->db, "conv2d: out of host memory");
 #pragma omp for schedule(dynamic, 1)
         for (int64_t ci = 0; ci < ch.count; ci++) {
             int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
-            for (int64_t i = 0; i < images; i++) {
-                rg_conv_to_padded_nhwc(s, &g, x + (n0 + i) * chw, xpad + i * g.xpad_len);
-                rg_conv_transpose(s->k, g.pq, dy + (n0 + i) * kpq, g.pq, dyt + i * g.pq * kpad,
-                                  kpad, NULL, 0.0f);
-            }
-            filter_chunk(s, &ch, images, g.pq, row_off, rows, xpad, dyt, kpad, acc[tid]);
+            for (int64_t i = 0; i < images; i++)
+                filter_load_image(s, &g, x + (n0 + i) * chw, dy + (n0 + i) * kpq, kpad,
+                                  xpad + i * g.xpad_len, dyt + i * g.pq * kpad, sums, mine->db);
+            filter_chunk(s, &ch, images, g.pq, row_off, rows, xpad, dyt, kpad, mine->acc);
         }
-        /* implicit barrier: every partial sum is complete */
-#pragma omp for schedule(static)
-        for (int64_t m0 = 0; m0 < g.crs; m0 += VL) {
-            int64_t nm = g.crs - m0 < VL ? g.crs - m0 : VL;
-            for (int t = 1; t < nthreads; t++)
-                if (acc[t]) /* NULL if OpenMP gave us fewer threads */
-                    for (int64_t i = m0 * kpad; i < (m0 + nm) * kpad; i++) acc[0][i] += acc[t][i];
-            rg_conv_transpose(nm, s->k, acc[0] + m0 * kpad, kpad, dw + m0, g.crs, NULL, beta);
-        }
+        /* the implicit barrier above: every partial is complete */
+        filter_reduce(s, g.crs, kpad, part, nthreads, beta, dw, db);
+        rg_conv_scratch_free(sums, kpad);
         rg_conv_scratch_free(dyt, dyn);
         rg_conv_scratch_free(xpad, xn);
-#pragma omp barrier
-        rg_conv_scratch_free(acc[tid], accn);
     }
-    free(acc);
+    for (int t = 0; t < nthreads; t++) {
+        if (part[t].acc) rg_conv_scratch_free(part[t].acc, accn);
+        free(part[t].db);
+    }
+    free(part);
     rg_conv_scratch_free((float *)row_off, rows);
     rg_conv_chunks_free(&ch);
-    if (db) bias_grad(s, g.pq, dy, beta, db);
 }

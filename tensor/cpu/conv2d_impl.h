@@ -53,8 +53,10 @@ void rg_conv_tile(int nv, int64_t nt, const int32_t *off, const float *const *a,
 void rg_conv_transpose(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
                        int64_t ldd, const float *bias, float beta);
 
-/* x[0] + ... + x[n-1], vectorised (in an order that differs from the sequential one). */
-float rg_conv_sum(const float *x, int64_t n);
+/* dst[j*ldd + i] = src[i*lds + j] as rg_conv_transpose, and sums[i] += src[i][0] + ... +
+ * src[i][cols-1]: the copy and the row sums in one pass over src. */
+void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
+                           int64_t ldd, float *sums);
 
 /* n rounded up to a multiple of m. */
 static inline int64_t rg_conv_round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }

@@ -15,6 +15,17 @@
 #define VL RG_CONV_VL
 #define MR RG_CONV_MR
 
+/* Keeps vector v alive in a register: an empty asm that claims to read it. Without it GCC reuses
+ * the registers of b's vectors for the last row's results once b is dead, and then needs a move
+ * per vector each step to put the accumulators back; with it the loop is only loads and FMAs. */
+#if defined(__GNUC__) && defined(__AVX512F__)
+#define KEEP_IN_REGISTER(v) __asm__ volatile("" ::"v"(v))
+#elif defined(__GNUC__) && defined(__SSE__)
+#define KEEP_IN_REGISTER(v) __asm__ volatile("" ::"x"(v))
+#else
+#define KEEP_IN_REGISTER(v) ((void)(v))
+#endif
+
 /* The tile for a compile-time nv: after inlining, acc[][] lives in registers. */
 static inline __attribute__((always_inline)) void tile_body(const int nv, int64_t nt,
                                                             const int32_t *off,
@@ -28,6 +39,7 @@ static inline __attribute__((always_inline)) void tile_body(const int nv, int64_
         for (int v = 0; v < nv; v++)
             acc[i][v] = accumulate ? *(const rg_convvec *)(c + i * ldc + v * VL) : (rg_convvec){0};
     }
+#pragma GCC unroll 2
     for (int64_t t = 0; t < nt; t++) {
         const int64_t o = off[t];
         const float *bt = b + t * ldb;
@@ -37,6 +49,7 @@ static inline __attribute__((always_inline)) void tile_body(const int nv, int64_
             const float s = row[i][o];
             for (int v = 0; v < nv; v++) acc[i][v] += s * bv[v];
         }
+        for (int v = 0; v < nv; v++) KEEP_IN_REGISTER(bv[v]);
     }
     for (int i = 0; i < MR; i++)
         for (int v = 0; v < nv; v++) *(rg_convvec *)(c + i * ldc + v * VL) = acc[i][v];
@@ -116,45 +129,65 @@ static inline __attribute__((always_inline)) void transpose_block(rg_convvec r[V
     }
 }
 
-/* A full VL x VL block. */
+/* A full VL x VL block; adds each source row's sum to sums[] if sums is not NULL. */
 static inline __attribute__((always_inline)) void transpose_full(const float *src, int64_t lds,
                                                                  float *dst, int64_t ldd,
                                                                  const float *bias, float beta,
+                                                                 float *sums,
                                                                  const transpose_masks *m) {
-    rg_convvec r[VL];
+    rg_convvec r[VL], total = {0};
     for (int i = 0; i < VL; i++) r[i] = *(const rg_convvec *)(src + i * lds);
     transpose_block(r, m);
     for (int j = 0; j < VL; j++) {
         rg_convvec v = r[j];
+        if (sums) total += v; /* r[j] holds column j of the source rows: their sum adds up */
         if (bias) v += bias[j];
         float *d = dst + j * ldd;
         if (beta != 0.0f) v += beta * *(const rg_convvec *)d;
         *(rg_convvec *)d = v;
     }
+    if (sums) *(rg_convvec *)sums += total;
 }
 
 /* A partial block at the matrix's edge: ri x cj elements, one at a time. */
 static void transpose_edge(int64_t ri, int64_t cj, const float *src, int64_t lds, float *dst,
-                           int64_t ldd, const float *bias, float beta) {
+                           int64_t ldd, const float *bias, float beta, float *sums) {
     for (int64_t j = 0; j < cj; j++) {
         float add = bias ? bias[j] : 0.0f, *d = dst + j * ldd;
-        for (int64_t i = 0; i < ri; i++)
+        for (int64_t i = 0; i < ri; i++) {
             d[i] = src[i * lds + j] + add + (beta != 0.0f ? beta * d[i] : 0.0f);
+            if (sums) sums[i] += src[i * lds + j];
+        }
     }
+}
+
+static inline __attribute__((always_inline)) void transpose(int64_t rows, int64_t cols,
+                                                            const float *src, int64_t lds,
+                                                            float *dst, int64_t ldd,
+                                                            const float *bias, float beta,
+                                                            float *sums) {
+    transpose_masks m = make_masks();
+    int64_t rfull = rows / VL * VL, cfull = cols / VL * VL;
+    for (int64_t i0 = 0; i0 < rfull; i0 += VL) {
+        float *s = sums ? sums + i0 : NULL;
+        for (int64_t j0 = 0; j0 < cfull; j0 += VL)
+            transpose_full(src + i0 * lds + j0, lds, dst + j0 * ldd + i0, ldd,
+                           bias ? bias + j0 : NULL, beta, s, &m);
+        transpose_edge(VL, cols - cfull, src + i0 * lds + cfull, lds, dst + cfull * ldd + i0, ldd,
+                       bias ? bias + cfull : NULL, beta, s);
+    }
+    transpose_edge(rows - rfull, cols, src + rfull * lds, lds, dst + rfull, ldd, bias, beta,
+                   sums ? sums + rfull : NULL);
 }
 
 void rg_conv_transpose(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
                        int64_t ldd, const float *bias, float beta) {
-    transpose_masks m = make_masks();
-    int64_t rfull = rows / VL * VL, cfull = cols / VL * VL;
-    for (int64_t i0 = 0; i0 < rfull; i0 += VL) {
-        for (int64_t j0 = 0; j0 < cfull; j0 += VL)
-            transpose_full(src + i0 * lds + j0, lds, dst + j0 * ldd + i0, ldd,
-                           bias ? bias + j0 : NULL, beta, &m);
-        transpose_edge(VL, cols - cfull, src + i0 * lds + cfull, lds, dst + cfull * ldd + i0, ldd,
-                       bias ? bias + cfull : NULL, beta);
-    }
-    transpose_edge(rows - rfull, cols, src + rfull * lds, lds, dst + rfull, ldd, bias, beta);
+    transpose(rows, cols, src, lds, dst, ldd, bias, beta, NULL);
+}
+
+void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
+                           int64_t ldd, float *sums) {
+    transpose(rows, cols, src, lds, dst, ldd, NULL, 0.0f, sums);
 }
 
 /* ---- weights ---- */
@@ -164,22 +197,6 @@ float *rg_conv_weights_t(const rg_conv2d_shape *s, const float *w) {
     float *wt = rg_conv_scratch(crs * s->k);
     rg_conv_transpose(s->k, crs, w, crs, wt, s->k, NULL, 0.0f);
     return wt;
-}
-
-/* ---- sums ---- */
-
-float rg_conv_sum(const float *x, int64_t n) {
-    /* four independent vector accumulators: a float reduction may not be reordered by the
-     * compiler, so a plain loop would wait on each addition's latency in turn */
-    rg_convvec acc[4] = {{0}};
-    int64_t i = 0;
-    for (; i + 4 * VL <= n; i += 4 * VL)
-        for (int u = 0; u < 4; u++) acc[u] += *(const rg_convvec *)(x + i + u * VL);
-    rg_convvec v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    float s = 0.0f;
-    for (int l = 0; l < VL; l++) s += v[l];
-    for (; i < n; i++) s += x[i];
-    return s;
 }
 
 /* ---- the padded channels-last image ---- */

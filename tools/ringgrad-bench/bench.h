@@ -21,7 +21,10 @@ typedef struct {
     int pass;                           /* conv: only this pass (rgb_parse_pass), or -1 for all */
 } rgb_opts;
 
-/* Monotonic wall clock in seconds. */
+/* Seconds on the clock the bench times with: wall time, or, with --clock cpu, the CPU time of
+ * the whole process (all threads), which a shared machine's time slicing does not inflate. At
+ * one thread the two agree on a quiet machine; at more, CPU time says nothing about speedup. */
+extern bool rgb_cpu_clock;
 double rgb_now(void);
 /* Median of v[0..n) (sorts v). */
 double rgb_median(double *v, int n);
