@@ -22,8 +22,6 @@
 
 #include "tensor/cpu/conv2d_impl.h"
 
-int rg_conv_exp_flag; /* EXPERIMENT: remove */
-int rg_conv_exp_kc = 128;
 #define NR RG_CONV_NR
 #define MR RG_CONV_MR
 
@@ -68,7 +66,7 @@ static void forward_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, const
 void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w,
                            const float *b, float *y) {
     rg_conv_geom g = rg_conv_geom_of(s);
-    if (g.crs <= RG_CONV_DIRECT_MAX_CRS && !rg_conv_exp_flag) { /* a short reduction: see conv2d_direct.c */
+    if (g.crs <= RG_CONV_DIRECT_MAX_CRS || (s->r == 1 && s->s == 1)) { /* see conv2d_direct.c */
         rg_conv_forward_direct(s, &g, x, w, b, y);
         return;
     }

@@ -1,9 +1,11 @@
 /* conv2d_direct.c — the forward pass for convolutions with a short reduction (few input channels
- * and a small kernel, like the first layer of an MNIST CNN: C*R*S = 9).
+ * and a small kernel, like the first layer of an MNIST CNN: C*R*S = 9) and for 1x1 kernels.
  *
  * The channels-last plan (conv2d.c) spends its time transposing, not multiplying, when each output
- * is a sum of only a handful of products. Here vectors run along output pixels instead, so the
- * output is written straight into NCHW: for a panel of RG_CONV_NR consecutive output pixels,
+ * is a sum of only a handful of products, and a strided 1x1 kernel would have it transpose four
+ * times the pixels it reads. Here vectors run along output pixels instead, so the output is
+ * written straight into NCHW and only the pixels read are copied: for a panel of RG_CONV_NR
+ * consecutive output pixels,
  *
  *   col[t][j] = x[c, p*stride - pad + r, q*stride - pad + s]   t = (c,r,s), pixel j = (p,q)
  *   col[C*R*S][j] = 1                                           (so the bias is one more weight)
@@ -32,6 +34,9 @@ static void build_panel(const rg_conv2d_shape *s, int64_t crs, const float *x, i
                 memset(dst + j, 0, (size_t)len * sizeof(float));
             } else if (s->stride_w == 1 && s->pad_w == 0) { /* the whole row segment is inside */
                 memcpy(dst + j, x + (c * s->h + h) * s->w + q0 + tap, (size_t)len * sizeof(float));
+            } else if (s->stride_w == 2 && s->pad_w == 0) { /* a constant stride vectorises */
+                const float *src = x + (c * s->h + h) * s->w + 2 * q0 + tap;
+                for (int64_t i = 0; i < len; i++) dst[j + i] = src[2 * i];
             } else {
                 const float *row = x + (c * s->h + h) * s->w;
                 for (int64_t i = 0; i < len; i++) {

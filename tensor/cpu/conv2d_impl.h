@@ -119,14 +119,14 @@ void rg_conv_chunks_free(rg_conv_chunks *ch);
 
 /* Reduction steps per block of a product: a (RG_CONV_KC x RG_CONV_NR) block of b stays in L1
  * while the tiles of a whole chunk stream past it. */
-extern int rg_conv_exp_kc;
-#define RG_CONV_KC rg_conv_exp_kc
+#define RG_CONV_KC 128
 
 /* The filters w (K, C*R*S) transposed: wt (C*R*S, K), from rg_conv_scratch (free K*C*R*S
  * floats). Packing weights from it copies whole vectors. */
 float *rg_conv_weights_t(const rg_conv2d_shape *s, const float *w);
 
-/* The forward pass with vectors along output pixels, for short reductions (conv2d_direct.c). */
+/* The forward pass with vectors along output pixels (conv2d_direct.c), for short reductions and
+ * for 1x1 kernels, whose input needs no transposition that way. */
 #define RG_CONV_DIRECT_MAX_CRS 32
 void rg_conv_forward_direct(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
                             const float *w, const float *b, float *y);

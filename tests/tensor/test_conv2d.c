@@ -24,6 +24,7 @@ static const conv_case cases[] = {
     {4, 2, 4, 4, 7, 4, 4, 2, 3, true},     {1, 64, 7, 7, 130, 3, 3, 1, 1, true},
     {2, 48, 5, 5, 16, 3, 3, 1, 1, false},  {3, 8, 10, 3, 9, 3, 1, 2, 1, true},
     {7, 8, 3, 5, 33, 3, 3, 2, 1, true}, /* several images per chunk, a short last chunk */
+    {2, 20, 6, 7, 9, 1, 1, 1, 1, true},  {1, 4, 9, 8, 6, 1, 1, 3, 2, true}, /* 1x1 with padding */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
