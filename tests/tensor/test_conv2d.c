@@ -25,6 +25,7 @@ static const conv_case cases[] = {
     {2, 48, 5, 5, 16, 3, 3, 1, 1, false},  {3, 8, 10, 3, 9, 3, 1, 2, 1, true},
     {7, 8, 3, 5, 33, 3, 3, 2, 1, true}, /* several images per chunk, a short last chunk */
     {2, 20, 6, 7, 9, 1, 1, 1, 1, true},  {1, 4, 9, 8, 6, 1, 1, 3, 2, true}, /* 1x1 with padding */
+    {2, 16, 5, 4, 300, 3, 3, 1, 1, true}, /* backward data reduces over K in several blocks */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
