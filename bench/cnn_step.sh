@@ -7,7 +7,7 @@
 # Each round runs `ringgrad-bench --only cnn` (which also times the step's GEMM floor) and then
 # bench/torch_cnn_step.py at the same thread count; prints the median over rounds of each side's
 # median step time as images/s, ringgrad's speedup over PyTorch and its share of the GEMM floor.
-# --clock cpu times with each process's CPU time, which the shared machine's time slicing does
+# --clock cpu times with the CPU time of each process's main thread, which the shared machine's time slicing does
 # not inflate (meaningful at one thread only).
 # RINGGRAD_BENCH overrides the bench binary (default build/bin/ringgrad-bench).
 set -eu

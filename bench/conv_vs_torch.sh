@@ -7,7 +7,7 @@
 # For each thread count, each round and each layer, runs `ringgrad-bench --only conv` and then
 # bench/torch_conv.py on the same shapes, so both see the same machine load; prints the median
 # over rounds of each side's median time and the speedup (PyTorch time / ringgrad time, above 1
-# means ringgrad is faster). --clock cpu times both with their process's CPU time, which the
+# means ringgrad is faster). --clock cpu times both with the CPU time of their main thread, which the
 # shared machine's time slicing does not inflate (use it at one thread). RINGGRAD_BENCH overrides the bench binary (default
 # build/bin/ringgrad-bench); PyTorch runs under /usr/bin/python3.
 set -eu

@@ -4,7 +4,7 @@
 The same network, batch and optimizer as `ringgrad-bench --only cnn` (conv1 Conv2d(1,32,3), ReLU,
 conv2 Conv2d(32,64,3), ReLU, MaxPool2d(2), Dropout(0.25), Flatten, fc1 Linear(9216,128), ReLU,
 Dropout(0.5), fc2 Linear(128,10), cross-entropy; Adam lr 1e-3; batch 128 of random images), so
-that bench/cnn_step.sh can compare the two. --clock cpu times with the process's CPU time. Prints "raw torchcnn threads=T step_ms=X" (median).
+that bench/cnn_step.sh can compare the two. --clock cpu times with the calling thread's CPU time. Prints "raw torchcnn threads=T step_ms=X" (median).
 Run with /usr/bin/python3 (Debian's PyTorch).
 """
 import argparse
@@ -20,7 +20,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                    help="wall time, or the process's CPU time (all threads)")
+                    help="wall time, or this thread's CPU time (meaningful at one thread)")
     ap.add_argument("--iters", type=int, default=5)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -40,7 +40,7 @@ def main():
         opt.step()
         return loss.item()
 
-    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     step()  # warm up
     times = []
     for _ in range(args.iters):

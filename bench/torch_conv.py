@@ -6,7 +6,7 @@ two side by side. PyTorch 1.13 runs CPU convolutions through oneDNN (aten::mkldn
 backward goes through aten::convolution_backward with an output mask, so "bwd-data" computes only
 the input gradient and "bwd-filter" the weight and bias gradients, as ringgrad's kernels do.
 
---clock cpu times with the process's CPU time (all threads), as ringgrad-bench --clock cpu does.
+--clock cpu times with the calling thread's CPU time, as ringgrad-bench --clock cpu does.
 Shapes come from `ringgrad-bench --shapes` ("shape NAME N C H K R stride pad" lines) on stdin or
 in --shapes FILE. One line per result: "raw torch threads=T layer=NAME pass=P ms=X" (median).
 Run with /usr/bin/python3 (Debian's PyTorch).
@@ -51,14 +51,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                    help="wall time, or the process's CPU time (all threads)")
+                    help="wall time, or this thread's CPU time (meaningful at one thread)")
     ap.add_argument("--iters", type=int, default=7)
     ap.add_argument("--layer", default=None, help="only this layer and those under it (cnn, r18.l2)")
     ap.add_argument("--pass", dest="only_pass", default=None, help="forward, bwd-data or bwd-filter")
     ap.add_argument("--shapes", default="-", help="file of 'shape ...' lines (default: stdin)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     src = sys.stdin if args.shapes == "-" else open(args.shapes)
     with torch.no_grad():
         for line in src:

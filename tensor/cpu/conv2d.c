@@ -6,17 +6,18 @@
  * reduces over only 9 values). Here every pass is a register-tiled product (rg_conv_tile in
  * conv2d_kernels.c) that reads the input through an indirection instead:
  *
- *   forward      y[pixel][k]       = sum_{r,s,c} xpad[window(pixel) + tap(r,s) + c] * w[k,c,r,s]
- *   backward data  (conv2d_backward.c) dcol[pixel][(r,s,c)] = sum_k dy[pixel][k] * w[k,c,r,s],
- *                  scatter-added into dx at window(pixel) + tap(r,s) + c  (col2im)
- *   backward filter (conv2d_backward.c) dw[(c,r,s)][k] = sum_pixel xpad[window(pixel) + tap(r,s)
- *                  + c] * dy[pixel][k]
+ *   forward          y[pixel][k] = sum_{c,r,s} xpad[window(pixel) + tap(r,s) + c] w[k,c,r,s]
+ *   backward data    dcol[pixel][(r,s,c)] = sum_k dy[pixel][k] w[k,c,r,s], then added into dx
+ *                    at window(pixel) + tap(r,s) + c (col2im)             (conv2d_backward.c)
+ *   backward filter  dw[(c,r,s)][k] = sum_pixel xpad[window(pixel) + tap(r,s) + c] dy[pixel][k]
  *
- * Vectors run along output channels k (forward, filter) or along (r,s,c) (data), so each image is
- * first transposed to channels-last in a per-thread scratch that stays in cache, and results are
- * transposed back to NCHW, adding the bias on the way. Threads (OpenMP) take whole images; the
- * filter gradient keeps one partial sum per thread and adds them at the end. Weights are packed
- * once per call into the order the tile reads them. */
+ * Vectors run along output channels k (forward, filter) or along (r,s,c) (data), so a thread
+ * first transposes a chunk of images to channels-last in a scratch that stays in cache, and
+ * transposes the results back to NCHW, adding the bias on the way. Threads (OpenMP) take whole
+ * chunks; the filter gradient keeps one partial sum per thread and adds them at the end. Weights
+ * are packed once per call into the order the tile reads them. Convolutions with a short
+ * reduction (conv1) or a 1x1 kernel run the forward pass with vectors along pixels instead
+ * (conv2d_direct.c). */
 #include <omp.h>
 #include <string.h>
 

@@ -10,9 +10,9 @@
  * nv SIMD vectors of b, broadcasts one scalar per row, and does MR * nv fused multiply-adds on
  * accumulators that stay in registers for the whole reduction.
  *
- * Vectors run along channels, so images are transposed to channels-last (NHWC) first, one image
- * at a time in a per-thread scratch that stays in cache (rg_conv_transpose). The SIMD code uses
- * GCC/Clang vector extensions: with -march=native on an AVX-512 machine a vector is one zmm
+ * Vectors mostly run along channels, so images are transposed to channels-last (NHWC) first, a
+ * few at a time in a per-thread scratch that stays in cache (rg_conv_transpose). The SIMD code
+ * uses GCC/Clang vector extensions: with -march=native on an AVX-512 machine a vector is one zmm
  * register; elsewhere the compiler splits it, so the code stays portable. */
 #ifndef RG_CONV2D_IMPL_H
 #define RG_CONV2D_IMPL_H

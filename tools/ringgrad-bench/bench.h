@@ -22,8 +22,8 @@ typedef struct {
 } rgb_opts;
 
 /* Seconds on the clock the bench times with: wall time, or, with --clock cpu, the CPU time of
- * the whole process (all threads), which a shared machine's time slicing does not inflate. At
- * one thread the two agree on a quiet machine; at more, CPU time says nothing about speedup. */
+ * the calling thread, which a shared machine's time slicing does not inflate (nor idle library
+ * threads spinning elsewhere). Meaningful at one thread only: other threads' work is not seen. */
 extern bool rgb_cpu_clock;
 double rgb_now(void);
 /* Median of v[0..n) (sorts v). */

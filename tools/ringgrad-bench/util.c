@@ -10,7 +10,7 @@ bool rgb_cpu_clock;
 
 double rgb_now(void) {
     struct timespec t;
-    clock_gettime(rgb_cpu_clock ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
+    clock_gettime(rgb_cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
