@@ -26,7 +26,6 @@
 #define NR RG_CONV_NR
 #define MR RG_CONV_MR
 
-#define KC RG_CONV_KC
 
 /* wp[panel][(c,r,s)][j] = w[panel*NR + j][c][r][s], zero past the last filter: each panel is the
  * contiguous (crs x NR) block of b that the forward tile streams through, a transposition of
@@ -41,27 +40,6 @@ static float *pack_forward_weights(const rg_conv2d_shape *s, const float *w, int
         rg_conv_transpose(kn, crs, w + jp * NR * crs, crs, wp + jp * crs * NR, NR, NULL, 0.0f);
     }
     return wp;
-}
-
-/* One chunk of `images` images, already in xpad: yc (pixels, kpad) = conv(xpad). The reduction
- * runs in blocks of KC steps, so a block of weights serves every pixel of the chunk from L1. */
-static void forward_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, const rg_conv_chunks *ch,
-                          int64_t images, const float *wp, const int32_t *off, const float *xpad,
-                          float *yc, int64_t kpad) {
-    int64_t rows = images * g->pq;
-    for (int64_t n0 = 0; n0 < s->k; n0 += NR) {
-        int nv = rg_conv_panel_vectors(s->k, n0);
-        for (int64_t k0 = 0; k0 < g->crs; k0 += KC) {
-            int64_t kc = g->crs - k0 < KC ? g->crs - k0 : KC;
-            const float *b = wp + n0 * g->crs + k0 * NR;
-            for (int64_t m0 = 0; m0 < rows; m0 += MR) {
-                const float *a[MR];
-                for (int i = 0; i < MR; i++) /* spare rows repeat the last pixel */
-                    a[i] = xpad + ch->pix[m0 + i < rows ? m0 + i : rows - 1];
-                rg_conv_tile(nv, kc, off + k0, a, b, NR, yc + m0 * kpad + n0, kpad, k0 > 0);
-            }
-        }
-    }
 }
 
 void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w,
@@ -84,7 +62,9 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
             int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
             for (int64_t i = 0; i < images; i++)
                 rg_conv_to_padded_nhwc(s, &g, x + (n0 + i) * chw, xpad + i * g.xpad_len);
-            forward_chunk(s, &g, &ch, images, wp, off, xpad, yc, kpad);
+            for (int64_t n0 = 0; n0 < s->k; n0 += NR) /* yc (pixels, kpad) = conv(xpad) */
+                rg_conv_panel_product(rg_conv_panel_vectors(s->k, n0), images * g.pq, xpad,
+                                      ch.pix, 0, off, g.crs, wp + n0 * g.crs, yc + n0, kpad);
             for (int64_t i = 0; i < images; i++) /* back to (K, P*Q), adding the bias */
                 rg_conv_transpose(g.pq, s->k, yc + i * g.pq * kpad, kpad,
                                   y + (n0 + i) * s->k * g.pq, g.pq, b, 0.0f);

@@ -17,7 +17,6 @@
 #define MR RG_CONV_MR
 #define VL RG_CONV_VL
 
-#define KC RG_CONV_KC
 
 /* Pixels per reduction block of the filter gradient: long enough to amortise each tile's loads
  * and stores of its accumulators (512 measured best), short enough to keep the block's dy in L2. */
@@ -64,8 +63,7 @@ static void col2im_tile(const rg_conv2d_shape *s, const rg_conv_geom *g, const f
     }
 }
 
-/* One chunk: dxpad = col2im(dyt (pixels, kpad) wt), a panel of NR columns of dcol at a time
- * (the reduction over K in blocks of KC, accumulated in dcol), then scattered. */
+/* One chunk: dxpad = col2im(dyt (pixels, kpad) wt), a panel of NR columns of dcol at a time. */
 static void data_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, const rg_conv_chunks *ch,
                        int64_t images, const float *wt, const int32_t *iota,
                        const int32_t *col_off, const float *dyt, int64_t kpad, float *dcol,
@@ -74,15 +72,7 @@ static void data_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, const rg
     memset(dxpad, 0, (size_t)(images * g->xpad_len) * sizeof(float));
     for (int64_t n0 = 0; n0 < g->crs; n0 += NR) {
         int nv = rg_conv_panel_vectors(g->crs, n0);
-        for (int64_t k0 = 0; k0 < s->k; k0 += KC) {
-            int64_t kc = s->k - k0 < KC ? s->k - k0 : KC;
-            const float *b = wt + n0 * s->k + k0 * NR;
-            for (int64_t m0 = 0; m0 < rows; m0 += MR) {
-                const float *a[MR];
-                for (int i = 0; i < MR; i++) a[i] = dyt + (m0 + i < rows ? m0 + i : rows - 1) * kpad;
-                rg_conv_tile(nv, kc, iota + k0, a, b, NR, dcol + m0 * NR, NR, k0 > 0);
-            }
-        }
+        rg_conv_panel_product(nv, rows, dyt, NULL, kpad, iota, s->k, wt + n0 * s->k, dcol, NR);
         for (int64_t m0 = 0; m0 < rows; m0 += MR)
             col2im_tile(s, g, dcol + m0 * NR, (int)(rows - m0 < MR ? rows - m0 : MR), nv,
                         ch->pix + m0, n0, col_off, dxpad);

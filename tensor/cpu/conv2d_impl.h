@@ -48,6 +48,14 @@ typedef float rg_convvec __attribute__((vector_size(RG_CONV_VL * sizeof(float)),
 void rg_conv_tile(int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
                   int64_t ldb, float *c, int64_t ldc, bool accumulate);
 
+/* One panel of a product, over every row: c[m][j] = sum_{t < kd} a_m[off[t]] * b[t*NR + j] for
+ * m < rows and j < nv * RG_CONV_VL, where a_m = a + arow[m] (or a + m * astride when arow is
+ * NULL). The reduction runs in blocks of RG_CONV_KC steps, so that a block of the packed panel b
+ * stays in cache while all the rows pass; c needs rows rounded up to RG_CONV_MR. */
+void rg_conv_panel_product(int nv, int64_t rows, const float *a, const int32_t *arow,
+                           int64_t astride, const int32_t *off, int64_t kd, const float *b,
+                           float *c, int64_t ldc);
+
 /* dst[j*ldd + i] = src[i*lds + j] + bias[j] + beta * dst[j*ldd + i]  for i < rows, j < cols.
  * bias may be NULL; beta 0 never reads dst. Blocked on RG_CONV_VL x RG_CONV_VL register tiles. */
 void rg_conv_transpose(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,

@@ -80,6 +80,23 @@ void rg_conv_tile(int nv, int64_t nt, const int32_t *off, const float *const *a,
     }
 }
 
+void rg_conv_panel_product(int nv, int64_t rows, const float *a, const int32_t *arow,
+                           int64_t astride, const int32_t *off, int64_t kd, const float *b,
+                           float *c, int64_t ldc) {
+    for (int64_t k0 = 0; k0 < kd; k0 += RG_CONV_KC) {
+        int64_t kc = kd - k0 < RG_CONV_KC ? kd - k0 : RG_CONV_KC;
+        for (int64_t m0 = 0; m0 < rows; m0 += MR) {
+            const float *am[MR];
+            for (int i = 0; i < MR; i++) { /* spare rows repeat the last */
+                int64_t m = m0 + i < rows ? m0 + i : rows - 1;
+                am[i] = a + (arow ? arow[m] : m * astride);
+            }
+            rg_conv_tile(nv, kc, off + k0, am, b + k0 * RG_CONV_NR, RG_CONV_NR, c + m0 * ldc, ldc,
+                         k0 > 0);
+        }
+    }
+}
+
 /* ---- transposition ---- */
 
 typedef int32_t rg_convidx __attribute__((vector_size(VL * sizeof(int32_t))));
