@@ -7,27 +7,20 @@
 # Each round runs `ringgrad-bench --only cnn` (which also times the step's GEMM floor) and then
 # bench/torch_cnn_step.py at the same thread count; prints the median over rounds of each side's
 # median step time as images/s, ringgrad's speedup over PyTorch and its share of the GEMM floor.
-# --clock cpu times with the CPU time of each process's main thread, which the shared machine's time slicing does
-# not inflate (meaningful at one thread only).
+# --clock cpu times with the CPU time of each process's main thread, which the shared machine's
+# time slicing does not inflate (meaningful at one thread only).
 # RINGGRAD_BENCH overrides the bench binary (default build/bin/ringgrad-bench).
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-bench=${RINGGRAD_BENCH:-$here/../build/bin/ringgrad-bench}
-threads="1 2" rounds=3 iters=5 clock=wall
+. "$(dirname "$0")/common.sh"
 while [ $# -gt 0 ]; do
     case $1 in
-    --threads) threads=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --iters) iters=$2; shift 2 ;;
-    --clock) clock=$2; shift 2 ;;
     -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
-    *) echo "cnn_step.sh: unknown option $1" >&2; exit 2 ;;
+    *) common_option "$1" "${2-}" || { echo "cnn_step.sh: unknown option $1" >&2; exit 2; }
+       shift 2 ;;
     esac
 done
-[ -x "$bench" ] || { echo "cnn_step.sh: $bench not found (build first)" >&2; exit 1; }
-raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
-echo "CNN training step, batch 128, Adam: ringgrad vs PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'), $rounds interleaved rounds of $iters steps, $clock clock, $(date -u +%Y-%m-%d)"
+common_start cnn_step.sh
+echo "CNN training step, batch 128, Adam: ringgrad vs PyTorch $torch_version, $rounds interleaved rounds of $iters steps, $clock clock, $(date -u +%Y-%m-%d)"
 for t in $threads; do
     r=1
     while [ "$r" -le "$rounds" ]; do

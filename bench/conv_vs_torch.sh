@@ -7,31 +7,28 @@
 # For each thread count, each round and each layer, runs `ringgrad-bench --only conv` and then
 # bench/torch_conv.py on the same shapes, so both see the same machine load; prints the median
 # over rounds of each side's median time and the speedup (PyTorch time / ringgrad time, above 1
-# means ringgrad is faster). --clock cpu times both with the CPU time of their main thread, which the
-# shared machine's time slicing does not inflate (use it at one thread). RINGGRAD_BENCH overrides the bench binary (default
-# build/bin/ringgrad-bench); PyTorch runs under /usr/bin/python3.
+# means ringgrad is faster). --clock cpu times both with the CPU time of their main thread, which
+# the shared machine's time slicing does not inflate (use it at one thread). RINGGRAD_BENCH
+# overrides the bench binary (default build/bin/ringgrad-bench); PyTorch runs under
+# /usr/bin/python3.
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-bench=${RINGGRAD_BENCH:-$here/../build/bin/ringgrad-bench}
-threads="1 2" rounds=3 iters=5 clock=wall batch=16 layers=""
+. "$(dirname "$0")/common.sh"
+batch=16 layers=""
 while [ $# -gt 0 ]; do
     case $1 in
-    --threads) threads=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --iters) iters=$2; shift 2 ;;
-    --clock) clock=$2; shift 2 ;;
     --batch) batch=$2; shift 2 ;;
     --layer) layers=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    *) echo "conv_vs_torch.sh: unknown option $1" >&2; exit 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) common_option "$1" "${2-}" || { echo "conv_vs_torch.sh: unknown option $1" >&2; exit 2; }
+       shift 2 ;;
     esac
 done
-[ -x "$bench" ] || { echo "conv_vs_torch.sh: $bench not found (build first)" >&2; exit 1; }
-shapes=$(mktemp) raw=$(mktemp)
+common_start conv_vs_torch.sh
+shapes=$(mktemp)
 trap 'rm -f "$shapes" "$raw"' EXIT
 "$bench" --shapes --batch "$batch" >"$shapes"
 [ -n "$layers" ] || layers=$(awk '{print $2}' "$shapes")
-echo "conv2d: ringgrad vs PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') (oneDNN), $rounds interleaved rounds of $iters runs, ResNet-18 batch $batch, $clock clock, $(date -u +%Y-%m-%d)"
+echo "conv2d: ringgrad vs PyTorch $torch_version (oneDNN), $rounds interleaved rounds of $iters runs, ResNet-18 batch $batch, $clock clock, $(date -u +%Y-%m-%d)"
 for t in $threads; do
     r=1
     while [ "$r" -le "$rounds" ]; do
