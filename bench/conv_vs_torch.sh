@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --batch) batch=$2; shift 2 ;;
     --layer) layers=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) common_option "$1" "${2-}" || { echo "conv_vs_torch.sh: unknown option $1" >&2; exit 2; }
        shift 2 ;;
     esac
