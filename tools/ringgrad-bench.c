@@ -19,28 +19,29 @@
 #include "ringgrad-bench/bench.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: ringgrad-bench [options]\n"
-            "  --only gemm|conv|cnn  run one part (default: all three)\n"
-            "  --threads N           threads for the CPU kernels (default: 1, then 2)\n"
-            "  --iters N             timed repetitions per result, median reported (default 7)\n"
-            "  --batch N             batch of the ResNet-18 conv shapes (default 16)\n"
-            "  --layer NAME          conv: only layer NAME and those under it (cnn, r18.l2, ...)\n"
-            "  --pass P              conv: only pass P (forward, bwd-data or bwd-filter)\n"
-            "  --clock wall|cpu      time with the wall clock (default) or this thread's CPU time\n"
-            "                        (one thread only: immune to the time slicing of a shared machine)\n"
-            "  --raw                 also print one 'raw ...' line per result (for bench/ scripts)\n"
-            "  --shapes              print the conv layers' shapes and exit\n"
-            "  --device cpu|cuda     where to run (only cpu is built into this bench)\n"
-            "  --help                this text\n");
+    fprintf(
+        f, "usage: ringgrad-bench [options]\n"
+           "  --only gemm|conv|cnn  run one part (default: all three)\n"
+           "  --threads N           threads for the CPU kernels (default: 1, then 2)\n"
+           "  --iters N             timed repetitions per result, median reported (default 7)\n"
+           "  --batch N             batch of the ResNet-18 conv shapes (default 16)\n"
+           "  --layer NAME          conv: only layer NAME and those under it (cnn, r18.l2, ...)\n"
+           "  --pass P              conv: only pass P (forward, bwd-data or bwd-filter)\n"
+           "  --clock wall|cpu      time with the wall clock (default) or this thread's CPU time\n"
+           "                        (one thread only: immune to the time slicing of a shared "
+           "machine)\n"
+           "  --raw                 also print one 'raw ...' line per result (for bench/ scripts)\n"
+           "  --shapes              print the conv layers' shapes and exit\n"
+           "  --device cpu|cuda     where to run (only cpu is built into this bench)\n"
+           "  --help                this text\n");
 }
 
 static int parse_int(const char *flag, const char *v, int lo, int hi) {
     char *end = NULL;
     long x = v ? strtol(v, &end, 10) : 0;
     if (!v || *end || x < lo || x > hi) {
-        fprintf(stderr, "ringgrad-bench: %s needs an integer in [%d, %d], got '%s'\n", flag, lo,
-                hi, v ? v : "");
+        fprintf(stderr, "ringgrad-bench: %s needs an integer in [%d, %d], got '%s'\n", flag, lo, hi,
+                v ? v : "");
         exit(2);
     }
     return (int)x;
@@ -94,8 +95,10 @@ int main(int argc, char **argv) {
             i++;
             if (v && !strcmp(v, "cpu")) continue;
             if (v && !strncmp(v, "cuda", 4)) {
-                fprintf(stderr, "ringgrad-bench: --device %s: CUDA benchmarks are not built into "
-                                "this bench (not available yet); use --device cpu\n", v);
+                fprintf(stderr,
+                        "ringgrad-bench: --device %s: CUDA benchmarks are not built into "
+                        "this bench (not available yet); use --device cpu\n",
+                        v);
                 return 2;
             }
             fprintf(stderr, "ringgrad-bench: --device takes cpu or cuda, got '%s'\n", v ? v : "");

@@ -26,7 +26,6 @@
 #define NR RG_CONV_NR
 #define MR RG_CONV_MR
 
-
 /* wp[panel][(c,r,s)][j] = w[panel*NR + j][c][r][s], zero past the last filter: each panel is the
  * contiguous (crs x NR) block of b that the forward tile streams through, a transposition of
  * NR rows of w. */
@@ -42,8 +41,8 @@ static float *pack_forward_weights(const rg_conv2d_shape *s, const float *w, int
     return wp;
 }
 
-void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w,
-                           const float *b, float *y) {
+void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
+                           float *y) {
     rg_conv_geom g = rg_conv_geom_of(s);
     if (g.crs <= RG_CONV_DIRECT_MAX_CRS || (s->r == 1 && s->s == 1)) { /* see conv2d_direct.c */
         rg_conv_forward_direct(s, &g, x, w, b, y);
@@ -63,8 +62,8 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
             for (int64_t i = 0; i < images; i++)
                 rg_conv_to_padded_nhwc(s, &g, x + (n0 + i) * chw, xpad + i * g.xpad_len);
             for (int64_t n0 = 0; n0 < s->k; n0 += NR) /* yc (pixels, kpad) = conv(xpad) */
-                rg_conv_panel_product(rg_conv_panel_vectors(s->k, n0), images * g.pq, xpad,
-                                      ch.pix, 0, off, g.crs, wp + n0 * g.crs, yc + n0, kpad);
+                rg_conv_panel_product(rg_conv_panel_vectors(s->k, n0), images * g.pq, xpad, ch.pix,
+                                      0, off, g.crs, wp + n0 * g.crs, yc + n0, kpad);
             for (int64_t i = 0; i < images; i++) /* back to (K, P*Q), adding the bias */
                 rg_conv_transpose(g.pq, s->k, yc + i * g.pq * kpad, kpad,
                                   y + (n0 + i) * s->k * g.pq, g.pq, b, 0.0f);

@@ -17,7 +17,6 @@
 #define MR RG_CONV_MR
 #define VL RG_CONV_VL
 
-
 /* Pixels per reduction block of the filter gradient: long enough to amortise each tile's loads
  * and stores of its accumulators (512 measured best), short enough to keep the block's dy in L2. */
 #define PIXEL_BLOCK 512
@@ -58,16 +57,16 @@ static void col2im_tile(const rg_conv2d_shape *s, const rg_conv_geom *g, const f
             for (int v = 0; v < nv; v++)
                 *(rg_convvec *)(base + col_off[n0 + v * VL]) += *(const rg_convvec *)(src + v * VL);
         } else {
-            for (int64_t j = 0; j < nv * VL && n0 + j < g->crs; j++) base[col_off[n0 + j]] += src[j];
+            for (int64_t j = 0; j < nv * VL && n0 + j < g->crs; j++)
+                base[col_off[n0 + j]] += src[j];
         }
     }
 }
 
 /* One chunk: dxpad = col2im(dyt (pixels, kpad) wt), a panel of NR columns of dcol at a time. */
 static void data_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, const rg_conv_chunks *ch,
-                       int64_t images, const float *wt, const int32_t *iota,
-                       const int32_t *col_off, const float *dyt, int64_t kpad, float *dcol,
-                       float *dxpad) {
+                       int64_t images, const float *wt, const int32_t *iota, const int32_t *col_off,
+                       const float *dyt, int64_t kpad, float *dcol, float *dxpad) {
     int64_t rows = images * g->pq;
     memset(dxpad, 0, (size_t)(images * g->xpad_len) * sizeof(float));
     for (int64_t n0 = 0; n0 < g->crs; n0 += NR) {
@@ -156,8 +155,8 @@ typedef struct {
 
 /* Converts one image and adds its pixels' dy into the thread's bias gradient on the way. */
 static void filter_load_image(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
-                              const float *dy, int64_t kpad, float *xpad, float *dyt,
-                              float *sums, double *db) {
+                              const float *dy, int64_t kpad, float *xpad, float *dyt, float *sums,
+                              double *db) {
     rg_conv_to_padded_nhwc(s, g, x, xpad);
     memset(sums, 0, (size_t)s->k * sizeof(float));
     rg_conv_transpose_sum(s->k, g->pq, dy, g->pq, dyt, kpad, sums);
@@ -200,7 +199,8 @@ void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, con
 #pragma omp parallel num_threads(nthreads)
     {
         filter_partial *mine = &part[omp_get_thread_num()];
-        float *xpad = rg_conv_scratch(xn), *dyt = rg_conv_scratch(dyn), *sums = rg_conv_scratch(kpad);
+        float *xpad = rg_conv_scratch(xn), *dyt = rg_conv_scratch(dyn),
+              *sums = rg_conv_scratch(kpad);
         memset(dyt, 0, (size_t)dyn * sizeof(float)); /* columns past K stay zero */
         mine->acc = rg_conv_scratch(accn);
         memset(mine->acc, 0, (size_t)accn * sizeof(float));

@@ -67,7 +67,9 @@ void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, int64_t
                            int64_t ldd, float *sums);
 
 /* n rounded up to a multiple of m. */
-static inline int64_t rg_conv_round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+static inline int64_t rg_conv_round_up(int64_t n, int64_t m) {
+    return (n + m - 1) / m * m;
+}
 
 /* Vectors a tile needs for the panel of columns starting at n0, when there are n columns. */
 static inline int rg_conv_panel_vectors(int64_t n, int64_t n0) {
@@ -93,8 +95,8 @@ static inline int64_t rg_conv_pixel_offset(const rg_conv2d_shape *s, const rg_co
 }
 
 /* Offset of tap (r, t) of the window relative to the window's start. */
-static inline int64_t rg_conv_tap_offset(const rg_conv2d_shape *s, const rg_conv_geom *g,
-                                         int64_t r, int64_t t) {
+static inline int64_t rg_conv_tap_offset(const rg_conv2d_shape *s, const rg_conv_geom *g, int64_t r,
+                                         int64_t t) {
     return (r * g->wp + t) * s->c;
 }
 
@@ -106,8 +108,8 @@ void rg_conv_to_padded_nhwc(const rg_conv2d_shape *s, const rg_conv_geom *g, con
 /* Where each (c, r, s) of a window lies relative to the window's start: tap offset of (r, s) + c,
  * listed in (c,r,s) order (channel_major, the order of w's rows) or (r,s,c) order; n >= C*R*S
  * entries, the spare ones repeating the last. Free with rg_conv_scratch_free(off, n). */
-int32_t *rg_conv_window_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g,
-                                bool channel_major, int64_t n);
+int32_t *rg_conv_window_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g, bool channel_major,
+                                int64_t n);
 
 /* ---- chunks: a thread's unit of work ----
  * A thread converts G images at a time to channels-last and treats their G*P*Q output pixels as

@@ -27,11 +27,9 @@
 #endif
 
 /* The tile for a compile-time nv: after inlining, acc[][] lives in registers. */
-static inline __attribute__((always_inline)) void tile_body(const int nv, int64_t nt,
-                                                            const int32_t *off,
-                                                            const float *const *a, const float *b,
-                                                            int64_t ldb, float *c, int64_t ldc,
-                                                            bool accumulate) {
+static inline __attribute__((always_inline)) void
+tile_body(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
+          int64_t ldb, float *c, int64_t ldc, bool accumulate) {
     rg_convvec acc[MR][RG_CONV_NV];
     const float *row[MR];
     for (int i = 0; i < MR; i++) {
@@ -70,13 +68,22 @@ RG_CONV_TILE_NV(4)
 void rg_conv_tile(int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
                   int64_t ldb, float *c, int64_t ldc, bool accumulate) {
     switch (nv) {
-    case 1: tile_nv1(nt, off, a, b, ldb, c, ldc, accumulate); break;
-    case 2: tile_nv2(nt, off, a, b, ldb, c, ldc, accumulate); break;
+    case 1:
+        tile_nv1(nt, off, a, b, ldb, c, ldc, accumulate);
+        break;
+    case 2:
+        tile_nv2(nt, off, a, b, ldb, c, ldc, accumulate);
+        break;
 #if RG_CONV_NV >= 4
-    case 3: tile_nv3(nt, off, a, b, ldb, c, ldc, accumulate); break;
-    case 4: tile_nv4(nt, off, a, b, ldb, c, ldc, accumulate); break;
+    case 3:
+        tile_nv3(nt, off, a, b, ldb, c, ldc, accumulate);
+        break;
+    case 4:
+        tile_nv4(nt, off, a, b, ldb, c, ldc, accumulate);
+        break;
 #endif
-    default: RG_CHECK(false, "conv2d: tile with %d vectors per row", nv);
+    default:
+        RG_CHECK(false, "conv2d: tile with %d vectors per row", nv);
     }
 }
 
@@ -147,11 +154,9 @@ static inline __attribute__((always_inline)) void transpose_block(rg_convvec r[V
 }
 
 /* A full VL x VL block; adds each source row's sum to sums[] if sums is not NULL. */
-static inline __attribute__((always_inline)) void transpose_full(const float *src, int64_t lds,
-                                                                 float *dst, int64_t ldd,
-                                                                 const float *bias, float beta,
-                                                                 float *sums,
-                                                                 const transpose_masks *m) {
+static inline __attribute__((always_inline)) void
+transpose_full(const float *src, int64_t lds, float *dst, int64_t ldd, const float *bias,
+               float beta, float *sums, const transpose_masks *m) {
     rg_convvec r[VL], total = {0};
     for (int i = 0; i < VL; i++) r[i] = *(const rg_convvec *)(src + i * lds);
     transpose_block(r, m);
@@ -178,11 +183,9 @@ static void transpose_edge(int64_t ri, int64_t cj, const float *src, int64_t lds
     }
 }
 
-static inline __attribute__((always_inline)) void transpose(int64_t rows, int64_t cols,
-                                                            const float *src, int64_t lds,
-                                                            float *dst, int64_t ldd,
-                                                            const float *bias, float beta,
-                                                            float *sums) {
+static inline __attribute__((always_inline)) void
+transpose(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst, int64_t ldd,
+          const float *bias, float beta, float *sums) {
     transpose_masks m = make_masks();
     int64_t rfull = rows / VL * VL, cfull = cols / VL * VL;
     for (int64_t i0 = 0; i0 < rfull; i0 += VL) {
@@ -223,8 +226,10 @@ rg_conv_geom rg_conv_geom_of(const rg_conv2d_shape *s) {
     g.hp = s->h + 2 * s->pad_h, g.wp = s->w + 2 * s->pad_w;
     g.pq = s->p * s->q, g.crs = s->c * s->r * s->s;
     g.xpad_len = g.hp * g.wp * s->c;
-    RG_CHECK(g.xpad_len < INT32_MAX, "conv2d: one padded image of %lld floats is too large for "
-             "32-bit offsets", (long long)g.xpad_len);
+    RG_CHECK(g.xpad_len < INT32_MAX,
+             "conv2d: one padded image of %lld floats is too large for "
+             "32-bit offsets",
+             (long long)g.xpad_len);
     return g;
 }
 
@@ -247,8 +252,8 @@ void rg_conv_to_padded_nhwc(const rg_conv2d_shape *s, const rg_conv_geom *g, con
     memset(body + s->h * row, 0, (size_t)(g->xpad_len - (s->pad_h + s->h) * row) * sizeof(float));
 }
 
-int32_t *rg_conv_window_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g,
-                                bool channel_major, int64_t n) {
+int32_t *rg_conv_window_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g, bool channel_major,
+                                int64_t n) {
     int32_t *off = (int32_t *)rg_conv_scratch(n);
     int64_t rs = s->r * s->s;
     for (int64_t i = 0; i < n; i++) {
@@ -278,8 +283,10 @@ rg_conv_chunks rg_conv_chunks_new(const rg_conv2d_shape *s, const rg_conv_geom *
         ch.images = (s->n + count - 1) / count;
         ch.count = (s->n + ch.images - 1) / ch.images;
     }
-    RG_CHECK(ch.images * g->xpad_len < INT32_MAX, "conv2d: %lld padded images of %lld floats are "
-             "too large for 32-bit offsets", (long long)ch.images, (long long)g->xpad_len);
+    RG_CHECK(ch.images * g->xpad_len < INT32_MAX,
+             "conv2d: %lld padded images of %lld floats are "
+             "too large for 32-bit offsets",
+             (long long)ch.images, (long long)g->xpad_len);
     ch.npix = ch.images * g->pq;
     ch.pix = (int32_t *)rg_conv_scratch(ch.npix);
     for (int64_t t = 0; t < ch.npix; t++)
@@ -287,7 +294,9 @@ rg_conv_chunks rg_conv_chunks_new(const rg_conv2d_shape *s, const rg_conv_geom *
     return ch;
 }
 
-void rg_conv_chunks_free(rg_conv_chunks *ch) { rg_conv_scratch_free((float *)ch->pix, ch->npix); }
+void rg_conv_chunks_free(rg_conv_chunks *ch) {
+    rg_conv_scratch_free((float *)ch->pix, ch->npix);
+}
 
 float *rg_conv_scratch(int64_t floats) {
     float *p = rg_cpu_alloc((size_t)(floats > 0 ? floats : 1) * sizeof(float));

@@ -8,7 +8,9 @@
 
 #define COUNTERS 64 /* Philox counters per block: 4 * COUNTERS stream elements */
 
-static float keep_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
+static float keep_scale(float p) {
+    return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+}
 
 /* u[4j + w] = word w of Philox(seed, ctr0 + j): stream elements 4*ctr0 ... 4*ctr0 + 4*COUNTERS-1 */
 static void draw_words(uint64_t seed, uint64_t ctr0, uint32_t *restrict u) {
@@ -19,14 +21,18 @@ static void draw_words(uint64_t seed, uint64_t ctr0, uint32_t *restrict u) {
 }
 
 /* As rg_philox_uniform, from an already drawn word. */
-static inline float word_uniform(uint32_t w) { return (float)(w >> 8) * (1.0f / 16777216.0f); }
+static inline float word_uniform(uint32_t w) {
+    return (float)(w >> 8) * (1.0f / 16777216.0f);
+}
 
-/* The stream elements of block b cover tensor elements [e0, e0 + 4*COUNTERS) (clipped to [0, n)). */
+/* The stream elements of block b cover tensor elements [e0, e0 + 4*COUNTERS) (clipped to [0, n)).
+ */
 #define FOR_BLOCKS(n, offset)                                                                      \
     uint64_t c_first = (offset) >> 2, c_end = ((offset) + (uint64_t)(n) + 3) >> 2;                 \
     int64_t nblocks = (int64_t)((c_end - c_first + COUNTERS - 1) / COUNTERS);                      \
-    _Pragma("omp parallel for if (n > RG_CPU_PAR_MIN / 8) schedule(static)")                       \
-    for (int64_t b = 0; b < nblocks; b++)
+    _Pragma("omp parallel for if (n > RG_CPU_PAR_MIN / 8) schedule(static)") for (int64_t b = 0;   \
+                                                                                  b < nblocks;     \
+                                                                                  b++)
 
 void rg_cpu_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,
                             float *y) {
@@ -56,7 +62,8 @@ void rg_cpu_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset,
                 dx[e0 + k] = word_uniform(u[k]) >= p ? dy[e0 + k] * scale : 0.0f;
         } else {
             for (int64_t k = lo; k < hi; k++)
-                dx[e0 + k] = (word_uniform(u[k]) >= p ? dy[e0 + k] * scale : 0.0f) + beta * dx[e0 + k];
+                dx[e0 + k] =
+                    (word_uniform(u[k]) >= p ? dy[e0 + k] * scale : 0.0f) + beta * dx[e0 + k];
         }
     }
 }

@@ -10,7 +10,9 @@
 #include "tensor/cpu/cpu.h"
 
 /* Whether v replaces the current best (see above). */
-static inline bool takes_over(float v, float best) { return v > best || v != v; }
+static inline bool takes_over(float v, float best) {
+    return v > best || v != v;
+}
 
 /* One output row of a 2x2, stride-2, unpadded pooling: rows r0 and r1 = r0 + w of the input. */
 static void pool2x2_row(int64_t q_count, const float *restrict r0, int64_t w, int32_t base,
@@ -107,8 +109,8 @@ static void unpool2x2_plane(const rg_pool2d_shape *s, const float *dyp, const in
                             float beta, float *dxp) {
     for (int64_t p = 0; p < s->p; p++) {
         float *r0 = dxp + 2 * p * s->w;
-        unpool2x2_row(s->q, dyp + p * s->q, ap + p * s->q, (int32_t)(2 * p * s->w),
-                      (int32_t)s->w, beta, r0, r0 + s->w);
+        unpool2x2_row(s->q, dyp + p * s->q, ap + p * s->q, (int32_t)(2 * p * s->w), (int32_t)s->w,
+                      beta, r0, r0 + s->w);
         if (s->w > 2 * s->q) { /* an odd last column */
             scale_uncovered(r0 + 2 * s->q, s->w - 2 * s->q, beta);
             scale_uncovered(r0 + s->w + 2 * s->q, s->w - 2 * s->q, beta);

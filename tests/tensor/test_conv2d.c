@@ -17,22 +17,37 @@ typedef struct {
  * length (scalar and vector col2im), K across several tile panels, reductions longer than one
  * block, tiles cut short by the image, chunks of several images. */
 static const conv_case cases[] = {
-    {1, 1, 5, 5, 1, 3, 3, 1, 0, true},     {2, 3, 7, 9, 5, 3, 3, 1, 1, true},
-    {3, 1, 28, 28, 32, 3, 3, 1, 0, true},  {2, 32, 26, 26, 64, 3, 3, 1, 0, true},
-    {2, 16, 11, 13, 20, 3, 3, 2, 1, false}, {1, 3, 17, 15, 8, 7, 7, 2, 3, true},
-    {2, 17, 9, 6, 70, 1, 1, 2, 0, false},  {1, 5, 6, 8, 3, 3, 5, 1, 1, true},
-    {4, 2, 4, 4, 7, 4, 4, 2, 3, true},     {1, 64, 7, 7, 130, 3, 3, 1, 1, true},
-    {2, 48, 5, 5, 16, 3, 3, 1, 1, false},  {3, 8, 10, 3, 9, 3, 1, 2, 1, true},
+    {1, 1, 5, 5, 1, 3, 3, 1, 0, true},
+    {2, 3, 7, 9, 5, 3, 3, 1, 1, true},
+    {3, 1, 28, 28, 32, 3, 3, 1, 0, true},
+    {2, 32, 26, 26, 64, 3, 3, 1, 0, true},
+    {2, 16, 11, 13, 20, 3, 3, 2, 1, false},
+    {1, 3, 17, 15, 8, 7, 7, 2, 3, true},
+    {2, 17, 9, 6, 70, 1, 1, 2, 0, false},
+    {1, 5, 6, 8, 3, 3, 5, 1, 1, true},
+    {4, 2, 4, 4, 7, 4, 4, 2, 3, true},
+    {1, 64, 7, 7, 130, 3, 3, 1, 1, true},
+    {2, 48, 5, 5, 16, 3, 3, 1, 1, false},
+    {3, 8, 10, 3, 9, 3, 1, 2, 1, true},
     {7, 8, 3, 5, 33, 3, 3, 2, 1, true}, /* several images per chunk, a short last chunk */
-    {2, 20, 6, 7, 9, 1, 1, 1, 1, true},  {1, 4, 9, 8, 6, 1, 1, 3, 2, true}, /* 1x1 with padding */
+    {2, 20, 6, 7, 9, 1, 1, 1, 1, true},
+    {1, 4, 9, 8, 6, 1, 1, 3, 2, true},    /* 1x1 with padding */
     {2, 16, 5, 4, 300, 3, 3, 1, 1, true}, /* backward data reduces over K in several blocks */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
 static rg_conv2d_shape shape_of(const conv_case *t) {
-    rg_conv2d_shape s = {.n = t->n, .c = t->c, .h = t->h, .w = t->w, .k = t->k, .r = t->r,
-                         .s = t->s, .stride_h = t->stride, .stride_w = t->stride,
-                         .pad_h = t->pad, .pad_w = t->pad};
+    rg_conv2d_shape s = {.n = t->n,
+                         .c = t->c,
+                         .h = t->h,
+                         .w = t->w,
+                         .k = t->k,
+                         .r = t->r,
+                         .s = t->s,
+                         .stride_h = t->stride,
+                         .stride_w = t->stride,
+                         .pad_h = t->pad,
+                         .pad_w = t->pad};
     s.p = (s.h + 2 * t->pad - s.r) / t->stride + 1;
     s.q = (s.w + 2 * t->pad - s.s) / t->stride + 1;
     return s;
@@ -55,17 +70,17 @@ static bool tap(const rg_conv2d_shape *s, int64_t p, int64_t q, int64_t r, int64
                             for (int64_t t = 0, h, w; t < s->s; t++)                               \
                                 if (tap(s, p, q, r, t, &h, &w))
 
-#define X_AT(s, x, n, c, h, w) x[(((n) * s->c + (c)) * s->h + (h)) * s->w + (w)]
-#define W_AT(s, wt, k, c, r, t) wt[(((k) * s->c + (c)) * s->r + (r)) * s->s + (t)]
-#define Y_AT(s, y, n, k, p, q) y[(((n) * s->k + (k)) * s->p + (p)) * s->q + (q)]
+#define X_AT(s, x, n, c, h, w) x[(((n)*s->c + (c)) * s->h + (h)) * s->w + (w)]
+#define W_AT(s, wt, k, c, r, t) wt[(((k)*s->c + (c)) * s->r + (r)) * s->s + (t)]
+#define Y_AT(s, y, n, k, p, q) y[(((n)*s->k + (k)) * s->p + (p)) * s->q + (q)]
 
 /* The naive loops accumulate in double. Each result array holds 2n values: the n results, then
  * the n sums of |term| that bound float rounding (a dot product of m terms rounds by about
  * sqrt(m) eps sum|term|, and cancellation can make that large next to the result). */
 #define ADD(arr, n, i, term) ((arr)[i] += (term), (arr)[(n) + (i)] += fabs(term))
 
-static void naive_forward(const rg_conv2d_shape *s, const float *x, const float *wt,
-                          const float *b, double *y) {
+static void naive_forward(const rg_conv2d_shape *s, const float *x, const float *wt, const float *b,
+                          double *y) {
     int64_t ny = s->n * s->k * s->p * s->q;
     for (int64_t i = 0; i < ny; i++) y[i] = y[ny + i] = b ? b[(i / (s->p * s->q)) % s->k] : 0.0;
     for (int64_t i = 0; i < ny; i++) y[ny + i] = fabs(y[ny + i]);
@@ -104,14 +119,17 @@ typedef struct {
 } conv_inputs;
 
 static conv_inputs make_inputs(const conv_case *t, uint64_t seed, bool params) {
-    rg_tensor *(*mk)(int, const int64_t *, float, float, uint64_t) = params ? rgt_param : rgt_uniform;
+    rg_tensor *(*mk)(int, const int64_t *, float, float, uint64_t) =
+        params ? rgt_param : rgt_uniform;
     conv_inputs in = {mk(RG_SHAPE(t->n, t->c, t->h, t->w), -1, 1, seed),
                       mk(RG_SHAPE(t->k, t->c, t->r, t->s), -1, 1, seed + 1),
                       t->bias ? mk(RG_SHAPE(t->k), -1, 1, seed + 2) : NULL};
     return in;
 }
 
-static void free_inputs(conv_inputs *in) { rgt_free_all(3, (rg_tensor *[]){in->x, in->w, in->b}); }
+static void free_inputs(conv_inputs *in) {
+    rgt_free_all(3, (rg_tensor *[]){in->x, in->w, in->b});
+}
 
 Test(tensor_conv2d, forward_matches_naive_loops) {
     for (size_t ci = 0; ci < NCASES; ci++) {
@@ -120,12 +138,13 @@ Test(tensor_conv2d, forward_matches_naive_loops) {
         conv_inputs in = make_inputs(t, 10 * ci, false);
         int64_t ny = s.n * s.k * s.p * s.q;
         double *want = malloc((size_t)(2 * ny) * sizeof(double));
-        naive_forward(&s, rg_tensor_f32(in.x), rg_tensor_f32(in.w), in.b ? rg_tensor_f32(in.b) : NULL,
-                      want);
+        naive_forward(&s, rg_tensor_f32(in.x), rg_tensor_f32(in.w),
+                      in.b ? rg_tensor_f32(in.b) : NULL, want);
         rg_scope_begin();
         rg_tensor *y = rg_conv2d(in.x, in.w, in.b, t->stride, t->pad);
         cr_assert(y->ndim == 4 && y->shape[0] == s.n && y->shape[1] == s.k && y->shape[2] == s.p &&
-                      y->shape[3] == s.q, "case %zu: output shape", ci);
+                      y->shape[3] == s.q,
+                  "case %zu: output shape", ci);
         assert_close_d(rg_tensor_f32(y), want, ny, "forward", (int)ci);
         rg_scope_end();
         free(want);
@@ -140,7 +159,8 @@ static void check_backward(const conv_case *t, int ci) {
     rg_tensor *dy = rgt_uniform(RG_SHAPE(s.n, s.k, s.p, s.q), -1, 1, 1000 + (uint64_t)ci);
     int64_t nx = s.n * s.c * s.h * s.w, nw = s.k * s.c * s.r * s.s;
     double *dx = malloc((size_t)(2 * nx) * sizeof(double));
-    double *dw = malloc((size_t)(2 * nw) * sizeof(double)), *db = malloc((size_t)(2 * s.k) * sizeof(double));
+    double *dw = malloc((size_t)(2 * nw) * sizeof(double)),
+           *db = malloc((size_t)(2 * s.k) * sizeof(double));
     naive_backward(&s, rg_tensor_f32(in.x), rg_tensor_f32(in.w), rg_tensor_f32(dy), dx, dw, db);
     rg_scope_begin();
     rg_backward(rg_sum(rg_mul(rg_conv2d(in.x, in.w, in.b, t->stride, t->pad), dy)));
@@ -170,9 +190,9 @@ static rg_tensor *f_conv(rg_tensor *const *in, void *ctx) {
 
 Test(tensor_conv2d, gradients_match_finite_differences) {
     static const conv_case small[] = {
-        {2, 3, 6, 5, 4, 3, 3, 1, 1, true},  /* padding 1, non-square */
-        {1, 2, 7, 7, 3, 3, 3, 2, 0, true},  /* stride 2 */
-        {2, 1, 5, 6, 2, 3, 3, 1, 0, false}, /* one channel, no bias */
+        {2, 3, 6, 5, 4, 3, 3, 1, 1, true},   /* padding 1, non-square */
+        {1, 2, 7, 7, 3, 3, 3, 2, 0, true},   /* stride 2 */
+        {2, 1, 5, 6, 2, 3, 3, 1, 0, false},  /* one channel, no bias */
         {1, 17, 4, 5, 18, 2, 3, 2, 3, true}, /* padding 3, vector-width channels */
     };
     for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {

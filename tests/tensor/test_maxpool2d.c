@@ -13,8 +13,8 @@ typedef struct {
 } pool_case;
 
 static const pool_case cases[] = {
-    {2, 3, 8, 8, 2, 2, 0},   {1, 2, 7, 9, 2, 2, 0},  {3, 1, 6, 5, 3, 2, 1}, {2, 4, 5, 7, 3, 1, 1},
-    {1, 1, 1, 1, 1, 1, 0},   {2, 5, 9, 4, 4, 3, 2},  {1, 64, 24, 24, 2, 2, 0},
+    {2, 3, 8, 8, 2, 2, 0}, {1, 2, 7, 9, 2, 2, 0}, {3, 1, 6, 5, 3, 2, 1},    {2, 4, 5, 7, 3, 1, 1},
+    {1, 1, 1, 1, 1, 1, 0}, {2, 5, 9, 4, 4, 3, 2}, {1, 64, 24, 24, 2, 2, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -35,13 +35,16 @@ static void naive_pool(const pool_case *t, const float *x, float *y, int64_t *at
                         int64_t h = p * t->stride - t->pad + r, w = q * t->stride - t->pad + s;
                         if (h < 0 || h >= t->h || w < 0 || w >= t->w) continue;
                         float v = x[(pl * t->h + h) * t->w + w];
-                        if (where < 0 || v > best || isnan(v)) best = v, where = (pl * t->h + h) * t->w + w;
+                        if (where < 0 || v > best || isnan(v))
+                            best = v, where = (pl * t->h + h) * t->w + w;
                     }
                 y[o] = best, at[o] = where;
             }
 }
 
-static int64_t out_numel(const pool_case *t) { return t->n * t->c * out_size(t->h, t) * out_size(t->w, t); }
+static int64_t out_numel(const pool_case *t) {
+    return t->n * t->c * out_size(t->h, t) * out_size(t->w, t);
+}
 
 Test(tensor_maxpool2d, forward_and_backward_match_naive_loops) {
     for (size_t ci = 0; ci < NCASES; ci++) {
@@ -49,13 +52,15 @@ Test(tensor_maxpool2d, forward_and_backward_match_naive_loops) {
         rg_tensor *x = rgt_param(RG_SHAPE(t->n, t->c, t->h, t->w), -1, 1, 10 + ci);
         int64_t ny = out_numel(t);
         rg_tensor *dy = rgt_uniform(RG_SHAPE(ny), -1, 1, 50 + ci);
-        float *want = malloc((size_t)ny * sizeof(float)), *dx = calloc((size_t)x->numel, sizeof(float));
+        float *want = malloc((size_t)ny * sizeof(float)),
+              *dx = calloc((size_t)x->numel, sizeof(float));
         int64_t *at = malloc((size_t)ny * sizeof(int64_t));
         naive_pool(t, rg_tensor_f32(x), want, at);
         for (int64_t i = 0; i < ny; i++) dx[at[i]] += rg_tensor_f32(dy)[i];
         rg_scope_begin();
         rg_tensor *y = rg_max_pool2d(x, t->kernel, t->stride, t->pad);
-        cr_assert(y->shape[2] == out_size(t->h, t) && y->shape[3] == out_size(t->w, t), "case %zu", ci);
+        cr_assert(y->shape[2] == out_size(t->h, t) && y->shape[3] == out_size(t->w, t), "case %zu",
+                  ci);
         rgt_assert_close(rg_tensor_f32(y), want, ny, 0, 0, "max_pool2d forward");
         rg_backward(rg_sum(rg_mul(rg_reshape(y, RG_SHAPE(ny)), dy)));
         rgt_assert_close(rg_tensor_f32(x->grad), dx, x->numel, 1e-6, 1e-6, "max_pool2d backward");
@@ -80,7 +85,8 @@ static rg_tensor *tie_free(const pool_case *t) {
 }
 
 Test(tensor_maxpool2d, gradients_match_finite_differences) {
-    static const pool_case small[] = {{2, 2, 6, 5, 2, 2, 0}, {1, 2, 5, 5, 3, 1, 1}, {1, 3, 7, 6, 3, 2, 1}};
+    static const pool_case small[] = {
+        {2, 2, 6, 5, 2, 2, 0}, {1, 2, 5, 5, 3, 1, 1}, {1, 3, 7, 6, 3, 2, 1}};
     for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
         rg_tensor *x = tie_free(&small[i]);
         rgt_assert_gradcheck(f_pool, (void *)&small[i], 1, &x, NULL);
@@ -123,7 +129,8 @@ Test(tensor_maxpool2d, padding_never_wins_and_nan_propagates) {
     cr_assert_eq(yp[0], xp[0], "corner window holds only x[0,0]");
     cr_assert_eq(yp[1], fmaxf(xp[0], xp[1]));
     cr_assert(isnan(yp[15]) && isnan(yp[10]), "windows holding the NaN give NaN");
-    for (int i = 0; i < 16; i++) cr_assert(isnan(yp[i]) || yp[i] < 0, "output %d is %g", i, (double)yp[i]);
+    for (int i = 0; i < 16; i++)
+        cr_assert(isnan(yp[i]) || yp[i] < 0, "output %d is %g", i, (double)yp[i]);
     rg_scope_end();
     rg_tensor_free(x);
 }
@@ -140,7 +147,8 @@ Test(tensor_maxpool2d, gradients_accumulate_with_beta_one) {
             rg_scope_end();
         }
         for (int64_t i = 0; i < x->numel; i++)
-            cr_assert_eq(rg_tensor_f32(x->grad)[i], 2 * first[i], "case %d element %lld", k, (long long)i);
+            cr_assert_eq(rg_tensor_f32(x->grad)[i], 2 * first[i], "case %d element %lld", k,
+                         (long long)i);
         free(first);
         rg_tensor_free(x);
     }

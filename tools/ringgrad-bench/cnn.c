@@ -22,14 +22,14 @@
 
 typedef struct {
     rg_tensor *p[NPARAM], *m[NPARAM], *v[NPARAM]; /* parameters and Adam's moments */
-    rg_tensor *x, *labels;                         /* one fixed batch */
+    rg_tensor *x, *labels;                        /* one fixed batch */
     int64_t step;
     uint64_t drop_offset;
 } cnn;
 
 static void cnn_init(cnn *net) {
-    static const int64_t shapes[NPARAM][4] = {{32, 1, 3, 3}, {32}, {64, 32, 3, 3}, {64},
-                                              {128, 9216},   {128}, {10, 128},     {10}};
+    static const int64_t shapes[NPARAM][4] = {{32, 1, 3, 3}, {32},  {64, 32, 3, 3}, {64},
+                                              {128, 9216},   {128}, {10, 128},      {10}};
     static const int ndims[NPARAM] = {4, 1, 4, 1, 2, 1, 2, 1};
     static const double fan_in[NPARAM] = {9, 9, 288, 288, 9216, 9216, 128, 128};
     uint64_t off = 0;
@@ -65,11 +65,11 @@ static void cnn_free(cnn *net) {
 static float cnn_step(cnn *net) {
     rg_tensor **p = net->p;
     rg_scope_begin();
-    rg_tensor *h = rg_relu(rg_conv2d(net->x, p[0], p[1], 1, 0));     /* (N,32,26,26) */
-    h = rg_relu(rg_conv2d(h, p[2], p[3], 1, 0));                     /* (N,64,24,24) */
-    h = rg_max_pool2d(h, 2, 2, 0);                                   /* (N,64,12,12) */
+    rg_tensor *h = rg_relu(rg_conv2d(net->x, p[0], p[1], 1, 0));         /* (N,32,26,26) */
+    h = rg_relu(rg_conv2d(h, p[2], p[3], 1, 0));                         /* (N,64,24,24) */
+    h = rg_max_pool2d(h, 2, 2, 0);                                       /* (N,64,12,12) */
     h = rg_flatten(rg_dropout(h, 0.25f, true, 1234, &net->drop_offset)); /* (N,9216) */
-    h = rg_relu(rg_linear(h, p[4], p[5]));                           /* (N,128) */
+    h = rg_relu(rg_linear(h, p[4], p[5]));                               /* (N,128) */
     h = rg_dropout(h, 0.5f, true, 1234, &net->drop_offset);
     rg_tensor *loss = rg_cross_entropy(rg_linear(h, p[6], p[7]), net->labels);
     rg_backward(loss);
@@ -107,7 +107,8 @@ static void floor_init(floor_gemm *g) {
         {"conv1 forward  W (32,9) col (9,N*676)", false, false, 32, n1, 9, NULL, NULL, NULL},
         {"conv1 dweight  dY (32,N*676) col^T", false, true, 32, 9, n1, NULL, NULL, NULL},
         {"fc1 forward    x (N,9216) W^T", false, true, BATCH, 128, 9216, NULL, NULL, NULL},
-        {"fc1 dinput     dY (N,128) W (128,9216)", false, false, BATCH, 9216, 128, NULL, NULL, NULL},
+        {"fc1 dinput     dY (N,128) W (128,9216)", false, false, BATCH, 9216, 128, NULL, NULL,
+         NULL},
         {"fc1 dweight    dY^T (128,N) x (N,9216)", true, false, 128, 9216, BATCH, NULL, NULL, NULL},
     };
     for (int i = 0; i < NFLOOR; i++) {
@@ -149,7 +150,8 @@ void rgb_run_cnn(const rgb_opts *o) {
     double *tg = calloc((size_t)o->iters * NFLOOR, sizeof *tg), tgi[NFLOOR];
     RG_CHECK(ts && tf && tg, "cnn bench: out of memory");
     printf("\nCNN training step (batch %d, Adam), median of %d interleaved runs; %.2f GFLOP of "
-           "GEMM in the floor\n", BATCH, o->iters, floor_flops(g) * 1e-9);
+           "GEMM in the floor\n",
+           BATCH, o->iters, floor_flops(g) * 1e-9);
     printf("%-8s %12s %10s %14s %10s %16s\n", "threads", "ringgrad ms", "img/s", "GEMM floor ms",
            "img/s", "ringgrad/floor");
     for (int ti = 0; ti < o->nthreads; ti++) {
@@ -167,7 +169,8 @@ void rgb_run_cnn(const rgb_opts *o) {
         double step = rgb_median(ts, o->iters), fl = rgb_median(tf, o->iters);
         printf("%-8d %12.1f %10.0f %14.1f %10.0f %15.0f%%\n", nt, step * 1e3, BATCH / step,
                fl * 1e3, BATCH / fl, 100.0 * fl / step);
-        if (o->raw) printf("raw cnn threads=%d step_ms=%.3f floor_ms=%.3f\n", nt, step * 1e3, fl * 1e3);
+        if (o->raw)
+            printf("raw cnn threads=%d step_ms=%.3f floor_ms=%.3f\n", nt, step * 1e3, fl * 1e3);
         for (int i = 0; i < NFLOOR; i++) {
             double t = rgb_median(tg + i * o->iters, o->iters);
             printf("    floor %-44s %7.2f ms %6.1f GFLOP/s\n", g[i].what, t * 1e3,

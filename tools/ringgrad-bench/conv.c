@@ -36,9 +36,17 @@ enum { FWD, DATA, FILTER, NPASS };
 static const char *pass_names[NPASS] = {"forward", "bwd-data", "bwd-filter"};
 
 static rg_conv2d_shape layer_shape(const conv_layer *l, int batch) {
-    rg_conv2d_shape s = {.n = l->n ? l->n : batch, .c = l->c, .h = l->h, .w = l->h, .k = l->k,
-                         .r = l->r, .s = l->r, .stride_h = l->stride, .stride_w = l->stride,
-                         .pad_h = l->pad, .pad_w = l->pad};
+    rg_conv2d_shape s = {.n = l->n ? l->n : batch,
+                         .c = l->c,
+                         .h = l->h,
+                         .w = l->h,
+                         .k = l->k,
+                         .r = l->r,
+                         .s = l->r,
+                         .stride_h = l->stride,
+                         .stride_w = l->stride,
+                         .pad_h = l->pad,
+                         .pad_w = l->pad};
     s.p = (s.h + 2 * s.pad_h - s.r) / s.stride_h + 1;
     s.q = (s.w + 2 * s.pad_w - s.s) / s.stride_w + 1;
     return s;
@@ -54,8 +62,7 @@ void rgb_print_conv_shapes(int batch) {
     for (int i = 0; i < NLAYERS; i++) {
         rg_conv2d_shape s = layer_shape(&layers[i], batch);
         printf("shape %s %lld %lld %lld %lld %lld %d %d\n", layers[i].name, (long long)s.n,
-               (long long)s.c, (long long)s.h, (long long)s.k, (long long)s.r, s.stride_h,
-               s.pad_h);
+               (long long)s.c, (long long)s.h, (long long)s.k, (long long)s.r, s.stride_h, s.pad_h);
     }
 }
 
@@ -69,9 +76,12 @@ typedef struct {
 
 static void run_conv(conv_run *r, int pass) {
     const rg_backend *be = &rg_cpu_backend;
-    if (pass == FWD) be->conv2d_forward(&r->s, r->x, r->w, r->b, r->y);
-    else if (pass == DATA) be->conv2d_backward_data(&r->s, r->dy, r->w, 0.0f, r->dx);
-    else be->conv2d_backward_filter(&r->s, r->x, r->dy, 0.0f, r->dw, r->db);
+    if (pass == FWD)
+        be->conv2d_forward(&r->s, r->x, r->w, r->b, r->y);
+    else if (pass == DATA)
+        be->conv2d_backward_data(&r->s, r->dy, r->w, 0.0f, r->dx);
+    else
+        be->conv2d_backward_filter(&r->s, r->x, r->dy, 0.0f, r->dw, r->db);
 }
 
 static void setup_gemm(conv_run *r, int pass) {
@@ -84,7 +94,9 @@ static void setup_gemm(conv_run *r, int pass) {
     r->gc = rgb_random(r->gm * r->gn, 13);
 }
 
-static void free_gemm(conv_run *r) { rgb_free(r->ga), rgb_free(r->gb), rgb_free(r->gc); }
+static void free_gemm(conv_run *r) {
+    rgb_free(r->ga), rgb_free(r->gb), rgb_free(r->gc);
+}
 
 /* Times pass `pass` and its GEMM, interleaved; medians into *t_conv and *t_gemm. */
 static void time_pass(conv_run *r, int pass, int iters, double *t_conv, double *t_gemm) {
@@ -121,7 +133,8 @@ static void free_conv(conv_run *r) {
 
 void rgb_run_conv(const rgb_opts *o) {
     printf("\nconv2d (ringgrad CPU kernels) vs cblas_sgemm of the equivalent im2col product, "
-           "median of %d interleaved runs; ResNet-18 shapes at batch %d\n", o->iters, o->batch);
+           "median of %d interleaved runs; ResNet-18 shapes at batch %d\n",
+           o->iters, o->batch);
     printf("%-3s %-14s %-19s %-10s %9s %8s %9s %8s %9s\n", "thr", "layer", "N,C,H -> K,RxR/s,p",
            "pass", "ms", "GFLOP/s", "sgemm ms", "GFLOP/s", "vs sgemm");
     for (int ti = 0; ti < o->nthreads; ti++) {
@@ -134,8 +147,8 @@ void rgb_run_conv(const rgb_opts *o) {
             double flops = 2.0 * (double)(s.n * s.k * s.p * s.q) * (double)(s.c * s.r * s.s);
             char dims[160];
             snprintf(dims, sizeof dims, "%lld,%lld,%lld->%lld,%lldx%lld/%d,%d", (long long)s.n,
-                     (long long)s.c, (long long)s.h, (long long)s.k, (long long)s.r,
-                     (long long)s.s, s.stride_h, s.pad_h);
+                     (long long)s.c, (long long)s.h, (long long)s.k, (long long)s.r, (long long)s.s,
+                     s.stride_h, s.pad_h);
             for (int pass = 0; pass < NPASS; pass++) {
                 if (o->pass >= 0 && o->pass != pass) continue;
                 double tc, tg;

@@ -6,8 +6,8 @@
 #include "ringgrad.h"
 
 void rgb_run_gemm(const rgb_opts *o) {
-    static const int64_t shapes[][3] = {{1024, 1024, 1024}, {64, 73728, 288}, {288, 9216, 64},
-                                        {128, 128, 9216},   {512, 784, 4608}};
+    static const int64_t shapes[][3] = {
+        {1024, 1024, 1024}, {64, 73728, 288}, {288, 9216, 64}, {128, 128, 9216}, {512, 784, 4608}};
     int ns = (int)(sizeof shapes / sizeof shapes[0]);
     double *t = calloc((size_t)o->iters, sizeof *t);
     RG_CHECK(t, "gemm bench: out of memory");

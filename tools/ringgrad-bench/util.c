@@ -36,7 +36,9 @@ float *rgb_random(int64_t n, uint64_t seed) {
     return p;
 }
 
-void rgb_free(void *p) { free(p); }
+void rgb_free(void *p) {
+    free(p);
+}
 
 void rgb_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
                float *c) {
