@@ -10,6 +10,7 @@
  *       same arithmetic; GFLOP/s of both and their ratio.
  * cnn:  one training step of the CNN (batch 128, Adam) next to its "GEMM floor": the matrix
  *       products an im2col implementation of the step needs, timed alone.
+ * --device cuda runs the GPU bench instead (ringgrad-bench/cuda_bench.h; --device cuda --help).
  * Every pair is measured interleaved in one run and reported as medians (see bench.h). The
  * results and the commands that produced them are kept in docs/PERFORMANCE.md. */
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "ringgrad-bench/bench.h"
+#include "ringgrad-bench/cuda_bench.h"
 
 static void usage(FILE *f) {
     fprintf(
@@ -32,7 +34,7 @@ static void usage(FILE *f) {
            "machine)\n"
            "  --raw                 also print one 'raw ...' line per result (for bench/ scripts)\n"
            "  --shapes              print the conv layers' shapes and exit\n"
-           "  --device cpu|cuda     where to run (only cpu is built into this bench)\n"
+           "  --device cpu|cuda     where to run (cuda: GPU kernels, NCCL; --device cuda --help)\n"
            "  --help                this text\n");
 }
 
@@ -94,13 +96,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--device")) {
             i++;
             if (v && !strcmp(v, "cpu")) continue;
-            if (v && !strncmp(v, "cuda", 4)) {
-                fprintf(stderr,
-                        "ringgrad-bench: --device %s: CUDA benchmarks are not built into "
-                        "this bench (not available yet); use --device cpu\n",
-                        v);
-                return 2;
-            }
+            if (v && !strncmp(v, "cuda", 4)) return rg_bench_cuda(argc, argv); /* its own flags */
             fprintf(stderr, "ringgrad-bench: --device takes cpu or cuda, got '%s'\n", v ? v : "");
             return 2;
         } else {

@@ -67,15 +67,6 @@ static int parse(int argc, char **argv, rgbc_ctx *b, const char **only) {
 
 /* ---- timing ---- */
 
-double rgbc_median(double *v, int n) {
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1], v[j - 1] = t;
-        }
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 double rgbc_time_ms(rgbc_ctx *b, void (*fn)(void *), void *arg, int reps) {
     rg_cuda_timer_start(b->timer);
     for (int i = 0; i < reps; i++) fn(arg);
@@ -100,7 +91,7 @@ static void time_pair(rgbc_ctx *b, void (*ours)(void *), void (*theirs)(void *),
         t1[i] = rgbc_time_ms(b, ours, arg, r1) / r1;
         t2[i] = rgbc_time_ms(b, theirs, arg, r2) / r2;
     }
-    *ms_ours = rgbc_median(t1, b->iters), *ms_theirs = rgbc_median(t2, b->iters);
+    *ms_ours = rgb_median(t1, b->iters), *ms_theirs = rgb_median(t2, b->iters);
     free(t1), free(t2);
 }
 

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "bench.h"
 #include "ringgrad.h"
 
 /* The whole of `ringgrad-bench --device cuda ...`: parses argv itself (the same program's
@@ -36,10 +37,9 @@ typedef struct {
     bool print;   /* rank 0 prints */
 } rgbc_ctx;
 
-/* Milliseconds that `reps` calls of fn(arg) take on the GPU, timed by events. */
+/* Milliseconds that `reps` calls of fn(arg) take on the GPU, timed by events. (Medians come
+ * from bench.h's rgb_median.) */
 double rgbc_time_ms(rgbc_ctx *b, void (*fn)(void *), void *arg, int reps);
-/* Median of v[0..n) (sorts v). */
-double rgbc_median(double *v, int n);
 
 void rgbc_run_cnn(rgbc_ctx *b);
 void rgbc_run_comm(rgbc_ctx *b);

@@ -42,7 +42,7 @@ static double images_per_s(rgbc_ctx *b, cnn_job *j) {
     double *ms = malloc(sizeof(double) * (size_t)b->iters);
     if (!ms) abort();
     for (int i = 0; i < b->iters; i++) ms[i] = rgbc_time_ms(b, cnn_step, j, 20) / 20;
-    double step_ms = rgbc_median(ms, b->iters);
+    double step_ms = rgb_median(ms, b->iters);
     free(ms);
     return b->batch / (step_ms * 1e-3);
 }
@@ -117,7 +117,7 @@ static double median_ms(rgbc_ctx *b, void (*fn)(void *), void *arg, int reps) {
     double *ms = malloc(sizeof(double) * (size_t)b->iters);
     if (!ms) abort();
     for (int i = 0; i < b->iters; i++) ms[i] = rgbc_time_ms(b, fn, arg, reps) / reps;
-    double m = rgbc_median(ms, b->iters);
+    double m = rgb_median(ms, b->iters);
     free(ms);
     return m;
 }
