@@ -195,7 +195,8 @@ void rg_comm_stall_report(const rg_comm *c, const char *msg);
  * Requests whose buffers are GPU memory, and buffers on the side a backend cannot use. */
 typedef rg_status (*rg_dispatch_fn)(rg_comm *c, const rg_coll *a);
 /* On the caller's thread as r is queued: sets r->device and, for GPU buffers, records
- * r->ready_ev on that device's compute stream. Stops (RG_CHECK) when send and recv are on different sides. */
+ * r->ready_ev on that device's compute stream. Stops (RG_CHECK) when send and recv are on
+ * different sides. */
 void rg_comm_dev_submit(rg_comm_req *r);
 /* On the comm thread: runs r->coll through run, ordered on the device after r->ready_ev, or with
  * its buffers copied to the side the backend works on (and the results copied back). */

@@ -48,10 +48,10 @@ static int device_of(const void *p) {
 
 /* The bytes a collective reads and writes in the caller's buffers. */
 typedef struct {
-    size_t send, recv;  /* bytes of send read, and of recv touched */
-    bool recv_in;       /* recv holds input too (allreduce, broadcast) */
-    bool recv_out;      /* recv is written */
-    bool send_in_recv;  /* allgather in place: send is recv + send_off */
+    size_t send, recv; /* bytes of send read, and of recv touched */
+    bool recv_in;      /* recv holds input too (allreduce, broadcast) */
+    bool recv_out;     /* recv is written */
+    bool send_in_recv; /* allgather in place: send is recv + send_off */
     size_t send_off;
 } layout;
 
@@ -140,8 +140,8 @@ static rg_status test_event(rg_comm *c, void *ctx, bool *done) {
 
 static void describe_event(rg_comm *c, void *ctx, double waited, char *buf, size_t cap) {
     event_wait *w = ctx;
-    snprintf(buf, cap, "%s on rank %d has waited %.1f s for cuda:%d to finish it", w->what,
-             c->rank, waited, w->device);
+    snprintf(buf, cap, "%s on rank %d has waited %.1f s for cuda:%d to finish it", w->what, c->rank,
+             waited, w->device);
 }
 
 /* Waits for the work queued so far on device's comm stream. */

@@ -88,9 +88,9 @@ static rg_status settle(rg_nccl *n, ncclResult_t r, const char *call) {
     }
     if (r == ncclSuccess) return RG_OK;
     pthread_mutex_lock(&n->mu);
-    rg_status s = rg_nccl_fail_locked(n, rg_nccl_status(r), "%s on rank %d (cuda:%d) failed: %s (%s)",
-                                      call, n->c->rank, n->device, ncclGetErrorString(r),
-                                      nccl_message());
+    rg_status s =
+        rg_nccl_fail_locked(n, rg_nccl_status(r), "%s on rank %d (cuda:%d) failed: %s (%s)", call,
+                            n->c->rank, n->device, ncclGetErrorString(r), nccl_message());
     pthread_mutex_unlock(&n->mu);
     return s;
 }
@@ -198,21 +198,25 @@ static rg_status pick_device(rg_comm *c, int *device) {
     if (rg_cuda_set_device(c->local_rank, &dev) != RG_OK) {
         char why[512]; /* rg_error must not read the buffer it writes */
         snprintf(why, sizeof why, "%s", rg_last_error());
-        return rg_error(RG_EDEVICE, "comm backend \"nccl\" on rank %d: %s; use --comm mpi, or "
-                        "--device cpu", c->rank, why);
+        return rg_error(RG_EDEVICE,
+                        "comm backend \"nccl\" on rank %d: %s; use --comm mpi, or "
+                        "--device cpu",
+                        c->rank, why);
     }
     *device = dev.index;
     int v = 0;
     ncclResult_t r = ncclGetVersion(&v);
     if (r != ncclSuccess || v < NCCL_MIN_VERSION)
-        return rg_error(RG_ENOTSUP, "comm backend \"nccl\": NCCL %d is too old (ringgrad needs "
-                        "2.14 or later, for nonblocking communicators)", v);
+        return rg_error(RG_ENOTSUP,
+                        "comm backend \"nccl\": NCCL %d is too old (ringgrad needs "
+                        "2.14 or later, for nonblocking communicators)",
+                        v);
     return RG_OK;
 }
 
 static void describe_setup(rg_comm *c, void *ctx, double waited, char *buf, size_t cap) {
-    snprintf(buf, cap, "nccl set-up on rank %d has waited %.1f s for the other ranks (%s)",
-             c->rank, waited, (const char *)ctx);
+    snprintf(buf, cap, "nccl set-up on rank %d has waited %.1f s for the other ranks (%s)", c->rank,
+             waited, (const char *)ctx);
 }
 
 /* Every rank learns whether all of them can go on; then rank 0's id reaches every rank. */
@@ -232,8 +236,10 @@ static rg_status exchange_id(rg_comm *c, rg_status mine, ncclUniqueId *id) {
         s = rg_error(mine, "%s", why);
     } else if (s == RG_OK && bad >= 0) {
         rg_status theirs = all[bad] > 0 && all[bad] < RG_STATUS_COUNT ? all[bad] : RG_EPEER;
-        s = rg_error(theirs, "comm backend \"nccl\": rank %d cannot take part (%s; its own "
-                     "message says why)", bad, rg_status_name(theirs));
+        s = rg_error(theirs,
+                     "comm backend \"nccl\": rank %d cannot take part (%s; its own "
+                     "message says why)",
+                     bad, rg_status_name(theirs));
     }
     free(all);
     if (s != RG_OK) return s;
@@ -248,8 +254,10 @@ static rg_status create_comm(rg_comm *c, rg_nccl *n) {
     if (mine == RG_OK && c->rank == 0) {
         ncclResult_t r = ncclGetUniqueId(&id);
         if (r != ncclSuccess)
-            mine = rg_error(rg_nccl_status(r), "comm backend \"nccl\": ncclGetUniqueId failed: "
-                            "%s (%s)", ncclGetErrorString(r), nccl_message());
+            mine = rg_error(rg_nccl_status(r),
+                            "comm backend \"nccl\": ncclGetUniqueId failed: "
+                            "%s (%s)",
+                            ncclGetErrorString(r), nccl_message());
     }
     RG_TRY(exchange_id(c, mine, &id));
     n->stream = rg_cuda_stream(n->device, RG_CUDA_STREAM_COMM);

@@ -30,8 +30,8 @@ typedef struct {
      * is made under mu, so that the watchdog's abort (which frees comm) never races one; NCCL
      * calls on a nonblocking communicator return at once, so mu is never held for long. */
     pthread_mutex_t mu;
-    ncclComm_t comm;   /* NULL once aborted */
-    rg_status failed;  /* RG_OK, or why the communicator is unusable */
+    ncclComm_t comm;  /* NULL once aborted */
+    rg_status failed; /* RG_OK, or why the communicator is unusable */
     char why[512];
     rg_nccl_watched watched[RG_NCCL_WATCH_SLOTS]; /* a ring, oldest at head */
     int head, n;

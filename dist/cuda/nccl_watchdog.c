@@ -40,10 +40,9 @@ rg_status rg_nccl_health_locked(rg_nccl *n) {
         ncclResult_t state = ncclSuccess, r = ncclCommGetAsyncError(n->comm, &state);
         if (r != ncclSuccess) state = r;
         if (state != ncclSuccess && state != ncclInProgress)
-            rg_nccl_fail_locked(n, rg_nccl_status(state),
-                                "nccl on rank %d (cuda:%d): a collective failed: %s (%s)",
-                                n->c->rank, n->device, ncclGetErrorString(state),
-                                ncclGetLastError(NULL));
+            rg_nccl_fail_locked(
+                n, rg_nccl_status(state), "nccl on rank %d (cuda:%d): a collective failed: %s (%s)",
+                n->c->rank, n->device, ncclGetErrorString(state), ncclGetLastError(NULL));
     }
     return n->failed == RG_OK ? RG_OK : rg_error(n->failed, "%s", n->why);
 }
@@ -163,8 +162,10 @@ static rg_status test_slot_free(rg_comm *c, void *ctx, bool *done) {
 
 static void describe_full(rg_comm *c, void *ctx, double waited, char *buf, size_t cap) {
     rg_nccl *n = ctx;
-    snprintf(buf, cap, "rank %d has waited %.1f s for cuda:%d to finish one of %d queued "
-             "collectives", c->rank, waited, n->device, RG_NCCL_WATCH_SLOTS);
+    snprintf(buf, cap,
+             "rank %d has waited %.1f s for cuda:%d to finish one of %d queued "
+             "collectives",
+             c->rank, waited, n->device, RG_NCCL_WATCH_SLOTS);
 }
 
 rg_status rg_nccl_watch(rg_nccl *n, rg_coll_kind kind, uint64_t seq) {
@@ -175,8 +176,8 @@ rg_status rg_nccl_watch(rg_nccl *n, rg_coll_kind kind, uint64_t seq) {
         rg_nccl_watched *w = &n->watched[(n->head + n->n) % RG_NCCL_WATCH_SLOTS];
         cudaError_t e = cudaEventRecord(w->ev, n->stream);
         if (e != cudaSuccess) {
-            s = rg_nccl_fail_locked(n, RG_EDEVICE, "cuda:%d: cudaEventRecord failed: %s",
-                                    n->device, cudaGetErrorString(e));
+            s = rg_nccl_fail_locked(n, RG_EDEVICE, "cuda:%d: cudaEventRecord failed: %s", n->device,
+                                    cudaGetErrorString(e));
         } else {
             *w = (rg_nccl_watched){w->ev, seq, kind, rg_timeline_now(), 0};
             n->n++;

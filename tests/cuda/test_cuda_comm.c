@@ -41,25 +41,32 @@ static void collectives_of_one_rank(rg_comm *c, bool on_gpu) {
     float *b = on_gpu ? rgt_dev(NULL, bytes) : malloc(bytes);
     const char *w = on_gpu ? "device" : "host";
 #define FETCH(p) (on_gpu ? (rgt_host(got, (p), bytes), got) : (p))
-    cr_assert_eq(rg_comm_allreduce(c, a, n, RG_COMM_F32, RG_REDUCE_SUM), RG_OK, "%s", rg_last_error());
+    cr_assert_eq(rg_comm_allreduce(c, a, n, RG_COMM_F32, RG_REDUCE_SUM), RG_OK, "%s",
+                 rg_last_error());
     rgt_assert_close(FETCH(a), want, n, 0, 0, w);
-    cr_assert_eq(rg_comm_allreduce(c, a, n, RG_COMM_F32, RG_REDUCE_AVG), RG_OK, "%s", rg_last_error());
+    cr_assert_eq(rg_comm_allreduce(c, a, n, RG_COMM_F32, RG_REDUCE_AVG), RG_OK, "%s",
+                 rg_last_error());
     rgt_assert_close(FETCH(a), want, n, 0, 0, w);
     cr_assert_eq(rg_comm_broadcast(c, a, n, RG_COMM_F32, 0), RG_OK, "%s", rg_last_error());
     rgt_assert_close(FETCH(a), want, n, 0, 0, w);
     cr_assert_eq(rg_comm_allgather(c, a, b, n, RG_COMM_F32), RG_OK, "%s", rg_last_error());
     rgt_assert_close(FETCH(b), want, n, 0, 0, w);
-    cr_assert_eq(rg_comm_allgather(c, b, b, n, RG_COMM_F32), RG_OK, "in place: %s", rg_last_error());
+    cr_assert_eq(rg_comm_allgather(c, b, b, n, RG_COMM_F32), RG_OK, "in place: %s",
+                 rg_last_error());
     rgt_assert_close(FETCH(b), want, n, 0, 0, w);
-    if (on_gpu) rgt_gpu()->fill(n, -1, b);
-    else for (int64_t i = 0; i < n; i++) b[i] = -1;
+    if (on_gpu)
+        rgt_gpu()->fill(n, -1, b);
+    else
+        for (int64_t i = 0; i < n; i++) b[i] = -1;
     cr_assert_eq(rg_comm_reduce_scatter(c, a, b, n, RG_COMM_F32, RG_REDUCE_SUM), RG_OK, "%s",
                  rg_last_error());
     rgt_assert_close(FETCH(b), want, n, 0, 0, w);
     cr_assert_eq(rg_comm_barrier(c), RG_OK, "%s", rg_last_error());
 #undef FETCH
-    if (on_gpu) rgt_dev_free(a, bytes), rgt_dev_free(b, bytes);
-    else free(a), free(b);
+    if (on_gpu)
+        rgt_dev_free(a, bytes), rgt_dev_free(b, bytes);
+    else
+        free(a), free(b);
     free(want), free(got);
 }
 
@@ -149,8 +156,8 @@ static void train(rg_model *m, rg_ddp *ddp, rg_device dev) {
         rg_scope_begin();
         rg_tensor *yt = rg_tensor_empty(RG_I64, RG_SHAPE(8), dev);
         rg_tensor_copy_from_host(yt, y);
-        rg_tensor *logits = rg_model_forward(m, rg_tensor_from_f32(RG_SHAPE(8, 1, 28, 28), x, dev),
-                                             RG_TRAIN);
+        rg_tensor *logits =
+            rg_model_forward(m, rg_tensor_from_f32(RG_SHAPE(8, 1, 28, 28), x, dev), RG_TRAIN);
         rg_backward(rg_cross_entropy(logits, yt));
         if (ddp) cr_assert_eq(rg_ddp_wait(ddp), RG_OK, "%s", rg_last_error());
         rg_optim_step(opt);
@@ -171,8 +178,8 @@ Test(cuda_comm, ddp_over_nccl_on_the_gpu_trains_like_the_cpu, .init = setup, .fi
     const rg_param_list *pc = rg_model_params(cpu), *pg = rg_model_params(gpu);
     for (int i = 0; i < pc->n; i++) {
         float *got = rgt_copy_out(pg->items[i].tensor);
-        rgt_assert_close(got, rg_tensor_f32(pc->items[i].tensor), pc->items[i].tensor->numel,
-                         1e-5, 1e-4, pc->items[i].name);
+        rgt_assert_close(got, rg_tensor_f32(pc->items[i].tensor), pc->items[i].tensor->numel, 1e-5,
+                         1e-4, pc->items[i].name);
         free(got);
     }
     rg_ddp_free(ddp);

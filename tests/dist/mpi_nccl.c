@@ -26,8 +26,8 @@ static const place places[] = {{NCCL, true}, {NCCL, false}, {MPI, true}, {RING, 
 
 static const char *where(const place *p) {
     static char buf[64];
-    snprintf(buf, sizeof buf, "%s on %s buffers", rg_comm_backend_name(rg_comm_kind(comms[p->comm])),
-             p->on_gpu ? "GPU" : "host");
+    snprintf(buf, sizeof buf, "%s on %s buffers",
+             rg_comm_backend_name(rg_comm_kind(comms[p->comm])), p->on_gpu ? "GPU" : "host");
     return buf;
 }
 
@@ -78,7 +78,8 @@ static void test_allreduce_every_dtype_and_op(void) {
                 allreduce_case(&places[k], RG_COMM_F32, op, n, s + op);
                 allreduce_case(&places[k], RG_COMM_F16, op, n, s + op + 2);
             }
-            for (int d = 0; d < 3; d++) allreduce_case(&places[k], ints[d], RG_REDUCE_SUM, n, s + d);
+            for (int d = 0; d < 3; d++)
+                allreduce_case(&places[k], ints[d], RG_REDUCE_SUM, n, s + d);
         }
 }
 
@@ -87,13 +88,15 @@ static void test_broadcast_from_every_root(void) {
     for (int k = 0; k < NPLACES; k++)
         for (int root = 0; root < size; root++) {
             gt_buf b = buf_for(&places[k], n, RG_COMM_I32);
-            for (int64_t i = 0; i < n; i++) ((int32_t *)b.host)[i] = rank == root ? (int32_t)(i ^ root) : -1;
+            for (int64_t i = 0; i < n; i++)
+                ((int32_t *)b.host)[i] = rank == root ? (int32_t)(i ^ root) : -1;
             gt_push(&b);
             MT_OK(rg_comm_broadcast(comms[places[k].comm], gt_ptr(&b), n, RG_COMM_I32, root));
             gt_pull(&b);
             for (int64_t i = 0; i < n; i++)
                 MT_CHECK(((int32_t *)b.host)[i] == (int32_t)(i ^ root),
-                         "broadcast from %d, %s: element %lld", root, where(&places[k]), (long long)i);
+                         "broadcast from %d, %s: element %lld", root, where(&places[k]),
+                         (long long)i);
             gt_buf_free(&b);
         }
 }
@@ -116,7 +119,8 @@ static void test_allgather(void) {
             gt_pull(&recv);
             for (int r = 0; r < size; r++)
                 for (int64_t i = 0; i < n; i++)
-                    MT_CHECK(((float *)recv.host)[r * n + i] == (float)dt_input(RG_COMM_F32, r, i, 5),
+                    MT_CHECK(((float *)recv.host)[r * n + i] ==
+                                 (float)dt_input(RG_COMM_F32, r, i, 5),
                              "allgather (in place %d), %s: rank %d's element %lld", in_place,
                              where(p), r, (long long)i);
             gt_buf_free(&recv);
@@ -195,7 +199,8 @@ static void test_collective_is_ordered_between_the_kernels_around_it(void) {
         busy_compute(scratch, m);
         gpu->fill(n, (float)(rank + 1), x); /* queued behind the GEMMs */
         rg_comm_req *req;
-        MT_OK(rg_comm_allreduce_async(comms[places[k].comm], x, n, RG_COMM_F32, RG_REDUCE_SUM, &req));
+        MT_OK(
+            rg_comm_allreduce_async(comms[places[k].comm], x, n, RG_COMM_F32, RG_REDUCE_SUM, &req));
         MT_OK(rg_comm_wait(req));
         gpu->axpby(n, 0.0f, x, 2.0f, x); /* x = 2x, queued before the reduction has run */
         gpu->copy(host, x, (size_t)n * sizeof *host, RG_COPY_D2H);
@@ -218,7 +223,8 @@ static void test_many_async_requests_in_flight(void) {
     rg_comm_req *reqs[NREQ];
     for (int k = 0; k < NREQ; k++) {
         gpu->fill(n, (float)(k + rank), x + k * n);
-        MT_OK(rg_comm_allreduce_async(comms[NCCL], x + k * n, n, RG_COMM_F32, RG_REDUCE_AVG, &reqs[k]));
+        MT_OK(rg_comm_allreduce_async(comms[NCCL], x + k * n, n, RG_COMM_F32, RG_REDUCE_AVG,
+                                      &reqs[k]));
     }
     for (int k = 0; k < NREQ; k++) MT_OK(rg_comm_wait(reqs[k]));
     for (int k = 0; k < NREQ; k += 7) {

@@ -29,8 +29,8 @@ Test(dist_nccl, a_new_nccl_comm_without_a_usable_gpu_is_refused_clearly) {
     cr_assert(d, "%s", rg_last_error());
     rg_comm *c = (rg_comm *)1;
     rg_status s = rg_comm_new(d, RG_COMM_NCCL, &c);
-    cr_assert_eq(s, rg_cuda_compiled() ? RG_EDEVICE : RG_ENOTSUP, "got %s: %s",
-                 rg_status_name(s), rg_last_error());
+    cr_assert_eq(s, rg_cuda_compiled() ? RG_EDEVICE : RG_ENOTSUP, "got %s: %s", rg_status_name(s),
+                 rg_last_error());
     assert_clear_message();
     cr_assert_null(c, "no communicator on failure");
     int64_t x[2] = {5, 6}, all[2];

@@ -85,7 +85,8 @@ static int reps_for(rgbc_ctx *b, void (*fn)(void *), void *arg) {
 static void time_pair(rgbc_ctx *b, void (*ours)(void *), void (*theirs)(void *), void *arg,
                       double *ms_ours, double *ms_theirs) {
     int r1 = reps_for(b, ours, arg), r2 = reps_for(b, theirs, arg);
-    double *t1 = malloc(sizeof(double) * (size_t)b->iters), *t2 = malloc(sizeof(double) * (size_t)b->iters);
+    double *t1 = malloc(sizeof(double) * (size_t)b->iters),
+           *t2 = malloc(sizeof(double) * (size_t)b->iters);
     if (!t1 || !t2) abort();
     for (int i = 0; i < b->iters; i++) {
         t1[i] = rgbc_time_ms(b, ours, arg, r1) / r1;
@@ -109,7 +110,8 @@ typedef struct {
 
 static void gemm_ours(void *p) {
     job *j = p;
-    j->b->gpu->gemm(false, false, j->m, j->n, j->k, 1.0f, j->a, j->k, j->bm, j->n, 0.0f, j->c, j->n);
+    j->b->gpu->gemm(false, false, j->m, j->n, j->k, 1.0f, j->a, j->k, j->bm, j->n, 0.0f, j->c,
+                    j->n);
 }
 
 static void gemm_theirs(void *p) {
@@ -133,7 +135,8 @@ static void run_gemm(rgbc_ctx *b, rgbc_vendor *v) {
                                         {128, 9216, 128}};
     if (b->print)
         printf("\ngemm: C (m,n) = A (m,k) B (k,n), float32, TFLOP/s (median of %d)\n"
-               "%-20s %10s %10s %8s\n", b->iters, "m x n x k", "ringgrad", "cuBLAS", "ratio");
+               "%-20s %10s %10s %8s\n",
+               b->iters, "m x n x k", "ringgrad", "cuBLAS", "ratio");
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         job j = {.b = b, .v = v, .m = shapes[i][0], .n = shapes[i][1], .k = shapes[i][2]};
         j.a = random_device(b, j.m * j.k, 1), j.bm = random_device(b, j.k * j.n, 2);
@@ -141,7 +144,8 @@ static void run_gemm(rgbc_ctx *b, rgbc_vendor *v) {
         double ours, theirs, flop = 2.0 * (double)j.m * (double)j.n * (double)j.k;
         time_pair(b, gemm_ours, gemm_theirs, &j, &ours, &theirs);
         char name[64];
-        snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)j.m, (long long)j.n, (long long)j.k);
+        snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)j.m, (long long)j.n,
+                 (long long)j.k);
         if (b->print)
             printf("%-20s %10.2f %10.2f %8.3f\n", name, flop / ours * 1e-9, flop / theirs * 1e-9,
                    theirs / ours);
@@ -156,9 +160,12 @@ static void run_gemm(rgbc_ctx *b, rgbc_vendor *v) {
 static void conv_ours(void *p) {
     job *j = p;
     const rg_backend *g = j->b->gpu;
-    if (j->pass == RGBC_FWD) g->conv2d_forward(&j->s, j->a, j->bm, NULL, j->c);
-    else if (j->pass == RGBC_BWD_DATA) g->conv2d_backward_data(&j->s, j->c, j->bm, 0.0f, j->a);
-    else g->conv2d_backward_filter(&j->s, j->a, j->c, 0.0f, j->bm, NULL);
+    if (j->pass == RGBC_FWD)
+        g->conv2d_forward(&j->s, j->a, j->bm, NULL, j->c);
+    else if (j->pass == RGBC_BWD_DATA)
+        g->conv2d_backward_data(&j->s, j->c, j->bm, 0.0f, j->a);
+    else
+        g->conv2d_backward_filter(&j->s, j->a, j->c, 0.0f, j->bm, NULL);
 }
 
 static void conv_theirs(void *p) {
@@ -172,8 +179,8 @@ typedef struct {
 } conv_layer;
 
 static const conv_layer layers[] = {
-    {"cnn.conv1", 1, 28, 32, 3, 1, 0},  {"cnn.conv2", 32, 26, 64, 3, 1, 0},
-    {"r18.conv1", 3, 224, 64, 7, 2, 3}, {"r18.layer1", 64, 56, 64, 3, 1, 1},
+    {"cnn.conv1", 1, 28, 32, 3, 1, 0},     {"cnn.conv2", 32, 26, 64, 3, 1, 0},
+    {"r18.conv1", 3, 224, 64, 7, 2, 3},    {"r18.layer1", 64, 56, 64, 3, 1, 1},
     {"r18.layer2", 128, 28, 128, 3, 1, 1}, {"r18.layer3", 256, 14, 256, 3, 1, 1},
     {"r18.layer4", 512, 7, 512, 3, 1, 1},  {"r50.1x1", 256, 56, 64, 1, 1, 0},
 };
@@ -188,11 +195,12 @@ static void run_conv(rgbc_ctx *b, rgbc_vendor *v) {
         const conv_layer *l = &layers[i];
         int64_t p = (l->hw + 2 * l->pad - l->rs) / l->stride + 1;
         job j = {.b = b, .v = v};
-        j.s = (rg_conv2d_shape){b->batch, l->c, l->hw, l->hw, l->k, l->rs, l->rs, p, p,
-                                l->stride, l->stride, l->pad, l->pad};
+        j.s = (rg_conv2d_shape){b->batch, l->c, l->hw,     l->hw,     l->k,   l->rs, l->rs,
+                                p,        p,    l->stride, l->stride, l->pad, l->pad};
         int64_t nx = j.s.n * j.s.c * j.s.h * j.s.w, nw = j.s.k * j.s.c * j.s.r * j.s.s,
                 ny = j.s.n * j.s.k * p * p;
-        j.a = random_device(b, nx, 4), j.bm = random_device(b, nw, 5), j.c = random_device(b, ny, 6);
+        j.a = random_device(b, nx, 4), j.bm = random_device(b, nw, 5),
+        j.c = random_device(b, ny, 6);
         bool planned = rgbc_vendor_conv_plan(v, &j.s, j.a, j.bm, j.c);
         double flop = 2.0 * (double)ny * (double)(j.s.c * j.s.r * j.s.s);
         for (int pass = 0; planned && pass < RGBC_PASS_COUNT; pass++) {

@@ -31,10 +31,10 @@ typedef struct {
     const rg_backend *gpu;
     rg_cuda_timer *timer;
     int rank, size;
-    int iters;    /* timed repetitions per result (median) */
-    int batch;    /* images per conv shape and per CNN step */
-    int max_mb;   /* comm: largest allreduce, MiB */
-    bool print;   /* rank 0 prints */
+    int iters;  /* timed repetitions per result (median) */
+    int batch;  /* images per conv shape and per CNN step */
+    int max_mb; /* comm: largest allreduce, MiB */
+    bool print; /* rank 0 prints */
 } rgbc_ctx;
 
 /* Milliseconds that `reps` calls of fn(arg) take on the GPU, timed by events. (Medians come

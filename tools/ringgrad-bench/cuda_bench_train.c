@@ -189,8 +189,8 @@ void rgbc_run_comm(rgbc_ctx *b) {
         printf("\nallreduce, float32 avg, %d GPU%s; ms per call (median of %d), GB/s%s\n"
                "%-40s %10s %10s %10s\n",
                b->size, b->size == 1 ? "" : "s", b->iters,
-               b->size == 1 ? " (busbw is 0 with one rank: run under mpirun)" : "", "",
-               "ms", "algbw", "busbw");
+               b->size == 1 ? " (busbw is 0 with one rank: run under mpirun)" : "", "", "ms",
+               "algbw", "busbw");
     comm_job j = {.comm = nccl};
     for (int64_t bytes = 1 << 20; bytes <= (int64_t)b->max_mb << 20; bytes *= 4) {
         j.count = bytes / 4;
@@ -199,7 +199,8 @@ void rgbc_run_comm(rgbc_ctx *b) {
         b->gpu->fill(j.count, 1.0f, j.buf);
         char what[64];
         snprintf(what, sizeof what, "nccl allreduce, %lld MiB", (long long)(bytes >> 20));
-        print_bw(b, what, (double)bytes, median_ms(b, flat_allreduce, &j, bytes < (64 << 20) ? 10 : 3));
+        print_bw(b, what, (double)bytes,
+                 median_ms(b, flat_allreduce, &j, bytes < (64 << 20) ? 10 : 3));
         b->gpu->free(j.buf, (size_t)bytes);
     }
     reducer_vs_flat(b, nccl, b->max_mb < 100 ? b->max_mb : 100);

@@ -17,7 +17,7 @@
 #define CK(call, ok, what)                                                                         \
     do {                                                                                           \
         if ((call) != (ok)) {                                                                      \
-            fprintf(stderr, "ringgrad-bench: %s failed: %s (%s:%d)\n", what, #call, __FILE__,     \
+            fprintf(stderr, "ringgrad-bench: %s failed: %s (%s:%d)\n", what, #call, __FILE__,      \
                     __LINE__);                                                                     \
             exit(1);                                                                               \
         }                                                                                          \
@@ -52,7 +52,8 @@ rgbc_vendor *rgbc_vendor_new(int device) {
     cudaStream_t s = rg_cuda_stream(device, RG_CUDA_STREAM_COMPUTE);
     CUBLAS(cublasCreate(&v->cublas));
     CUBLAS(cublasSetStream(v->cublas, s));
-    CUBLAS(cublasSetMathMode(v->cublas, v->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    CUBLAS(
+        cublasSetMathMode(v->cublas, v->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     CUDNN(cudnnCreate(&v->cudnn));
     CUDNN(cudnnSetStream(v->cudnn, s));
     CUDNN(cudnnCreateTensorDescriptor(&v->xd));
@@ -122,9 +123,9 @@ bool rgbc_vendor_conv_plan(rgbc_vendor *v, const rg_conv2d_shape *s, float *x, f
         if ((ok[RGBC_BWD_DATA] = usable(bd[i].status, bd[i].mathType, v->tf32)))
             v->algo[RGBC_BWD_DATA] = bd[i].algo, v->math[RGBC_BWD_DATA] = bd[i].mathType;
     cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    CUDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        v->cudnn, v->xd, x, v->yd, y, v->cd, v->wd, w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
-        bf, v->ws, v->ws_bytes));
+    CUDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(v->cudnn, v->xd, x, v->yd, y, v->cd, v->wd,
+                                                        w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                        &n, bf, v->ws, v->ws_bytes));
     for (int i = 0; i < n && !ok[RGBC_BWD_FILTER]; i++)
         if ((ok[RGBC_BWD_FILTER] = usable(bf[i].status, bf[i].mathType, v->tf32)))
             v->algo[RGBC_BWD_FILTER] = bf[i].algo, v->math[RGBC_BWD_FILTER] = bf[i].mathType;
