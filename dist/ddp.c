@@ -23,10 +23,12 @@
 
 typedef struct {
     rg_tensor *param;
+    const char *name;
     struct rg_ddp *ddp;
     int bucket;
     int64_t offset; /* in elements, within the bucket */
     int hook_id;
+    bool ready;     /* its gradient is final in this round (reset by rg_ddp_wait) */
 } entry;
 
 typedef struct {
@@ -188,7 +190,7 @@ rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts
         if (d->n_entries == 0) d->device = t->device;
         RG_CHECK(rg_device_eq(t->device, d->device), "ddp: parameters on different devices "
                  "(%s); move the whole model to one device first", params->items[i].name);
-        d->entries[d->n_entries++].param = t;
+        d->entries[d->n_entries++] = (entry){.param = t, .name = params->items[i].name};
     }
     d->be = rg_backend_for(d->n_entries ? d->device : RG_CPU);
     d->n_buckets = plan_buckets(d);
@@ -219,11 +221,18 @@ static void launch_ready_in_order(rg_ddp *d) {
         launch(d, d->next_launch++);
 }
 
+/* A gradient final twice in one round means its bucket may already be on the wire with the
+ * old values and this rank's collectives would fall out of step with the other ranks': stop. */
 static void on_grad_ready(rg_tensor *param, void *ctx) {
     entry *e = ctx;
     rg_ddp *d = e->ddp;
     if (d->micro_step + 1 < d->opts.accum_steps) return; /* accumulating locally */
     if (d->opts.no_overlap) return;                       /* rg_ddp_wait sends everything */
+    RG_CHECK(!e->ready, "ddp: %s: its gradient was final twice before rg_ddp_wait (a second "
+             "rg_backward in one step, or the backward of another model in the same step scope: "
+             "a backward fires the hooks of every parameter its scope used); call rg_ddp_wait "
+             "after each rg_backward, and give each model's backward its own step scope", e->name);
+    e->ready = true;
     if (--d->buckets[e->bucket].pending == 0) launch_ready_in_order(d);
 }
 
@@ -246,6 +255,7 @@ rg_status rg_ddp_wait(rg_ddp *d) {
         if (s == RG_OK && d->opts.compress_fp16) d->be->f16_to_f32(bk->numel, bk->half, bk->data);
         bk->pending = bk->n_params;
     }
+    for (int i = 0; i < d->n_entries; i++) d->entries[i].ready = false;
     d->next_launch = 0;
     d->micro_step = 0;
     return st;
@@ -261,6 +271,9 @@ int rg_ddp_num_launched(const rg_ddp *d) { return d->next_launch; }
 
 void rg_ddp_free(rg_ddp *d) {
     if (!d) return;
+    /* Buckets launched but never waited for: the comm thread may still write into them. */
+    for (int b = 0; b < d->n_buckets; b++)
+        if (d->buckets[b].req) rg_comm_wait(d->buckets[b].req);
     for (int i = 0; i < d->n_entries; i++) {
         entry *e = &d->entries[i];
         if (!e->ddp) continue; /* never attached */

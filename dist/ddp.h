@@ -40,7 +40,10 @@ rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts
 /* Finishes the step's reduction: launches the buckets not yet launched (parameters unused in
  * this backward contribute zeros), waits for all of them and averages. Collective. On a step
  * that only accumulates (accum_steps > 1) it returns at once. Returns RG_OK or the
- * communicator's failure. */
+ * communicator's failure.
+ * Call it after each rg_backward, and run each model's backward in a step scope of its own: a
+ * backward fires the hooks of every parameter its scope used, so a gradient made final twice
+ * before the wait stops the program (RG_CHECK) rather than send its bucket twice. */
 rg_status rg_ddp_wait(rg_ddp *ddp);
 
 /* True when the coming backward is the one that reduces (always, with accum_steps 1). */
@@ -57,7 +60,8 @@ int rg_ddp_launched_during_backward(const rg_ddp *ddp);
 int rg_ddp_num_launched(const rg_ddp *ddp);
 
 /* Restores ordinary gradient buffers (holding the current values) and frees the reducer.
- * NULL is a no-op. Not collective. */
+ * Buckets launched but not waited for are waited for first, as the comm thread may still write
+ * into them. NULL is a no-op. Not collective. */
 void rg_ddp_free(rg_ddp *ddp);
 
 #endif
