@@ -8,7 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 out="$RG_TRAIN_OUT/timeline.json"
 rm -f "$out"
-run_logged "$RG_TRAIN_OUT/timeline.log" 2 --model cnn --batch-size 16 --max-steps 4 --bucket-mb 1 --timeline "$out"
+run_logged "$RG_TRAIN_OUT/timeline.log" 2 --model cnn --batch-size 16 --max-steps 3 --bucket-mb 1 --timeline "$out"
 python3 "$HERE/../dist/check_timeline.py" "$out" --ranks 2 --expect forward --expect backward \
     --expect ddp_wait --expect optimizer --expect allreduce --step-allreduces 3 --overlap ||
     fail "check_timeline.py rejected $out"
