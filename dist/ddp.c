@@ -28,16 +28,16 @@ typedef struct {
     int bucket;
     int64_t offset; /* in elements, within the bucket */
     int hook_id;
-    bool ready;     /* its gradient is final in this round (reset by rg_ddp_wait) */
+    bool ready; /* its gradient is final in this round (reset by rg_ddp_wait) */
 } entry;
 
 typedef struct {
-    int first, n_params;  /* entries[first .. first + n_params) */
+    int first, n_params; /* entries[first .. first + n_params) */
     int64_t numel;
-    float *data;          /* (numel) on the parameters' device: the gradients live here */
-    uint16_t *half;       /* (numel) staging buffer for float16 compression, or NULL */
-    int pending;          /* gradients not yet final in this step */
-    rg_comm_req *req;     /* in flight, or NULL */
+    float *data;      /* (numel) on the parameters' device: the gradients live here */
+    uint16_t *half;   /* (numel) staging buffer for float16 compression, or NULL */
+    int pending;      /* gradients not yet final in this step */
+    rg_comm_req *req; /* in flight, or NULL */
 } bucket;
 
 struct rg_ddp {
@@ -49,8 +49,8 @@ struct rg_ddp {
     int n_entries;
     bucket *buckets;
     int n_buckets;
-    int next_launch;   /* buckets launch in index order: the next one allowed to go */
-    int micro_step;    /* backward passes since the last reduction (gradient accumulation) */
+    int next_launch; /* buckets launch in index order: the next one allowed to go */
+    int micro_step;  /* backward passes since the last reduction (gradient accumulation) */
     int launched_in_backward;
 };
 
@@ -75,7 +75,9 @@ static void describe_tensor(const rg_param_list *params, int64_t i, char *buf, s
     char shape[128];
     snprintf(buf, cap, "%s %s %s %s", it->name, rg_dtype_name(it->tensor->dtype),
              rg_shape_str(it->tensor->ndim, it->tensor->shape, shape, sizeof shape),
-             it->is_buffer ? "buffer" : rg_tensor_requires_grad(it->tensor) ? "parameter" : "frozen");
+             it->is_buffer                         ? "buffer"
+             : rg_tensor_requires_grad(it->tensor) ? "parameter"
+                                                   : "frozen");
 }
 
 static uint64_t tensor_hash(const rg_param_list *params, int i) {
@@ -94,7 +96,8 @@ static void agreement(const rg_ddp *d, const rg_param_list *params, rg_status st
         uint64_t h = tensor_hash(params, i);
         model = fnv1a(model, &h, sizeof h);
     }
-    for (int b = 0; b < d->n_buckets; b++) plan = fnv1a(plan, &d->buckets[b].numel, sizeof(int64_t));
+    for (int b = 0; b < d->n_buckets; b++)
+        plan = fnv1a(plan, &d->buckets[b].numel, sizeof(int64_t));
     a[AG_MODEL] = (int64_t)model, a[AG_TENSORS] = params->n, a[AG_BUCKETS] = d->n_buckets;
     a[AG_PLAN] = (int64_t)plan, a[AG_ACCUM] = d->opts.accum_steps;
     a[AG_FLAGS] = d->opts.compress_fp16 | d->opts.no_overlap << 1;
@@ -122,7 +125,8 @@ static rg_status explain_model_mismatch(rg_comm *comm, const rg_param_list *para
     if (st == RG_OK) st = rg_comm_broadcast(comm, dbad, sizeof dbad, RG_COMM_U8, bad);
     free(h0);
     if (st != RG_OK) return st;
-    return rg_error(RG_EMISMATCH, "ddp: the model on rank %d differs from rank 0's at tensor %" PRId64
+    return rg_error(RG_EMISMATCH,
+                    "ddp: the model on rank %d differs from rank 0's at tensor %" PRId64
                     ": rank 0 has %s, rank %d has %s; every rank must build the same model (names, "
                     "dtypes, shapes, and which tensors train); this is rank %d",
                     bad, k, d0, bad, dbad, rank);
@@ -130,7 +134,8 @@ static rg_status explain_model_mismatch(rg_comm *comm, const rg_param_list *para
 
 static void describe_setup(const int64_t *a, char *buf, size_t cap) {
     snprintf(buf, cap, "%" PRId64 " bucket(s), accum_steps %" PRId64 ", fp16 %s, overlap %s",
-             a[AG_BUCKETS], a[AG_ACCUM], a[AG_FLAGS] & 1 ? "on" : "off", a[AG_FLAGS] & 2 ? "off" : "on");
+             a[AG_BUCKETS], a[AG_ACCUM], a[AG_FLAGS] & 1 ? "on" : "off",
+             a[AG_FLAGS] & 2 ? "off" : "on");
 }
 
 /* Collective: every rank fails alike when one rank's set-up failed (`mine`, with its message)
@@ -148,19 +153,25 @@ static rg_status check_same_everywhere(rg_ddp *d, const rg_param_list *params, r
     if (mine_st != RG_OK) {
         st = mine_st; /* its own message stands */
     } else if (failed >= 0) {
-        st = rg_error(RG_EPEER, "ddp: rank %d could not allocate its gradient buckets; this is "
-                      "rank %d", failed, rank);
+        st = rg_error(RG_EPEER,
+                      "ddp: rank %d could not allocate its gradient buckets; this is "
+                      "rank %d",
+                      failed, rank);
     } else if (bad >= 0 && memcmp(&all[AG_LEN * bad], all, AG_BUCKETS * sizeof *all) != 0) {
         st = explain_model_mismatch(d->comm, params, bad, all[AG_TENSORS]);
     } else if (bad >= 0) {
         char s0[160], sb[160];
         describe_setup(all, s0, sizeof s0);
         describe_setup(&all[AG_LEN * bad], sb, sizeof sb);
-        st = rg_error(RG_EMISMATCH, "ddp: rank %d sets up DDP differently from rank 0: rank 0 has %s; "
+        st = rg_error(RG_EMISMATCH,
+                      "ddp: rank %d sets up DDP differently from rank 0: rank 0 has %s; "
                       "rank %d has %s%s; give every rank the same bucket_mb, first_bucket_mb, "
-                      "accum_steps, compress_fp16 and no_overlap; this is rank %d", bad, s0, bad, sb,
+                      "accum_steps, compress_fp16 and no_overlap; this is rank %d",
+                      bad, s0, bad, sb,
                       all[AG_BUCKETS] == all[AG_LEN * bad + AG_BUCKETS] &&
-                              all[AG_PLAN] != all[AG_LEN * bad + AG_PLAN] ? " (other bucket sizes)" : "",
+                              all[AG_PLAN] != all[AG_LEN * bad + AG_PLAN]
+                          ? " (other bucket sizes)"
+                          : "",
                       rank);
     }
     free(all);
@@ -171,17 +182,22 @@ static rg_status check_same_everywhere(rg_ddp *d, const rg_param_list *params, r
 
 static rg_comm_dtype comm_dtype(rg_dtype dt) {
     switch (dt) {
-    case RG_F32: return RG_COMM_F32;
-    case RG_I32: return RG_COMM_I32;
-    case RG_I64: return RG_COMM_I64;
-    default: return RG_COMM_U8;
+    case RG_F32:
+        return RG_COMM_F32;
+    case RG_I32:
+        return RG_COMM_I32;
+    case RG_I64:
+        return RG_COMM_I64;
+    default:
+        return RG_COMM_U8;
     }
 }
 
 static rg_status broadcast_from_rank0(rg_comm *comm, const rg_param_list *params) {
     for (int i = 0; i < params->n; i++) {
         rg_tensor *t = params->items[i].tensor;
-        int64_t count = t->numel * (comm_dtype(t->dtype) == RG_COMM_U8 ? (int64_t)rg_dtype_size(t->dtype) : 1);
+        int64_t count =
+            t->numel * (comm_dtype(t->dtype) == RG_COMM_U8 ? (int64_t)rg_dtype_size(t->dtype) : 1);
         RG_TRY(rg_comm_broadcast(comm, t->data, count, comm_dtype(t->dtype), 0));
     }
     return RG_OK;
@@ -218,7 +234,8 @@ static rg_status alloc_buckets(rg_ddp *d) {
         bucket *bk = &d->buckets[b];
         size_t bytes = (size_t)bk->numel * sizeof(float);
         bk->data = d->be->alloc(bytes);
-        if (!bk->data) return rg_error(RG_ENOMEM, "ddp: out of memory for bucket %d (%zu bytes)", b, bytes);
+        if (!bk->data)
+            return rg_error(RG_ENOMEM, "ddp: out of memory for bucket %d (%zu bytes)", b, bytes);
         d->be->memset0(bk->data, bytes);
         if (d->opts.compress_fp16) {
             bk->half = d->be->alloc((size_t)bk->numel * sizeof(uint16_t));
@@ -266,8 +283,10 @@ rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts
         if (params->items[i].is_buffer || !rg_tensor_requires_grad(t)) continue;
         RG_CHECK(t->dtype == RG_F32, "ddp: parameter %s is not float32", params->items[i].name);
         if (d->n_entries == 0) d->device = t->device;
-        RG_CHECK(rg_device_eq(t->device, d->device), "ddp: parameters on different devices "
-                 "(%s); move the whole model to one device first", params->items[i].name);
+        RG_CHECK(rg_device_eq(t->device, d->device),
+                 "ddp: parameters on different devices "
+                 "(%s); move the whole model to one device first",
+                 params->items[i].name);
         d->entries[d->n_entries++] = (entry){.param = t, .name = params->items[i].name};
     }
     d->be = rg_backend_for(d->n_entries ? d->device : RG_CPU);
@@ -288,9 +307,11 @@ static void launch(rg_ddp *d, int b) {
     rg_status st;
     if (d->opts.compress_fp16) {
         d->be->f32_to_f16(bk->numel, bk->data, bk->half);
-        st = rg_comm_allreduce_async(d->comm, bk->half, bk->numel, RG_COMM_F16, RG_REDUCE_AVG, &bk->req);
+        st = rg_comm_allreduce_async(d->comm, bk->half, bk->numel, RG_COMM_F16, RG_REDUCE_AVG,
+                                     &bk->req);
     } else {
-        st = rg_comm_allreduce_async(d->comm, bk->data, bk->numel, RG_COMM_F32, RG_REDUCE_AVG, &bk->req);
+        st = rg_comm_allreduce_async(d->comm, bk->data, bk->numel, RG_COMM_F32, RG_REDUCE_AVG,
+                                     &bk->req);
     }
     /* Enqueueing only fails if the communicator is already broken; wait reports it. */
     if (st != RG_OK) bk->req = NULL;
@@ -307,16 +328,20 @@ static void on_grad_ready(rg_tensor *param, void *ctx) {
     entry *e = ctx;
     rg_ddp *d = e->ddp;
     if (d->micro_step + 1 < d->opts.accum_steps) return; /* accumulating locally */
-    if (d->opts.no_overlap) return;                       /* rg_ddp_wait sends everything */
-    RG_CHECK(!e->ready, "ddp: %s: its gradient was final twice before rg_ddp_wait (a second "
+    if (d->opts.no_overlap) return;                      /* rg_ddp_wait sends everything */
+    RG_CHECK(!e->ready,
+             "ddp: %s: its gradient was final twice before rg_ddp_wait (a second "
              "rg_backward in one step, or the backward of another model in the same step scope: "
              "a backward fires the hooks of every parameter its scope used); call rg_ddp_wait "
-             "after each rg_backward, and give each model's backward its own step scope", e->name);
+             "after each rg_backward, and give each model's backward its own step scope",
+             e->name);
     e->ready = true;
     if (--d->buckets[e->bucket].pending == 0) launch_ready_in_order(d);
 }
 
-bool rg_ddp_will_sync(const rg_ddp *d) { return d->micro_step + 1 >= d->opts.accum_steps; }
+bool rg_ddp_will_sync(const rg_ddp *d) {
+    return d->micro_step + 1 >= d->opts.accum_steps;
+}
 
 rg_status rg_ddp_wait(rg_ddp *d) {
     if (!rg_ddp_will_sync(d)) {
@@ -328,8 +353,11 @@ rg_status rg_ddp_wait(rg_ddp *d) {
     rg_status st = RG_OK;
     for (int b = 0; b < d->n_buckets; b++) {
         bucket *bk = &d->buckets[b];
-        rg_status s = bk->req ? rg_comm_wait(bk->req) : rg_error(RG_EPEER, "ddp: bucket %d "
-                                                                 "could not be sent", b);
+        rg_status s = bk->req ? rg_comm_wait(bk->req)
+                              : rg_error(RG_EPEER,
+                                         "ddp: bucket %d "
+                                         "could not be sent",
+                                         b);
         bk->req = NULL;
         if (s != RG_OK && st == RG_OK) st = s;
         if (s == RG_OK && d->opts.compress_fp16) d->be->f16_to_f32(bk->numel, bk->half, bk->data);
@@ -343,11 +371,21 @@ rg_status rg_ddp_wait(rg_ddp *d) {
 
 /* ---- queries and teardown ---- */
 
-int rg_ddp_num_buckets(const rg_ddp *d) { return d->n_buckets; }
-int rg_ddp_bucket_params(const rg_ddp *d, int i) { return d->buckets[i].n_params; }
-size_t rg_ddp_bucket_bytes(const rg_ddp *d, int i) { return (size_t)d->buckets[i].numel * sizeof(float); }
-int rg_ddp_launched_during_backward(const rg_ddp *d) { return d->launched_in_backward; }
-int rg_ddp_num_launched(const rg_ddp *d) { return d->next_launch; }
+int rg_ddp_num_buckets(const rg_ddp *d) {
+    return d->n_buckets;
+}
+int rg_ddp_bucket_params(const rg_ddp *d, int i) {
+    return d->buckets[i].n_params;
+}
+size_t rg_ddp_bucket_bytes(const rg_ddp *d, int i) {
+    return (size_t)d->buckets[i].numel * sizeof(float);
+}
+int rg_ddp_launched_during_backward(const rg_ddp *d) {
+    return d->launched_in_backward;
+}
+int rg_ddp_num_launched(const rg_ddp *d) {
+    return d->next_launch;
+}
 
 void rg_ddp_free(rg_ddp *d) {
     if (!d) return;

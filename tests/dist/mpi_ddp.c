@@ -11,7 +11,9 @@ static rg_dist *dist;
 static rg_comm *comms[2]; /* mpi, ring */
 static int rank, size;
 
-static const char *cname(rg_comm *c) { return rg_comm_backend_name(rg_comm_kind(c)); }
+static const char *cname(rg_comm *c) {
+    return rg_comm_backend_name(rg_comm_kind(c));
+}
 
 /* ---- the bucket plan ---- */
 
@@ -54,12 +56,14 @@ static void check_plan(rg_ddp *ddp, const rg_param_list *l, double first_mb, dou
         hi[b] = lo[b] + bytes;
         MT_CHECK(bytes == rg_ddp_bucket_bytes(ddp, b), "bucket %d: %zu bytes, reports %zu", b,
                  bytes, rg_ddp_bucket_bytes(ddp, b));
-        MT_CHECK(bytes <= cap || np == 1, "bucket %d: %zu bytes over its cap %zu with %d params",
-                 b, bytes, cap, np);
+        MT_CHECK(bytes <= cap || np == 1, "bucket %d: %zu bytes over its cap %zu with %d params", b,
+                 bytes, cap, np);
         if (b + 1 < nb) {
             size_t next = (size_t)l->items[rev[k]].tensor->numel * sizeof(float);
-            MT_CHECK(bytes + next > cap, "bucket %d closed with %zu of %zu bytes, yet the next "
-                     "parameter (%zu bytes) fitted", b, bytes, cap, next);
+            MT_CHECK(bytes + next > cap,
+                     "bucket %d closed with %zu of %zu bytes, yet the next "
+                     "parameter (%zu bytes) fitted",
+                     b, bytes, cap, next);
         }
     }
     MT_CHECK(k == n, "the buckets hold %d of %d parameters", k, n);
@@ -67,7 +71,8 @@ static void check_plan(rg_ddp *ddp, const rg_param_list *l, double first_mb, dou
         for (int b = a + 1; b < nb; b++)
             MT_CHECK(hi[a] <= lo[b] || hi[b] <= lo[a], "buckets %d and %d overlap", a, b);
     for (int i = 0; i < l->n; i++)
-        if (bucket_of[i] < 0) MT_CHECK(!l->items[i].tensor->grad, "%s has a gradient", l->items[i].name);
+        if (bucket_of[i] < 0)
+            MT_CHECK(!l->items[i].tensor->grad, "%s has a gradient", l->items[i].name);
 }
 
 static void test_bucket_plan_reverse_order_caps_and_oversized_alone(void) {
@@ -154,7 +159,8 @@ static void test_mlp_broadcast_and_average_match_the_reference(void) {
         const rg_param_list *l = rg_model_params(net), *lr = rg_model_params(ref);
         for (int i = 0; i < l->n; i++) /* other ranks start elsewhere: DDP must overwrite them */
             if (rank != 0) rg_tensor_fill_(l->items[i].tensor, (float)rank);
-        rg_ddp *ddp = rg_ddp_new(l, comms[b], &(rg_ddp_opts){.first_bucket_mb = 0.1, .bucket_mb = 0.5});
+        rg_ddp *ddp =
+            rg_ddp_new(l, comms[b], &(rg_ddp_opts){.first_bucket_mb = 0.1, .bucket_mb = 0.5});
         MT_CHECK(ddp, "%s", rg_last_error());
         for (int i = 0; i < l->n; i++)
             MT_CHECK(memcmp(l->items[i].tensor->data, lr->items[i].tensor->data,
@@ -206,7 +212,8 @@ static void on_ready_check_order(rg_tensor *p, void *ctx) {
         if (g->pending[b] == 0) g->saw_later_bucket_full_unlaunched = true;
     MT_CHECK(rg_ddp_num_launched(g->ddp) == full_prefix,
              "after p%d's gradient: %d buckets launched, want %d (the full ones before the first "
-             "unfinished one)", o->index, rg_ddp_num_launched(g->ddp), full_prefix);
+             "unfinished one)",
+             o->index, rg_ddp_num_launched(g->ddp), full_prefix);
 }
 
 static void test_buckets_launch_in_index_order_whatever_order_they_fill(void) {
@@ -221,7 +228,8 @@ static void test_buckets_launch_in_index_order_whatever_order_they_fill(void) {
         toy_init(&t, 6, sizes, 0);
         toy_init(&ref, 6, sizes, 0);
         double mb = 1600.0 / 1048576;
-        rg_ddp *ddp = rg_ddp_new(&t.list, comms[b], &(rg_ddp_opts){.first_bucket_mb = mb, .bucket_mb = mb});
+        rg_ddp *ddp =
+            rg_ddp_new(&t.list, comms[b], &(rg_ddp_opts){.first_bucket_mb = mb, .bucket_mb = mb});
         MT_CHECK(ddp, "%s", rg_last_error());
         int bucket_of[6];
         check_plan(ddp, &t.list, mb, mb, bucket_of);
@@ -280,13 +288,15 @@ static void test_a_bucket_launches_before_backward_ends(void) {
         rg_tensor *fc1w = (rg_tensor *)rg_param_list_find(l, "fc1.weight")->tensor;
         overlap_probe probe = {0};
         int id = rg_grad_hook_add(fc1w, on_fc1_weight_ready, &probe);
-        probe.ddp = rg_ddp_new(l, comms[b], &(rg_ddp_opts){.first_bucket_mb = 0.1, .bucket_mb = 0.5});
+        probe.ddp =
+            rg_ddp_new(l, comms[b], &(rg_ddp_opts){.first_bucket_mb = 0.1, .bucket_mb = 0.5});
         MT_CHECK(probe.ddp, "%s", rg_last_error());
         int nb = rg_ddp_num_buckets(probe.ddp), bucket_of[8];
         check_plan(probe.ddp, l, 0.1, 0.5, bucket_of);
         int want = nb; /* buckets wholly of fc2 and fc3 tensors */
         for (int i = 0; i < l->n; i++)
-            if (strncmp(l->items[i].name, "fc1.", 4) == 0 && bucket_of[i] < want) want = bucket_of[i];
+            if (strncmp(l->items[i].name, "fc1.", 4) == 0 && bucket_of[i] < want)
+                want = bucket_of[i];
         MT_CHECK(want > 0, "no bucket without fc1 tensors: the plan defeats the test");
         for (int step = 0; step < 2; step++) {
             rg_scope_begin();
@@ -298,7 +308,8 @@ static void test_a_bucket_launches_before_backward_ends(void) {
             MT_OK(rg_ddp_wait(probe.ddp));
             rg_scope_end();
             MT_CHECK(rg_ddp_launched_during_backward(probe.ddp) == nb,
-                     "%d of %d buckets launched during backward", rg_ddp_launched_during_backward(probe.ddp), nb);
+                     "%d of %d buckets launched during backward",
+                     rg_ddp_launched_during_backward(probe.ddp), nb);
             MT_CHECK(rg_ddp_num_launched(probe.ddp) == 0, "the count restarts after the wait");
             zero_grads(l);
         }

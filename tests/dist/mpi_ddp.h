@@ -110,7 +110,8 @@ static inline double *mean_over_ranks(rg_comm *c, const float *local, int64_t n,
                                       double **mean_abs) {
     int size = rg_comm_size(c);
     float *all = malloc(((size_t)n * size + 1) * sizeof *all);
-    double *mean = calloc((size_t)n + 1, sizeof *mean), *abs_mean = calloc((size_t)n + 1, sizeof *abs_mean);
+    double *mean = calloc((size_t)n + 1, sizeof *mean),
+           *abs_mean = calloc((size_t)n + 1, sizeof *abs_mean);
     MT_OK(rg_comm_allgather(c, local, all, n, RG_COMM_F32));
     for (int r = 0; r < size; r++)
         for (int64_t i = 0; i < n; i++) {
@@ -118,8 +119,10 @@ static inline double *mean_over_ranks(rg_comm *c, const float *local, int64_t n,
             abs_mean[i] += fabs((double)all[(size_t)r * n + i]) / size;
         }
     free(all);
-    if (mean_abs) *mean_abs = abs_mean;
-    else free(abs_mean);
+    if (mean_abs)
+        *mean_abs = abs_mean;
+    else
+        free(abs_mean);
     return mean;
 }
 

@@ -10,7 +10,9 @@ static rg_dist *dist;
 static rg_comm *comms[2]; /* mpi, ring */
 static int rank, size;
 
-static const char *cname(rg_comm *c) { return rg_comm_backend_name(rg_comm_kind(c)); }
+static const char *cname(rg_comm *c) {
+    return rg_comm_backend_name(rg_comm_kind(c));
+}
 
 /* Compares net's gradients with the mean over ranks of ref's (local) ones. */
 static void check_average(const char *what, const rg_param_list *net, const rg_param_list *ref,
@@ -46,8 +48,9 @@ static void test_accumulation_reduces_the_sum_on_the_kth_backward_only(void) {
     for (int b = 0; b < 2; b++) {
         rg_model *net = mlp_new(), *ref = mlp_new();
         const rg_param_list *l = rg_model_params(net), *lr = rg_model_params(ref);
-        rg_ddp *ddp = rg_ddp_new(l, comms[b], &(rg_ddp_opts){.accum_steps = k, .first_bucket_mb = 0.1,
-                                                              .bucket_mb = 0.5});
+        rg_ddp *ddp =
+            rg_ddp_new(l, comms[b],
+                       &(rg_ddp_opts){.accum_steps = k, .first_bucket_mb = 0.1, .bucket_mb = 0.5});
         MT_CHECK(ddp, "%s", rg_last_error());
         int64_t n = trainable_numel(l);
         for (int step = 0; step < 2 * k; step++) {
@@ -56,7 +59,8 @@ static void test_accumulation_reduces_the_sum_on_the_kth_backward_only(void) {
             rg_scope_begin();
             rg_backward(mlp_loss(net, rank, step));
             MT_CHECK(rg_ddp_num_launched(ddp) == (sync ? rg_ddp_num_buckets(ddp) : 0),
-                     "step %d: %d buckets launched during backward", step, rg_ddp_num_launched(ddp));
+                     "step %d: %d buckets launched during backward", step,
+                     rg_ddp_num_launched(ddp));
             MT_OK(rg_ddp_wait(ddp));
             rg_scope_end();
             rg_scope_begin();
@@ -92,8 +96,9 @@ static void test_fp16_compression_stays_within_its_error_bound(void) {
     for (int b = 0; b < 2; b++) {
         rg_model *net = mlp_new(), *ref = mlp_new();
         const rg_param_list *l = rg_model_params(net), *lr = rg_model_params(ref);
-        rg_ddp *ddp = rg_ddp_new(l, comms[b], &(rg_ddp_opts){.compress_fp16 = true,
-                                                              .first_bucket_mb = 0.1, .bucket_mb = 0.5});
+        rg_ddp *ddp = rg_ddp_new(
+            l, comms[b],
+            &(rg_ddp_opts){.compress_fp16 = true, .first_bucket_mb = 0.1, .bucket_mb = 0.5});
         MT_CHECK(ddp, "%s", rg_last_error());
         for (int step = 0; step < 2; step++) {
             MT_OK(mlp_step(net, ddp, ref, step));
@@ -127,8 +132,9 @@ static void test_no_overlap_sends_one_bucket_after_backward_with_the_same_result
         const rg_param_list *l = rg_model_params(net), *lr = rg_model_params(ref);
         rg_ddp *ddp = rg_ddp_new(l, comms[b], &(rg_ddp_opts){.no_overlap = true, .bucket_mb = 0.1});
         MT_CHECK(ddp, "%s", rg_last_error());
-        MT_CHECK(rg_ddp_num_buckets(ddp) == 1 && rg_ddp_bucket_bytes(ddp, 0) ==
-                 (size_t)trainable_numel(l) * sizeof(float), "one bucket of every gradient");
+        MT_CHECK(rg_ddp_num_buckets(ddp) == 1 &&
+                     rg_ddp_bucket_bytes(ddp, 0) == (size_t)trainable_numel(l) * sizeof(float),
+                 "one bucket of every gradient");
         for (int step = 0; step < 2; step++) {
             rg_scope_begin();
             rg_backward(mlp_loss(net, rank, step));
@@ -163,7 +169,8 @@ static void test_unused_parameters_contribute_zeros_without_a_hang(void) {
         toy t, ref;
         toy_init(&t, 5, sizes, 0.5f);
         toy_init(&ref, 5, sizes, 0.5f);
-        rg_ddp *ddp = rg_ddp_new(&t.list, comms[b], &(rg_ddp_opts){.first_bucket_mb = mb, .bucket_mb = mb});
+        rg_ddp *ddp =
+            rg_ddp_new(&t.list, comms[b], &(rg_ddp_opts){.first_bucket_mb = mb, .bucket_mb = mb});
         MT_CHECK(ddp && rg_ddp_num_buckets(ddp) == 3, "%s", rg_last_error());
         for (int step = 0; step < 3; step++) {
             rg_scope_begin();
@@ -189,17 +196,32 @@ static void test_unused_parameters_contribute_zeros_without_a_hang(void) {
 
 /* ---- mismatches ---- */
 
-typedef enum { MM_SHAPE, MM_NAME, MM_EXTRA, MM_FROZEN, MM_BUFFER, MM_BUCKETS, MM_ACCUM, MM_FP16, MM_COUNT } mismatch;
+typedef enum {
+    MM_SHAPE,
+    MM_NAME,
+    MM_EXTRA,
+    MM_FROZEN,
+    MM_BUFFER,
+    MM_BUCKETS,
+    MM_ACCUM,
+    MM_FP16,
+    MM_COUNT
+} mismatch;
 
 /* What every rank's message must say for each case. */
 #define MM_MODEL "the model on rank 1 differs from rank 0's at tensor "
 #define MM_SETUP "rank 1 sets up DDP differently from rank 0"
 static const char *const mm_expect[][2] = {
-    {MM_MODEL "2", "rank 0 has p2.weight float32 (300) parameter, rank 1 has p2.weight float32 (301) parameter"},
-    {MM_MODEL "2", "rank 0 has p2.weight float32 (300) parameter, rank 1 has q2.weight float32 (300) parameter"},
-    {MM_MODEL "4", "rank 0 has nothing (4 tensors in all), rank 1 has p4.weight float32 (10) parameter"},
-    {MM_MODEL "2", "rank 0 has p2.weight float32 (300) parameter, rank 1 has p2.weight float32 (300) frozen"},
-    {MM_MODEL "2", "rank 0 has p2.weight float32 (300) parameter, rank 1 has p2.weight float32 (300) buffer"},
+    {MM_MODEL "2",
+     "rank 0 has p2.weight float32 (300) parameter, rank 1 has p2.weight float32 (301) parameter"},
+    {MM_MODEL "2",
+     "rank 0 has p2.weight float32 (300) parameter, rank 1 has q2.weight float32 (300) parameter"},
+    {MM_MODEL "4",
+     "rank 0 has nothing (4 tensors in all), rank 1 has p4.weight float32 (10) parameter"},
+    {MM_MODEL "2",
+     "rank 0 has p2.weight float32 (300) parameter, rank 1 has p2.weight float32 (300) frozen"},
+    {MM_MODEL "2",
+     "rank 0 has p2.weight float32 (300) parameter, rank 1 has p2.weight float32 (300) buffer"},
     {MM_SETUP, "rank 1 has 3 bucket(s)"},
     {MM_SETUP, "rank 1 has 1 bucket(s), accum_steps 2, fp16 off, overlap on"},
     {MM_SETUP, "rank 1 has 1 bucket(s), accum_steps 1, fp16 on, overlap on"},
@@ -218,9 +240,11 @@ static void test_a_mismatch_on_one_rank_is_an_error_on_every_rank(void) {
             rg_ddp_opts o = {0};
             if (rank == 1) {
                 if (m == MM_NAME) memcpy(t.names[2], "q2", 2);
-                if (m == MM_FROZEN || m == MM_BUFFER) rg_tensor_set_requires_grad(t.items[2].tensor, false);
+                if (m == MM_FROZEN || m == MM_BUFFER)
+                    rg_tensor_set_requires_grad(t.items[2].tensor, false);
                 t.items[2].is_buffer = m == MM_BUFFER;
-                o = (rg_ddp_opts){.bucket_mb = m == MM_BUCKETS ? 1e-3 : 0, .accum_steps = m == MM_ACCUM ? 2 : 1,
+                o = (rg_ddp_opts){.bucket_mb = m == MM_BUCKETS ? 1e-3 : 0,
+                                  .accum_steps = m == MM_ACCUM ? 2 : 1,
                                   .compress_fp16 = m == MM_FP16};
             }
             if (m >= MM_BUCKETS) t.list.n = 4; /* the same model everywhere */
@@ -229,11 +253,13 @@ static void test_a_mismatch_on_one_rank_is_an_error_on_every_rank(void) {
             MT_CHECK(!ddp, "case %d on %s: rg_ddp_new succeeded", m, cname(comms[b]));
             const char *e = rg_last_error();
             for (int q = 0; q < 2; q++)
-                MT_CHECK(strstr(e, mm_expect[m][q]), "case %d on %s: the message \"%s\" lacks \"%s\"",
-                         m, cname(comms[b]), e, mm_expect[m][q]);
+                MT_CHECK(strstr(e, mm_expect[m][q]),
+                         "case %d on %s: the message \"%s\" lacks \"%s\"", m, cname(comms[b]), e,
+                         mm_expect[m][q]);
             for (int i = 0; i < t.list.n; i++)
                 MT_CHECK(!t.items[i].tensor->grad, "case %d: a gradient was made", m);
-            MT_CHECK(rg_tensor_f32(t.items[0].tensor)[0] == before, "case %d: parameters changed", m);
+            MT_CHECK(rg_tensor_f32(t.items[0].tensor)[0] == before, "case %d: parameters changed",
+                     m);
             float x = 1; /* the communicator still works */
             MT_OK(rg_comm_allreduce(comms[b], &x, 1, RG_COMM_F32, RG_REDUCE_SUM));
             MT_CHECK(x == size, "allreduce after the mismatch: %g", x);
@@ -248,7 +274,8 @@ static void test_free_restores_ordinary_gradients(void) {
     for (int b = 0; b < 2; b++) {
         rg_model *net = mlp_new(), *ref = mlp_new();
         const rg_param_list *l = rg_model_params(net), *lr = rg_model_params(ref);
-        rg_ddp *ddp = rg_ddp_new(l, comms[b], &(rg_ddp_opts){.first_bucket_mb = 0.1, .bucket_mb = 0.5});
+        rg_ddp *ddp =
+            rg_ddp_new(l, comms[b], &(rg_ddp_opts){.first_bucket_mb = 0.1, .bucket_mb = 0.5});
         MT_CHECK(ddp, "%s", rg_last_error());
         MT_OK(mlp_step(net, ddp, ref, 0));
         int64_t n = trainable_numel(l);
@@ -268,7 +295,8 @@ static void test_free_restores_ordinary_gradients(void) {
         float *after = flat_grads(l), *local = flat_grads(lr);
         for (int64_t i = 0; i < n; i++)
             MT_CHECK(fabsf(after[i] - (reduced[i] + local[i])) <= 1e-6f * (1 + fabsf(local[i])),
-                     "element %lld: %g, want %g + %g", (long long)i, after[i], reduced[i], local[i]);
+                     "element %lld: %g, want %g + %g", (long long)i, after[i], reduced[i],
+                     local[i]);
         free(reduced), free(kept), free(after), free(local);
         rg_model_free(net);
         rg_model_free(ref);

@@ -14,8 +14,10 @@ void trainer_error(const trainer *t, const char *fmt, ...) {
     va_end(ap);
     /* One call, one write: mpirun merges the ranks' stderr, and pieces written apart interleave
      * with the other ranks' ("rank 1: error: rank 0: error: ..."). */
-    if (t->world > 1) fprintf(stderr, "ringgrad-train: rank %d: error: %s\n", t->rank, msg);
-    else fprintf(stderr, "ringgrad-train: error: %s\n", msg);
+    if (t->world > 1)
+        fprintf(stderr, "ringgrad-train: rank %d: error: %s\n", t->rank, msg);
+    else
+        fprintf(stderr, "ringgrad-train: error: %s\n", msg);
 }
 
 rg_status trainer_agree(trainer *t, rg_status mine) {
