@@ -11,10 +11,6 @@ static rg_dist *dist;
 static rg_comm *comms[2]; /* mpi, ring */
 static int rank, size;
 
-static const char *cname(rg_comm *c) {
-    return rg_comm_backend_name(rg_comm_kind(c));
-}
-
 /* ---- the bucket plan ---- */
 
 /* The list indices of the trainable tensors in reverse registration order: DDP's entries. */
@@ -88,7 +84,7 @@ static void test_bucket_plan_reverse_order_caps_and_oversized_alone(void) {
             toy_init(&t, 9, sizes[c], 0);
             rg_ddp *ddp = rg_ddp_new(&t.list, comms[b],
                                      &(rg_ddp_opts){.first_bucket_mb = first_mb, .bucket_mb = mb});
-            MT_CHECK(ddp, "rg_ddp_new on %s: %s", cname(comms[b]), rg_last_error());
+            MT_CHECK(ddp, "rg_ddp_new on %s: %s", comm_name(comms[b]), rg_last_error());
             int bucket_of[9];
             check_plan(ddp, &t.list, first_mb, mb, bucket_of);
             MT_CHECK(rg_ddp_num_buckets(ddp) == want_buckets[c], "case %d: %d buckets, want %d", c,
@@ -138,20 +134,6 @@ static void test_default_plan_of_the_mlp(void) {
 }
 
 /* ---- broadcast and averaging ---- */
-
-/* Compares every trainable gradient of `net` with the mean over ranks of `ref`'s (local). */
-static void check_average(const char *what, const rg_param_list *net, const rg_param_list *ref,
-                          rg_comm *c, double rtol) {
-    int64_t n = trainable_numel(net);
-    float *got = flat_grads(net), *local = flat_grads(ref);
-    double *want = mean_over_ranks(c, local, n, NULL);
-    char msg[160];
-    snprintf(msg, sizeof msg, "%s on %s with %d ranks", what, cname(c), size);
-    check_close(msg, got, want, n, rtol, 1e-7);
-    free(got);
-    free(local);
-    free(want);
-}
 
 static void test_mlp_broadcast_and_average_match_the_reference(void) {
     for (int b = 0; b < 2; b++) {
@@ -320,12 +302,7 @@ static void test_a_bucket_launches_before_backward_ends(void) {
 }
 
 int main(int argc, char **argv) {
-    dist = rg_dist_init(&argc, &argv);
-    MT_CHECK(dist, "rg_dist_init: %s", rg_last_error());
-    rank = rg_dist_rank(dist), size = rg_dist_size(dist);
-    MT_CHECK(size >= 2, "run me under mpirun -np 2 or more");
-    MT_OK(rg_comm_new(dist, RG_COMM_MPI, &comms[0]));
-    MT_OK(rg_comm_new(dist, RG_COMM_RING, &comms[1]));
+    dist = ddp_test_begin(&argc, &argv, comms, &rank, &size);
 
     MT_RUN(test_bucket_plan_reverse_order_caps_and_oversized_alone);
     MT_RUN(test_bucket_plan_skips_buffers_and_frozen_tensors);
@@ -334,8 +311,5 @@ int main(int argc, char **argv) {
     MT_RUN(test_buckets_launch_in_index_order_whatever_order_they_fill);
     MT_RUN(test_a_bucket_launches_before_backward_ends);
 
-    rg_comm_free(comms[0]);
-    rg_comm_free(comms[1]);
-    MT_OK(rg_dist_finalize(dist));
-    return mt_report();
+    return ddp_test_end(dist, comms);
 }

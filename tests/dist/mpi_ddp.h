@@ -139,4 +139,45 @@ static inline void zero_grads(const rg_param_list *l) {
     for (int i = 0; i < l->n; i++) rg_zero_grad(l->items[i].tensor);
 }
 
+/* "mpi" or "ring". */
+static inline const char *comm_name(rg_comm *c) {
+    return rg_comm_backend_name(rg_comm_kind(c));
+}
+
+/* Checks every trainable gradient of `net` against the mean over the ranks of `ref`'s (each
+ * rank's local gradients), within rtol (and 1e-7 absolute). Collective. */
+static inline void check_average(const char *what, const rg_param_list *net,
+                                 const rg_param_list *ref, rg_comm *c, double rtol) {
+    int64_t n = trainable_numel(net);
+    float *got = flat_grads(net), *local = flat_grads(ref);
+    double *want = mean_over_ranks(c, local, n, NULL);
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s on %s with %d ranks", what, comm_name(c), rg_comm_size(c));
+    check_close(msg, got, want, n, rtol, 1e-7);
+    free(got);
+    free(local);
+    free(want);
+}
+
+/* A test program's start: the world (at least 2 ranks) and a communicator on each host backend,
+ * comms[0] mpi and comms[1] ring. */
+static inline rg_dist *ddp_test_begin(int *argc, char ***argv, rg_comm **comms, int *rank,
+                                      int *size) {
+    rg_dist *d = rg_dist_init(argc, argv);
+    MT_CHECK(d, "rg_dist_init: %s", rg_last_error());
+    *rank = rg_dist_rank(d), *size = rg_dist_size(d);
+    MT_CHECK(*size >= 2, "run me under mpirun -np 2 or more");
+    MT_OK(rg_comm_new(d, RG_COMM_MPI, &comms[0]));
+    MT_OK(rg_comm_new(d, RG_COMM_RING, &comms[1]));
+    return d;
+}
+
+/* Its end: frees what ddp_test_begin made; returns main's exit code. */
+static inline int ddp_test_end(rg_dist *d, rg_comm **comms) {
+    rg_comm_free(comms[0]);
+    rg_comm_free(comms[1]);
+    MT_OK(rg_dist_finalize(d));
+    return mt_report();
+}
+
 #endif

@@ -10,24 +10,6 @@ static rg_dist *dist;
 static rg_comm *comms[2]; /* mpi, ring */
 static int rank, size;
 
-static const char *cname(rg_comm *c) {
-    return rg_comm_backend_name(rg_comm_kind(c));
-}
-
-/* Compares net's gradients with the mean over ranks of ref's (local) ones. */
-static void check_average(const char *what, const rg_param_list *net, const rg_param_list *ref,
-                          rg_comm *c, double rtol) {
-    int64_t n = trainable_numel(net);
-    float *got = flat_grads(net), *local = flat_grads(ref);
-    double *want = mean_over_ranks(c, local, n, NULL);
-    char msg[160];
-    snprintf(msg, sizeof msg, "%s on %s with %d ranks", what, cname(c), size);
-    check_close(msg, got, want, n, rtol, 1e-7);
-    free(got);
-    free(local);
-    free(want);
-}
-
 /* One step of the MLP: net under DDP (backward and wait), then ref alone, each in its own scope
  * (a backward fires the hooks of every parameter its scope used). */
 static rg_status mlp_step(rg_model *net, rg_ddp *ddp, rg_model *ref, int step) {
@@ -109,7 +91,7 @@ static void test_fp16_compression_stays_within_its_error_bound(void) {
                 double err = fabs(got[i] - want[i]);
                 MT_CHECK(err <= (size + 1) * u * mean_abs[i] + (2 * size + 1) * sub,
                          "fp16 on %s: element %lld is %.9g, want %.9g (mean |g| %.3g)",
-                         cname(comms[b]), (long long)i, got[i], want[i], mean_abs[i]);
+                         comm_name(comms[b]), (long long)i, got[i], want[i], mean_abs[i]);
                 inexact += err > 1e-6 * fabs(want[i]);
             }
             MT_CHECK(inexact > n / 4, "only %lld of %lld elements were rounded: not compressed?",
@@ -250,12 +232,12 @@ static void test_a_mismatch_on_one_rank_is_an_error_on_every_rank(void) {
             if (m >= MM_BUCKETS) t.list.n = 4; /* the same model everywhere */
             float before = rg_tensor_f32(t.items[0].tensor)[0];
             rg_ddp *ddp = rg_ddp_new(&t.list, comms[b], &o);
-            MT_CHECK(!ddp, "case %d on %s: rg_ddp_new succeeded", m, cname(comms[b]));
+            MT_CHECK(!ddp, "case %d on %s: rg_ddp_new succeeded", m, comm_name(comms[b]));
             const char *e = rg_last_error();
             for (int q = 0; q < 2; q++)
                 MT_CHECK(strstr(e, mm_expect[m][q]),
-                         "case %d on %s: the message \"%s\" lacks \"%s\"", m, cname(comms[b]), e,
-                         mm_expect[m][q]);
+                         "case %d on %s: the message \"%s\" lacks \"%s\"", m, comm_name(comms[b]),
+                         e, mm_expect[m][q]);
             for (int i = 0; i < t.list.n; i++)
                 MT_CHECK(!t.items[i].tensor->grad, "case %d: a gradient was made", m);
             MT_CHECK(rg_tensor_f32(t.items[0].tensor)[0] == before, "case %d: parameters changed",
@@ -304,12 +286,7 @@ static void test_free_restores_ordinary_gradients(void) {
 }
 
 int main(int argc, char **argv) {
-    dist = rg_dist_init(&argc, &argv);
-    MT_CHECK(dist, "rg_dist_init: %s", rg_last_error());
-    rank = rg_dist_rank(dist), size = rg_dist_size(dist);
-    MT_CHECK(size >= 2, "run me under mpirun -np 2 or more");
-    MT_OK(rg_comm_new(dist, RG_COMM_MPI, &comms[0]));
-    MT_OK(rg_comm_new(dist, RG_COMM_RING, &comms[1]));
+    dist = ddp_test_begin(&argc, &argv, comms, &rank, &size);
 
     MT_RUN(test_accumulation_reduces_the_sum_on_the_kth_backward_only);
     MT_RUN(test_fp16_compression_stays_within_its_error_bound);
@@ -318,8 +295,5 @@ int main(int argc, char **argv) {
     MT_RUN(test_a_mismatch_on_one_rank_is_an_error_on_every_rank);
     MT_RUN(test_free_restores_ordinary_gradients);
 
-    rg_comm_free(comms[0]);
-    rg_comm_free(comms[1]);
-    MT_OK(rg_dist_finalize(dist));
-    return mt_report();
+    return ddp_test_end(dist, comms);
 }
