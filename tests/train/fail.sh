@@ -53,7 +53,8 @@ rank_pids() {
     done
 }
 
-mpmd() { # mpmd "ARGS OF RANK 0" "ARGS OF RANK 1"
+mpmd() { # mpmd "ARGS OF RANK 0" "ARGS OF RANK 1" (split at spaces)
+    # shellcheck disable=SC2206
     local a=($1) b=($2)
     timeout -k 5 "$TRAIN_TIMEOUT" "$RG_MPIRUN" -np 1 "$RG_TRAIN" "${a[@]}" : -np 1 "$RG_TRAIN" "${b[@]}"
 }
@@ -70,7 +71,7 @@ kill)
     grep -q ' 3/30 \[' "$log" || { cat "$log"; fail "training never reached step 3"; }
     victim=$(rank_pids $job | awk '$2 == 1 {print $1}')
     rank0=$(rank_pids $job | awk '$2 == 0 {print $1}')
-    [ -n "$victim" ] && [ -n "$rank0" ] || fail "cannot find the ranks' processes"
+    if [ -z "$victim" ] || [ -z "$rank0" ]; then fail "cannot find the ranks' processes"; fi
     start=$(date +%s.%N)
     kill -9 "$victim"
     for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # lib.sh — sourced by the tests/train scripts (end-to-end tests of ringgrad-train).
 # CTest sets (tests/train/tests.cmake):
 #   RG_TRAIN       the ringgrad-train binary        RG_MPIRUN     scripts/rg-mpirun
@@ -5,6 +6,7 @@
 #   RG_TRAIN_OUT   a folder for checkpoints, timelines and logs
 set -uo pipefail
 : "${RG_TRAIN:?}" "${RG_MPIRUN:?}" "${RG_TRAIN_DATA:?}" "${RG_TRAIN_OUT:?}"
+# shellcheck disable=SC2034 # used by the scripts that source this file
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p "$RG_TRAIN_OUT"
 
