@@ -26,6 +26,13 @@ def find(src, name):
     return None
 
 
+def generated_pixel(label, p, rng):
+    """Like Fashion-MNIST: a black background, and a noisy bright block whose place depends on
+    the class (rows label .. label + 13, columns 7 .. 20)."""
+    row, col = divmod(p, 28)
+    return 100 + rng.randrange(150) if label <= row < label + 14 and 7 <= col < 21 else 0
+
+
 def write_split(out, prefix, images, labels, n):
     with open(os.path.join(out, prefix + "-images-idx3-ubyte"), "wb") as f:
         f.write(struct.pack(">IIII", 0x803, n, 28, 28) + images)
@@ -48,8 +55,7 @@ def main():
             images, labels = read_idx(img, n, 784, 16), read_idx(lab, n, 1, 8)
         else:
             labels = bytes(rng.randrange(10) for _ in range(n))
-            images = bytes(min(255, max(0, 25 * labels[i // 784] + rng.randrange(64)))
-                           for i in range(n * 784))
+            images = bytes(generated_pixel(labels[i // 784], i % 784, rng) for i in range(n * 784))
         if len(images) != n * 784 or len(labels) != n:
             sys.exit("make_data.py: %s has fewer than %d items" % (img, n))
         write_split(a.out, prefix, images, labels, n)
