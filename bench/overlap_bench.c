@@ -18,11 +18,14 @@
  * the fraction of the communication time that overlap takes off the step (1: all of it; 0: none).
  * It also prints each phase's median (forward, backward, ddp_wait, optimizer; mean over ranks),
  * where the cost shows: in ddp_wait (communication not hidden) or in a slower backward (the comm
- * path taking CPU time from the compute thread), and `cpu`, the CPU time the process used in the
- * step (all threads, user and system), which the load of other programs does not change: the
- * difference to `compute` is what the communication cost in CPU.
+ * path taking CPU time from the compute thread), and the CPU time (user and system) the step used
+ * on the main thread (`cpu_main`) and on the process's other threads (`cpu_comm`: the comm
+ * thread, as the bench runs no loader and one compute thread). CPU times do not change with the
+ * load of other programs; cpu_comm is what the communication costs in CPU, which can only be
+ * hidden where a core is free to run it.
  *
  * Every copy trains on the same fixed random batch, which costs what a real one does. */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,9 +39,9 @@ enum { MODE_OVERLAP, MODE_NO_OVERLAP, MODE_COMPUTE, MODE_COUNT };
 static const char *const mode_names[] = {"overlap", "no-overlap", "compute"};
 _Static_assert(sizeof mode_names / sizeof *mode_names == MODE_COUNT, "a name per mode");
 
-enum { PH_STEP, PH_FORWARD, PH_BACKWARD, PH_WAIT, PH_OPTIM, PH_CPU, PH_COUNT };
-static const char *const phase_names[] = {"step", "forward", "backward", "ddp_wait", "optimizer",
-                                          "cpu"};
+enum { PH_STEP, PH_FORWARD, PH_BACKWARD, PH_WAIT, PH_OPTIM, PH_CPU_MAIN, PH_CPU_OTHER, PH_COUNT };
+static const char *const phase_names[] = {"step",      "forward",  "backward", "ddp_wait",
+                                          "optimizer", "cpu_main", "cpu_comm"};
 _Static_assert(sizeof phase_names / sizeof *phase_names == PH_COUNT, "a name per phase");
 
 typedef struct {
@@ -59,10 +62,11 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* CPU time of the whole process (every thread, user and system), in seconds. */
-static double cpu_s(void) {
+/* CPU time, user and system, of the calling thread (RUSAGE_THREAD) or of the whole process
+ * (RUSAGE_SELF), in seconds. */
+static double cpu_s(int who) {
     struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
+    getrusage(who, &ru);
     return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
            1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
@@ -104,7 +108,7 @@ static replica make_replica(rg_comm *comm, int mode, const options *o) {
 /* One training step of r; t[phase] gets the phases' seconds. */
 static void step(replica *r, rg_tensor *x, rg_tensor *y, double t[PH_COUNT]) {
     rg_scope_begin();
-    double c0 = cpu_s(), t0 = now_s();
+    double p0 = cpu_s(RUSAGE_SELF), c0 = cpu_s(RUSAGE_THREAD), t0 = now_s();
     rg_timeline_begin("forward", "compute");
     rg_tensor *loss = rg_cross_entropy(rg_model_forward(r->net, x, RG_TRAIN), y);
     rg_tensor_item(loss);
@@ -123,8 +127,9 @@ static void step(replica *r, rg_tensor *x, rg_tensor *y, double t[PH_COUNT]) {
     rg_optim_zero_grad(r->opt);
     rg_timeline_end();
     rg_scope_end();
-    double t4 = now_s(), c4 = cpu_s();
-    double ph[PH_COUNT] = {t4 - t0, t1 - t0, t2 - t1, t3 - t2, t4 - t3, c4 - c0};
+    double t4 = now_s(), c4 = cpu_s(RUSAGE_THREAD), p4 = cpu_s(RUSAGE_SELF);
+    double ph[PH_COUNT] = {t4 - t0, t1 - t0, t2 - t1, t3 - t2, t4 - t3, c4 - c0,
+                           (p4 - p0) - (c4 - c0)};
     memcpy(t, ph, sizeof ph);
 }
 

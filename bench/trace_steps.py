@@ -103,7 +103,7 @@ def summarize(path, warmup, batch):
         "phases_ms": phases,
         "comm_ms": round(med(comm), 2),
         "join_ms": round(med(mean_over_ranks(lambda st: st[3])), 2),
-        "overlap": round(inside / total, 3) if total > 0 else None,
+        "overlap": round(inside / total, 3) if total > 0.01 * n else None,
     }
 
 

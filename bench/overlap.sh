@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# overlap.sh — how much gradient communication the DDP reducer hides behind backward, on two
+# simulated hosts joined by a 1 Gbit/s link, by a 10 Gbit/s link, and on shared memory (one host).
+#
+#   bench/overlap.sh [--repeats 3] [--steps 20] [--batch-size 128] [--bucket-mb 4]
+#                    [--nets "1gbit 10gbit shm"] [--out bench/results] [--traces DIR]
+#
+# Each run is build/bin/overlap_bench (bench/overlap_bench.c) on 2 ranks x 1 thread: it trains
+# the CNN three ways side by side, step by step in turn — overlap (buckets reduced during
+# backward), no-overlap (one allreduce after backward) and compute (no gradients sent, a barrier
+# only) — and prints their median step times and hidden = (T_no - T_overlap) / (T_no - T_compute).
+# The networks take turns too (1gbit, 10gbit, shm, 1gbit, ...), each cluster set up once.
+# Results: one JSON line per run in OUT/overlap.jsonl (with the load average), and a summary
+# table: per network the median over runs of each mode's step time, and hidden computed from
+# those medians. Needs root for the simulated hosts (scripts/sim-cluster.sh); where namespaces are
+# not allowed only shm runs.
+#
+# --traces DIR also writes ringgrad-train --timeline traces on the 1 Gbit/s cluster, with overlap
+# (DIR/timeline_overlap.json) and without (DIR/timeline_no_overlap.json), for
+# scripts/plot_timeline.py.
+#
+# The machine may be shared: run it as `nice -n -10 bench/overlap.sh` to give it precedence over
+# other jobs, and read the load averages it records.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="$ROOT/build/bin"
+SIM="$ROOT/scripts/sim-cluster.sh"
+repeats=3 steps=20 batch=128 bucket=4 nets="1gbit 10gbit shm" out="$ROOT/bench/results" traces=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --repeats) repeats=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --batch-size) batch=$2; shift 2 ;;
+    --bucket-mb) bucket=$2; shift 2 ;;
+    --nets) nets=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --traces) traces=$2; shift 2 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "overlap.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+[ -x "$BIN/overlap_bench" ] || { echo "overlap.sh: build first (cmake --build build)" >&2; exit 1; }
+mkdir -p "$out"
+jsonl="$out/overlap.jsonl"
+: >"$jsonl"
+
+# One cluster per shaped network, named ov<rate>, removed however the script ends.
+clusters=()
+cleanup() { for c in "${clusters[@]}"; do "$SIM" down --id "$c" >/dev/null 2>&1 || true; done; }
+trap cleanup EXIT
+for net in $nets; do
+    [ "$net" = shm ] && continue
+    if ! "$SIM" check >/dev/null 2>&1; then
+        echo "overlap.sh: no simulated cluster here ($("$SIM" check 2>&1 | tail -1)); shm only" >&2
+        nets=shm
+        break
+    fi
+    "$SIM" up 2 --rate "$net" --id "ov$net" >/dev/null
+    clusters+=("ov$net")
+done
+
+launch() { # net, then the program and its arguments
+    local net=$1
+    shift
+    if [ "$net" = shm ]; then
+        "$ROOT/scripts/rg-mpirun" -np 2 "$@"
+    else
+        "$SIM" mpirun --id "ov$net" -- -np 2 "$@"
+    fi
+}
+
+args=(--steps "$steps" --batch-size "$batch" --bucket-mb "$bucket" --threads 1)
+for r in $(seq "$repeats"); do
+    for net in $nets; do
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        line=$(launch "$net" "$BIN/overlap_bench" "${args[@]}" | tee /dev/stderr | tail -1)
+        echo "{\"net\":\"$net\",\"repeat\":$r,\"load_before\":$load,\"result\":$line}" >>"$jsonl"
+    done
+done
+
+if [ -n "$traces" ] && [[ " ${clusters[*]} " == *" ov1gbit "* ]]; then
+    mkdir -p "$traces"
+    train=("$BIN/ringgrad-train" --threads 1 --max-steps 8 --batch-size "$batch")
+    launch 1gbit "${train[@]}" --bucket-mb "$bucket" --timeline "$traces/timeline_overlap.json" >/dev/null
+    launch 1gbit "${train[@]}" --no-overlap --timeline "$traces/timeline_no_overlap.json" >/dev/null
+    echo "traces in $traces" >&2
+fi
+
+python3 - "$jsonl" <<'EOF'
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+print("# overlap: median over %d run(s) per network of each mode's median step (ms)" %
+      (len(runs) // max(1, len({r["net"] for r in runs}))))
+print("%-8s %9s %11s %9s %9s %7s %13s %s" % ("net", "overlap", "no-overlap", "compute", "comm",
+                                             "hidden", "hidden/run", "load"))
+for net in dict.fromkeys(r["net"] for r in runs):
+    rs = [r for r in runs if r["net"] == net]
+    med = {m: statistics.median(r["result"]["step_ms"][m] for r in rs)
+           for m in ("overlap", "no_overlap", "compute")}
+    comm = med["no_overlap"] - med["compute"]
+    hidden = (med["no_overlap"] - med["overlap"]) / comm if comm > 0 else float("nan")
+    per_run = " ".join("%.2f" % r["result"]["hidden"] for r in rs)
+    loads = " ".join("%.1f" % r["load_before"] for r in rs)
+    print("%-8s %9.1f %11.1f %9.1f %9.1f %7.2f %13s %s" % (net, med["overlap"], med["no_overlap"],
+                                                        med["compute"], comm, hidden, per_run, loads))
+EOF
