@@ -3,14 +3,15 @@
 # simulated hosts joined by a 1 Gbit/s link, by a 10 Gbit/s link, and on shared memory (one host).
 #
 #   bench/overlap.sh [--repeats 3] [--steps 20] [--batch-size 128] [--bucket-mb 4]
-#                    [--nets "1gbit 10gbit shm"] [--out bench/results] [--traces DIR]
+#                    [--nets "1gbit 10gbit shm"] [--out bench/results] [--name overlap]
+#                    [--traces DIR] [-- MORE overlap_bench ARGS, e.g. --fp16]
 #
 # Each run is build/bin/overlap_bench (bench/overlap_bench.c) on 2 ranks x 1 thread: it trains
 # the CNN three ways side by side, step by step in turn — overlap (buckets reduced during
 # backward), no-overlap (one allreduce after backward) and compute (no gradients sent, a barrier
 # only) — and prints their median step times and hidden = (T_no - T_overlap) / (T_no - T_compute).
 # The networks take turns too (1gbit, 10gbit, shm, 1gbit, ...), each cluster set up once.
-# Results: one JSON line per run in OUT/overlap.jsonl (with the load average), and a summary
+# Results: one JSON line per run in OUT/NAME.jsonl (with the load average), and a summary
 # table: per network the median over runs of each mode's step time, and hidden computed from
 # those medians. Needs root for the simulated hosts (scripts/sim-cluster.sh); where namespaces are
 # not allowed only shm runs.
@@ -26,6 +27,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$ROOT/build/bin"
 SIM="$ROOT/scripts/sim-cluster.sh"
 repeats=3 steps=20 batch=128 bucket=4 nets="1gbit 10gbit shm" out="$ROOT/bench/results" traces=""
+name=overlap
 while [ $# -gt 0 ]; do
     case "$1" in
     --repeats) repeats=$2; shift 2 ;;
@@ -35,13 +37,15 @@ while [ $# -gt 0 ]; do
     --nets) nets=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --traces) traces=$2; shift 2 ;;
+    --name) name=$2; shift 2 ;;
+    --) shift; break ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "overlap.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
 [ -x "$BIN/overlap_bench" ] || { echo "overlap.sh: build first (cmake --build build)" >&2; exit 1; }
 mkdir -p "$out"
-jsonl="$out/overlap.jsonl"
+jsonl="$out/$name.jsonl"
 : >"$jsonl"
 
 # One cluster per shaped network, named ov<rate>, removed however the script ends.
@@ -69,7 +73,7 @@ launch() { # net, then the program and its arguments
     fi
 }
 
-args=(--steps "$steps" --batch-size "$batch" --bucket-mb "$bucket" --threads 1)
+args=(--steps "$steps" --batch-size "$batch" --bucket-mb "$bucket" --threads 1 "$@")
 for r in $(seq "$repeats"); do
     for net in $nets; do
         load=$(cut -d' ' -f1 /proc/loadavg)

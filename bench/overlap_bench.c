@@ -1,7 +1,7 @@
 /* overlap_bench — how much of the gradient communication the DDP reducer hides behind backward.
  *
  *   scripts/rg-mpirun -np 2 build/bin/overlap_bench [--steps 20] [--warmup 2] [--batch-size 128]
- *                                                   [--bucket-mb 4] [--threads 1] [--comm mpi]
+ *                                                   [--bucket-mb 4] [--threads 1] [--fp16]
  *   scripts/sim-cluster.sh run 2 --rate 1gbit -- -np 2 build/bin/overlap_bench ...
  *   (bench/overlap.sh runs it on the simulated 1 and 10 Gbit/s links and on shared memory.)
  *
@@ -47,6 +47,7 @@ _Static_assert(sizeof phase_names / sizeof *phase_names == PH_COUNT, "a name per
 typedef struct {
     int steps, warmup, batch, threads;
     double bucket_mb;
+    bool fp16; /* gradients travel as float16 (rg_ddp_opts.compress_fp16) */
     const char *timeline;
 } options;
 
@@ -78,8 +79,12 @@ static void die(const char *what) {
 
 static options parse_args(int argc, char **argv) {
     options o = {.steps = 20, .warmup = 2, .batch = 128, .threads = 1, .bucket_mb = 4};
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const char *k = argv[i], *v = argv[i + 1];
+    for (int i = 1; i < argc; i += 2) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(k, "--fp16")) {
+            o.fp16 = true, i--;
+            continue;
+        }
         if (!strcmp(k, "--steps")) o.steps = atoi(v);
         else if (!strcmp(k, "--warmup")) o.warmup = atoi(v);
         else if (!strcmp(k, "--batch-size")) o.batch = atoi(v);
@@ -99,6 +104,7 @@ static replica make_replica(rg_comm *comm, int mode, const options *o) {
     const rg_param_list *params = rg_model_params(r.net);
     r.opt = rg_adam_new(params, &(rg_adam_opts){.lr = 1e-3f});
     r.ddp = rg_ddp_new(params, comm, &(rg_ddp_opts){.bucket_mb = o->bucket_mb,
+                                                    .compress_fp16 = o->fp16,
                                                     .no_overlap = mode == MODE_NO_OVERLAP,
                                                     .no_allreduce = mode == MODE_COMPUTE});
     if (!r.opt || !r.ddp) die("set-up");
@@ -172,10 +178,11 @@ static void report(rg_comm *comm, const double *times, const options *o) {
         printf("# communication %.1f ms per step (no-overlap - compute), overlap saves %.1f ms: "
                "hidden = %.2f\n",
                comm_ms, saved, comm_ms > 0 ? saved / comm_ms : NAN);
-        printf("{\"ranks\":%d,\"batch_size\":%d,\"steps\":%d,\"bucket_mb\":%g,\"step_ms\":{"
+        printf("{\"ranks\":%d,\"batch_size\":%d,\"steps\":%d,\"bucket_mb\":%g,\"fp16\":%s,\"step_ms\":{"
                "\"overlap\":%.2f,\"no_overlap\":%.2f,\"compute\":%.2f},\"comm_ms\":%.2f,"
                "\"hidden\":%.3f}\n",
-               size, o->batch, o->steps, o->bucket_mb, med[MODE_OVERLAP][PH_STEP],
+               size, o->batch, o->steps, o->bucket_mb, o->fp16 ? "true" : "false",
+               med[MODE_OVERLAP][PH_STEP],
                med[MODE_NO_OVERLAP][PH_STEP], med[MODE_COMPUTE][PH_STEP], comm_ms,
                comm_ms > 0 ? saved / comm_ms : -1.0);
         free(v);
@@ -201,9 +208,10 @@ int main(int argc, char **argv) {
     rg_tensor_uniform_(x, 0, 1, 1000 + (uint64_t)rank, &off);
     for (int i = 0; i < o.batch; i++) ((int64_t *)y->data)[i] = (i * 7 + rank) % 10;
     if (rank == 0) {
-        printf("# overlap_bench: %d ranks x %d thread(s), CNN, batch %d per rank, buckets %g MiB, "
+        printf("# overlap_bench: %d ranks x %d thread(s), CNN, batch %d per rank, buckets %g MiB%s, "
                "%d steps per mode after %d warm-up, ms (medians)\n",
-               rg_comm_size(comm), o.threads, o.batch, o.bucket_mb, o.steps, o.warmup);
+               rg_comm_size(comm), o.threads, o.batch, o.bucket_mb, o.fp16 ? " (fp16)" : "",
+               o.steps, o.warmup);
         for (int b = 0; b < rg_ddp_num_buckets(reps[0].ddp); b++)
             printf("#   bucket %d: %d tensors, %zu bytes\n", b,
                    rg_ddp_bucket_params(reps[0].ddp, b), rg_ddp_bucket_bytes(reps[0].ddp, b));
