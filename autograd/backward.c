@@ -1,9 +1,11 @@
 /* backward.c — reverse-mode differentiation: walk the tape backwards once.
  *
- * Before the walk, count for each leaf (parameter) how many recorded ops consume it. During the
- * walk, each processed node decrements its leaves' counts; a count reaching zero means no later
- * (in reverse: earlier) op can add to that gradient any more, so the gradient is final and the
- * parameter's gradient-ready hooks fire. This is the moment data parallelism hooks into. */
+ * Before the walk, mark the ops that lead to the loss, and count for each leaf (parameter) how
+ * many of them consume it. During the walk, each processed node decrements its leaves' counts; a
+ * count reaching zero means no later (in reverse: earlier) op can add to that gradient any more,
+ * so the gradient is final and the parameter's gradient-ready hooks fire: exactly once per
+ * backward, and only for parameters the loss depends on. This is the moment data parallelism
+ * hooks into. */
 #include "autograd/autograd.h"
 
 #include "tensor/backend.h"
@@ -13,8 +15,8 @@ static _Thread_local uint64_t backward_epoch;
 
 static bool is_leaf_param(const rg_tensor *t) { return rg_needs_grad(t) && !t->grad_fn; }
 
-/* x's gradient is final: fire its hooks. If none of x's consumers led to the loss, x may have no
- * gradient yet; its gradient is then zero, and hooks (a DDP reducer reading it) get a real one. */
+/* x's gradient is final: fire its hooks. Should a consumer's backward have produced no gradient
+ * for x, hooks (a DDP reducer reading it) still get a real one: zero. */
 static void grad_ready(rg_tensor *x) {
     if (!x->hooks) return;
     if (!x->grad) {
@@ -36,11 +38,24 @@ void rg_backward(rg_tensor *loss) {
     RG_CHECK(last < rg_scope_num_nodes() && nodes[last] == loss->grad_fn,
              "backward: the loss was computed in another step scope");
 
+    /* Which ops lead to the loss: the loss's own, and every op whose result feeds one that does.
+     * Ops that do not (another model's forward, an accuracy computed on the side) are skipped,
+     * so their parameters' hooks do not fire in this backward. */
+    bool *live = rg_scope_alloc((size_t)last + 1);
+    live[last] = true;
+    for (int64_t i = last; i >= 0; i--) {
+        rg_node *n = nodes[i];
+        n->out->grad = NULL; /* op results get fresh gradients on every backward */
+        for (int j = 0; live[i] && j < n->n_in; j++) {
+            const rg_node *src = n->in[j] ? n->in[j]->grad_fn : NULL;
+            if (src && src->index < i && nodes[src->index] == src) live[src->index] = true;
+        }
+    }
+
     uint64_t epoch = ++backward_epoch;
     for (int64_t i = 0; i <= last; i++) {
         rg_node *n = nodes[i];
-        n->out->grad = NULL; /* op results get fresh gradients on every backward */
-        for (int j = 0; j < n->n_in; j++) {
+        for (int j = 0; live[i] && j < n->n_in; j++) {
             rg_tensor *x = n->in[j];
             if (!is_leaf_param(x)) continue;
             if (x->bw_epoch != epoch) x->bw_epoch = epoch, x->bw_pending = 0;
@@ -53,7 +68,8 @@ void rg_backward(rg_tensor *loss) {
 
     for (int64_t i = last; i >= 0; i--) {
         rg_node *n = nodes[i];
-        if (n->out->grad) n->backward(n); /* else: this op did not lead to the loss */
+        if (!live[i]) continue;
+        if (n->out->grad) n->backward(n);
         for (int j = 0; j < n->n_in; j++) {
             rg_tensor *x = n->in[j];
             if (is_leaf_param(x) && --x->bw_pending == 0) grad_ready(x);

@@ -1,10 +1,12 @@
 /* hooks.h — gradient-ready hooks: the event data parallelism is built on.
  *
- * A hook registered on a parameter runs exactly once per rg_backward, on the thread running
- * backward, as soon as that parameter's gradient is final, that is after the last op that used the
- * parameter has done its backward. A parameter used twice fires once, after both uses. A parameter
- * whose consumers did not lead to the loss fires too, with a zero gradient if it had none. The DDP
- * reducer (dist/) uses this to start reducing a bucket while backward goes on. */
+ * A hook registered on a parameter runs exactly once per rg_backward whose loss depends on the
+ * parameter, on the thread running backward, as soon as that parameter's gradient is final, that
+ * is after the last op on the way to the loss that used the parameter has done its backward. A
+ * parameter used twice fires once, after both uses. A parameter the loss does not depend on (used
+ * only by another model, or by a computation on the side) does not fire. The DDP reducer (dist/)
+ * uses this to start reducing a bucket while backward goes on; rg_ddp_wait covers parameters that
+ * did not fire. */
 #ifndef RG_HOOKS_H
 #define RG_HOOKS_H
 

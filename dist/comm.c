@@ -220,6 +220,7 @@ rg_status rg_comm_new(rg_dist *d, rg_comm_backend b, rg_comm **out) {
                    .size = d->size,
                    .local_rank = d->local_rank,
                    .local_size = d->local_size,
+                   .device = -1,
                    .mpi = MPI_COMM_NULL,
                    .control = MPI_COMM_NULL};
     rg_status s = run_blocking(c, (rg_coll){.kind = RG_COLL_OPEN});

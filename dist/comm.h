@@ -12,6 +12,14 @@
  * stall_seconds, and a rank that calls a different collective gets RG_EMISMATCH instead of a hang
  * (dist/join.c).
  *
+ * Buffers may be host memory or GPU memory (CUDA builds) with every backend; send and recv of one
+ * call must be on the same side. nccl works on the GPU of the local rank and copies host buffers
+ * there and back; mpi and ring copy GPU buffers through page-locked host memory (dist/cuda/
+ * comm_device.c). With GPU buffers, calls follow CUDA's stream semantics, not the host's: a
+ * collective starts after the kernels queued on the buffer's device before the call, and "done"
+ * (a blocking call's return, rg_comm_wait) means that kernels queued from then on see the result.
+ * The host does not wait for the GPU; copying the result to the host does (the D2H copy).
+ *
  * Failures a correct program can meet (a dead or late peer, a mismatched call) return a status and
  * rg_last_error() says which rank and which call. Misuse (a NULL buffer, a root out of range)
  * stops through RG_CHECK, which under MPI aborts the whole job. */
@@ -74,7 +82,7 @@ int rg_comm_local_rank(const rg_comm *c); /* rank among the processes on this ho
 int rg_comm_local_size(const rg_comm *c);
 rg_comm_backend rg_comm_kind(const rg_comm *c);
 
-/* ---- collectives; count is in elements, buffers are host memory (device memory for nccl) ---- */
+/* ---- collectives; count is in elements; buffers on the host or a GPU (see above) ---- */
 /* In place: buf = op over ranks of buf.                       buf: (count) */
 rg_status rg_comm_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
                             rg_reduce_op op);
@@ -86,7 +94,7 @@ rg_status rg_comm_allreduce_async(rg_comm *c, void *buf, int64_t count, rg_comm_
 /* Waits for req, frees it and returns its status. */
 rg_status rg_comm_wait(rg_comm_req *req);
 /* *done = whether req has finished (not collective, never blocks); a finished req must still be
- * waited on to free it. */
+ * waited on to free it. With GPU buffers on nccl, "finished" means queued on the GPU. */
 rg_status rg_comm_test(rg_comm_req *req, bool *done);
 /* buf on root is copied to buf on every rank.                    buf: (count) */
 rg_status rg_comm_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int root);
@@ -104,7 +112,8 @@ rg_status rg_comm_barrier(rg_comm *c);
  * run on the comm thread in order with the collectives, so a send must not wait for a recv that
  * this rank queues later. recv takes a message of at most count elements (a longer one is an MPI
  * error, which aborts the job). A wait longer than the stall times is reported, then fails with
- * RG_ETIMEDOUT like a stalled collective. */
+ * RG_ETIMEDOUT like a stalled collective. nccl has no tags: messages between two ranks match in
+ * the order they were sent, and recv must ask for exactly the count that was sent. */
 rg_status rg_comm_send(rg_comm *c, const void *buf, int64_t count, rg_comm_dtype dt, int peer,
                        int tag);
 rg_status rg_comm_recv(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int peer, int tag);

@@ -3,9 +3,9 @@
  *
  * A backend only moves data. Everything around it is generic and lives in one place each:
  * argument checks (comm.c), the FIFO request queue and the thread (comm_thread.c), the join and
- * stall checks before each collective (join.c), and the timeline events. Backend functions run
- * only on the comm thread, so they may keep scratch state without locks. They are called with
- * checked arguments; count may be 0.
+ * stall checks before each collective (join.c), buffers on a GPU (comm_device.c), and the
+ * timeline events. Backend functions run only on the comm thread, so they may keep scratch state
+ * without locks. They are called with checked arguments; count may be 0.
  *
  * MPI calls use MPI_ERRORS_ARE_FATAL (MPI's default): an MPI error aborts the whole job with
  * MPI's message, so their return codes are not checked. */
@@ -58,30 +58,40 @@ struct rg_comm_req {
     char error[512];
     uint64_t seq;                                   /* collective number on its comm (1, 2, ...) */
     int64_t t_queued, t_started, t_joined, t_ended; /* rg_timeline_now() */
-    void *backend_data; /* set by ops->submit, e.g. a CUDA event: "the inputs are ready" */
+    /* Buffers on a GPU (comm_device.c): device is the CUDA device that holds them, -1 for host
+     * memory; the events are cudaEvent_t, NULL when unused. */
+    int device;
+    void *ready_ev; /* recorded on the compute stream as the request is queued: inputs written */
+    void *done_ev;  /* recorded on the comm stream after a device backend's collective */
     struct rg_comm_req *next;
 };
 
 /* ---- the backend vtable ---- */
 
-/* Everything runs on the comm thread except submit. A device backend (nccl) keeps its own
- * stream in c->impl and must select its device there (init runs on the comm thread, and the
- * current CUDA device is per thread). The request being run is c->current. */
+/* Everything runs on the comm thread. The request being run is c->current.
+ *
+ * A host backend (mpi, ring, self) works on host memory; a device backend (nccl) on memory of
+ * the GPU c->device, queueing its work on that device's comm stream. Buffers on the other side
+ * are copied through by comm_device.c, so a backend only ever sees its own kind of memory. A
+ * device backend's collective returns as soon as its work is queued: comm_device.c has already
+ * made the comm stream wait for the caller's inputs, and orders the caller's compute stream
+ * after the collective when the request is waited on (see comm_device.c for the picture). */
 typedef struct rg_comm_ops {
     const char *name;
-    /* Buffers are device memory: the generic code never reads or writes them itself. */
+    /* Buffers are device memory on c->device (set by init). */
     bool device_buffers;
     /* Set up c->impl. c->rank, size, mpi and control are already set (mpi and control are
-     * MPI_COMM_NULL in a world of one). On failure returns a status with rg_error() set. */
+     * MPI_COMM_NULL in a world of one). A device backend selects its GPU here, on the comm
+     * thread (the current CUDA device is per thread), and sets c->device. On failure returns a
+     * status with rg_error() set. */
     rg_status (*init)(rg_comm *c);
-    void (*deinit)(rg_comm *c); /* frees c->impl */
-    /* Optional; on the caller's thread as a request is queued. A device backend records here
-     * that the inputs are ready (a CUDA event on the caller's stream, in r->backend_data), so
-     * that its collective waits for exactly the work queued before the call. */
-    void (*submit)(rg_comm *c, rg_comm_req *r);
-    /* Collectives, with the semantics of comm.h. AVG is the backend's to apply. Each returns
-     * once the result is in place: a device backend synchronises its stream (and releases
-     * c->current->backend_data) before returning. */
+    void (*deinit)(rg_comm *c); /* frees c->impl; c->broken says whether peers are still there */
+    /* Optional, for device backends: RG_OK, or the error that work already queued on the device
+     * met (a peer that failed, a collective that never finished). Checked while waiting for the
+     * device, so that a failed collective is reported instead of its garbage. */
+    rg_status (*check)(rg_comm *c);
+    /* Collectives, with the semantics of comm.h. AVG is the backend's to apply. A host backend
+     * returns once the result is in place; a device backend once the work is queued. */
     rg_status (*allreduce)(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, rg_reduce_op op);
     rg_status (*broadcast)(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int root);
     rg_status (*allgather)(rg_comm *c, const void *send, void *recv, int64_t count,
@@ -111,6 +121,7 @@ struct rg_comm {
     int rank, size, local_rank, local_size;
     MPI_Comm mpi;         /* this comm's duplicate of the world: data and user messages */
     MPI_Comm control;     /* a second duplicate for join messages, so they never match data */
+    int device;           /* the GPU a device backend works on; -1 for host backends */
     void *impl;           /* backend state: ring scratch, NCCL's comm and stream */
     rg_comm_req *current; /* the request the comm thread is running on this comm */
     /* Comm thread only. */
@@ -163,12 +174,39 @@ rg_status rg_comm_join(rg_comm *c, const rg_comm_req *r);
 void rg_comm_join_free(rg_comm *c);
 /* After a timeout: moves c's join buffers, which MPI may still touch, to a list kept until exit. */
 void rg_comm_join_abandon(rg_comm *c);
-/* Waits for n MPI requests, sleeping between polls. Every stall_seconds it reports the line that
- * describe() writes (what is waiting, for whom, for how long); after stall_abort_seconds it
- * cancels the requests and returns RG_ETIMEDOUT with that line as the error. */
+/* Writes what is waiting, for whom and for how long into buf (one line). */
 typedef void (*rg_describe_fn)(rg_comm *c, void *ctx, double waited_s, char *buf, size_t cap);
+/* *done = whether the awaited thing has happened; a status other than RG_OK ends the wait. */
+typedef rg_status (*rg_poll_fn)(rg_comm *c, void *ctx, bool *done);
+/* Called once when a wait gives up, to let go of what is still in flight. */
+typedef void (*rg_give_up_fn)(rg_comm *c, void *ctx);
+/* Calls test(c, ctx) until it says done, sleeping politely between polls. Every stall_seconds it
+ * reports the line that describe(c, dctx) writes; after stall_abort_seconds it calls give_up
+ * (if not NULL) and returns RG_ETIMEDOUT with that line as the error. */
+rg_status rg_comm_poll(rg_comm *c, rg_poll_fn test, rg_give_up_fn give_up, void *ctx,
+                       rg_describe_fn describe, void *dctx);
+/* rg_comm_poll for n MPI requests, which are cancelled on giving up. */
 rg_status rg_comm_mpi_wait(rg_comm *c, int n, MPI_Request *reqs, rg_describe_fn describe,
                            void *ctx);
+/* Reports a stall through the dist's policy (on_stall, or a line on stderr). Any thread. */
+void rg_comm_stall_report(const rg_comm *c, const char *msg);
+
+/* ---- comm_device.c (cuda/comm_device.c with CUDA, comm_device_nocuda.c without) ----
+ * Requests whose buffers are GPU memory, and buffers on the side a backend cannot use. */
+typedef rg_status (*rg_dispatch_fn)(rg_comm *c, const rg_coll *a);
+/* On the caller's thread as r is queued: sets r->device and, for GPU buffers, records
+ * r->ready_ev on that device's compute stream. Stops (RG_CHECK) when send and recv are on
+ * different sides. */
+void rg_comm_dev_submit(rg_comm_req *r);
+/* On the comm thread: runs r->coll through run, ordered on the device after r->ready_ev, or with
+ * its buffers copied to the side the backend works on (and the results copied back). */
+rg_status rg_comm_dev_run(rg_comm *c, rg_comm_req *r, rg_dispatch_fn run);
+/* On the waiting thread once r is done: the compute stream of r's device waits for the
+ * collective (never the host); r's events are released. */
+void rg_comm_dev_finish(rg_comm_req *r);
+/* On the comm thread: waits until the work queued so far on c->device's comm stream has run,
+ * polling c->ops->check, with stall reports and the stall timeout. `what` names it. */
+rg_status rg_comm_dev_sync(rg_comm *c, const char *what);
 
 /* ---- comm_mpi.c: shared by the host backends ---- */
 MPI_Datatype rg_comm_mpi_type(rg_comm_dtype dt);

@@ -113,7 +113,7 @@ static rg_status run_checked(rg_comm_req *r) {
         r->t_joined = rg_timeline_now();
     }
     c->current = r;
-    if (s == RG_OK) s = dispatch(c, &r->coll);
+    if (s == RG_OK) s = rg_comm_dev_run(c, r, dispatch);
     c->current = NULL;
     if (s == RG_ETIMEDOUT || s == RG_EMISMATCH) mark_broken(c, s);
     if (s != RG_OK && kind == RG_COLL_CLOSE) close_comm(c); /* still free what can be freed */
@@ -191,7 +191,7 @@ void rg_comm_submit(rg_comm_req *r) {
     rg_dist *d = r->dist = r->comm->dist;
     r->t_queued = rg_timeline_now();
     r->next = NULL;
-    if (r->comm->ops->submit) r->comm->ops->submit(r->comm, r);
+    rg_comm_dev_submit(r);
     pthread_mutex_lock(&d->mu);
     if (d->tail)
         d->tail->next = r;
@@ -207,6 +207,7 @@ rg_status rg_comm_req_finish(rg_comm_req *r) {
     pthread_mutex_lock(&d->mu);
     while (!r->done) pthread_cond_wait(&d->done_cv, &d->mu);
     pthread_mutex_unlock(&d->mu);
+    rg_comm_dev_finish(r);
     if (r->status != RG_OK) return rg_error(r->status, "%s", r->error);
     return RG_OK;
 }

@@ -23,19 +23,21 @@
 
 typedef struct {
     rg_tensor *param;
+    const char *name;
     struct rg_ddp *ddp;
     int bucket;
     int64_t offset; /* in elements, within the bucket */
     int hook_id;
+    bool ready; /* its gradient is final in this round (reset by rg_ddp_wait) */
 } entry;
 
 typedef struct {
-    int first, n_params;  /* entries[first .. first + n_params) */
+    int first, n_params; /* entries[first .. first + n_params) */
     int64_t numel;
-    float *data;          /* (numel) on the parameters' device: the gradients live here */
-    uint16_t *half;       /* (numel) staging buffer for float16 compression, or NULL */
-    int pending;          /* gradients not yet final in this step */
-    rg_comm_req *req;     /* in flight, or NULL */
+    float *data;      /* (numel) on the parameters' device: the gradients live here */
+    uint16_t *half;   /* (numel) staging buffer for float16 compression, or NULL */
+    int pending;      /* gradients not yet final in this step */
+    rg_comm_req *req; /* in flight, or NULL */
 } bucket;
 
 struct rg_ddp {
@@ -47,62 +49,155 @@ struct rg_ddp {
     int n_entries;
     bucket *buckets;
     int n_buckets;
-    int next_launch;   /* buckets launch in index order: the next one allowed to go */
-    int micro_step;    /* backward passes since the last reduction (gradient accumulation) */
+    int next_launch; /* buckets launch in index order: the next one allowed to go */
+    int micro_step;  /* backward passes since the last reduction (gradient accumulation) */
     int launched_in_backward;
 };
 
-/* ---- construction: fingerprint, broadcast, buckets ---- */
+/* ---- construction (1): every rank must have the same model and the same set-up ----
+ * Before the first collective of training, the ranks allgather a fingerprint of their model and
+ * of their DDP set-up. A rank that differs would issue other allreduces than the rest (a hang, a
+ * "collective differs" error later, or silently wrong sums); instead every rank fails here with
+ * a message naming the first tensor, or the setting, that differs. */
 
-static rg_comm_dtype comm_dtype(rg_dtype dt) {
-    switch (dt) {
-    case RG_F32: return RG_COMM_F32;
-    case RG_I32: return RG_COMM_I32;
-    case RG_I64: return RG_COMM_I64;
-    default: return RG_COMM_U8;
-    }
-}
-
-/* FNV-1a over every tensor's name, dtype and shape. */
-static uint64_t fingerprint(const rg_param_list *params, int64_t *total_numel) {
-    uint64_t h = 1469598103934665603ull;
-    *total_numel = 0;
-    for (int i = 0; i < params->n; i++) {
-        const rg_tensor *t = params->items[i].tensor;
-        char buf[256];
-        int n = snprintf(buf, sizeof buf, "%s:%d:%d", params->items[i].name, (int)t->dtype, t->ndim);
-        for (int d = 0; d < t->ndim && n < (int)sizeof buf - 24; d++)
-            n += snprintf(buf + n, sizeof buf - (size_t)n, ",%" PRId64, t->shape[d]);
-        for (int j = 0; j < n && j < (int)sizeof buf; j++) h = (h ^ (unsigned char)buf[j]) * 1099511628211ull;
-        *total_numel += t->numel;
-    }
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
     return h;
 }
 
-static rg_status check_same_model(rg_comm *comm, const rg_param_list *params) {
-    int size = rg_comm_size(comm), rank = rg_comm_rank(comm);
-    int64_t mine[3], *all = calloc((size_t)size * 3, sizeof *all);
-    if (!all) return rg_error(RG_ENOMEM, "ddp: out of host memory");
-    mine[0] = (int64_t)fingerprint(params, &mine[2]);
-    mine[1] = params->n;
-    rg_status st = rg_comm_allgather(comm, mine, all, 3, RG_COMM_I64);
-    for (int r = 1; st == RG_OK && r < size; r++) {
-        if (memcmp(&all[3 * r], &all[0], 3 * sizeof *all) == 0) continue;
-        st = rg_error(RG_EMISMATCH, "ddp: rank %d has a different model from rank 0 (%" PRId64
-                      " tensors, %" PRId64 " elements, fingerprint %016" PRIx64 " vs %" PRId64
-                      " tensors, %" PRId64 " elements, fingerprint %016" PRIx64 "); this is rank %d. "
-                      "Every rank must build the same model with the same names and shapes.",
-                      r, all[3 * r + 1], all[3 * r + 2], (uint64_t)all[3 * r], all[1], all[2],
-                      (uint64_t)all[0], rank);
+/* "p2.weight float32 (300) parameter", or "nothing (4 tensors in all)" past the end. */
+static void describe_tensor(const rg_param_list *params, int64_t i, char *buf, size_t cap) {
+    if (i >= params->n) {
+        snprintf(buf, cap, "nothing (%d tensors in all)", params->n);
+        return;
+    }
+    const rg_named_tensor *it = &params->items[i];
+    char shape[128];
+    snprintf(buf, cap, "%s %s %s %s", it->name, rg_dtype_name(it->tensor->dtype),
+             rg_shape_str(it->tensor->ndim, it->tensor->shape, shape, sizeof shape),
+             it->is_buffer                         ? "buffer"
+             : rg_tensor_requires_grad(it->tensor) ? "parameter"
+                                                   : "frozen");
+}
+
+static uint64_t tensor_hash(const rg_param_list *params, int i) {
+    char buf[512];
+    describe_tensor(params, i, buf, sizeof buf);
+    return fnv1a(1469598103934665603ull, buf, strlen(buf));
+}
+
+/* What the ranks compare: the model (a hash over the tensors, their count: the fields before
+ * AG_BUCKETS), the set-up, and whether the buckets could be allocated. */
+enum { AG_MODEL, AG_TENSORS, AG_BUCKETS, AG_PLAN, AG_ACCUM, AG_FLAGS, AG_STATUS, AG_LEN };
+
+static void agreement(const rg_ddp *d, const rg_param_list *params, rg_status st, int64_t *a) {
+    uint64_t model = 1469598103934665603ull, plan = 1469598103934665603ull;
+    for (int i = 0; i < params->n; i++) {
+        uint64_t h = tensor_hash(params, i);
+        model = fnv1a(model, &h, sizeof h);
+    }
+    for (int b = 0; b < d->n_buckets; b++)
+        plan = fnv1a(plan, &d->buckets[b].numel, sizeof(int64_t));
+    a[AG_MODEL] = (int64_t)model, a[AG_TENSORS] = params->n, a[AG_BUCKETS] = d->n_buckets;
+    a[AG_PLAN] = (int64_t)plan, a[AG_ACCUM] = d->opts.accum_steps;
+    a[AG_FLAGS] = d->opts.compress_fp16 | d->opts.no_overlap << 1;
+    a[AG_STATUS] = st;
+}
+
+/* Collective, on a mismatch every rank saw: finds the first tensor where rank `bad` differs from
+ * rank 0 and makes the message from both ranks' descriptions of it. */
+static rg_status explain_model_mismatch(rg_comm *comm, const rg_param_list *params, int bad,
+                                        int64_t n0) {
+    int rank = rg_comm_rank(comm);
+    uint64_t *h0 = calloc((size_t)n0 + 1, sizeof *h0);
+    RG_CHECK(h0, "rg_ddp_new: out of host memory");
+    for (int i = 0; rank == 0 && i < n0; i++) h0[i] = tensor_hash(params, i);
+    int64_t k = 0;
+    char mine[512], d0[512] = "", dbad[512] = "";
+    rg_status st = rg_comm_broadcast(comm, h0, n0, RG_COMM_I64, 0);
+    if (rank == bad)
+        while (k < n0 && k < params->n && tensor_hash(params, (int)k) == h0[k]) k++;
+    if (st == RG_OK) st = rg_comm_broadcast(comm, &k, 1, RG_COMM_I64, bad);
+    describe_tensor(params, k, mine, sizeof mine);
+    if (rank == 0) memcpy(d0, mine, sizeof d0);
+    if (rank == bad) memcpy(dbad, mine, sizeof dbad);
+    if (st == RG_OK) st = rg_comm_broadcast(comm, d0, sizeof d0, RG_COMM_U8, 0);
+    if (st == RG_OK) st = rg_comm_broadcast(comm, dbad, sizeof dbad, RG_COMM_U8, bad);
+    free(h0);
+    if (st != RG_OK) return st;
+    return rg_error(RG_EMISMATCH,
+                    "ddp: the model on rank %d differs from rank 0's at tensor %" PRId64
+                    ": rank 0 has %s, rank %d has %s; every rank must build the same model (names, "
+                    "dtypes, shapes, and which tensors train); this is rank %d",
+                    bad, k, d0, bad, dbad, rank);
+}
+
+static void describe_setup(const int64_t *a, char *buf, size_t cap) {
+    snprintf(buf, cap, "%" PRId64 " bucket(s), accum_steps %" PRId64 ", fp16 %s, overlap %s",
+             a[AG_BUCKETS], a[AG_ACCUM], a[AG_FLAGS] & 1 ? "on" : "off",
+             a[AG_FLAGS] & 2 ? "off" : "on");
+}
+
+/* Collective: every rank fails alike when one rank's set-up failed (`mine`, with its message)
+ * or differs from rank 0's. */
+static rg_status check_same_everywhere(rg_ddp *d, const rg_param_list *params, rg_status mine_st) {
+    int size = rg_comm_size(d->comm), rank = rg_comm_rank(d->comm), bad = -1, failed = -1;
+    int64_t mine[AG_LEN], *all = calloc((size_t)size * AG_LEN, sizeof *all);
+    RG_CHECK(all, "rg_ddp_new: out of host memory");
+    agreement(d, params, mine_st, mine);
+    rg_status st = rg_comm_allgather(d->comm, mine, all, AG_LEN, RG_COMM_I64);
+    for (int r = 0; st == RG_OK && r < size; r++) {
+        if (all[AG_LEN * r + AG_STATUS] != RG_OK && failed < 0) failed = r;
+        if (memcmp(&all[AG_LEN * r], all, AG_STATUS * sizeof *all) != 0 && bad < 0) bad = r;
+    }
+    if (mine_st != RG_OK) {
+        st = mine_st; /* its own message stands */
+    } else if (failed >= 0) {
+        st = rg_error(RG_EPEER,
+                      "ddp: rank %d could not allocate its gradient buckets; this is "
+                      "rank %d",
+                      failed, rank);
+    } else if (bad >= 0 && memcmp(&all[AG_LEN * bad], all, AG_BUCKETS * sizeof *all) != 0) {
+        st = explain_model_mismatch(d->comm, params, bad, all[AG_TENSORS]);
+    } else if (bad >= 0) {
+        char s0[160], sb[160];
+        describe_setup(all, s0, sizeof s0);
+        describe_setup(&all[AG_LEN * bad], sb, sizeof sb);
+        st = rg_error(RG_EMISMATCH,
+                      "ddp: rank %d sets up DDP differently from rank 0: rank 0 has %s; "
+                      "rank %d has %s%s; give every rank the same bucket_mb, first_bucket_mb, "
+                      "accum_steps, compress_fp16 and no_overlap; this is rank %d",
+                      bad, s0, bad, sb,
+                      all[AG_BUCKETS] == all[AG_LEN * bad + AG_BUCKETS] &&
+                              all[AG_PLAN] != all[AG_LEN * bad + AG_PLAN]
+                          ? " (other bucket sizes)"
+                          : "",
+                      rank);
     }
     free(all);
     return st;
 }
 
+/* ---- construction (2): rank 0's values everywhere; the buckets ---- */
+
+static rg_comm_dtype comm_dtype(rg_dtype dt) {
+    switch (dt) {
+    case RG_F32:
+        return RG_COMM_F32;
+    case RG_I32:
+        return RG_COMM_I32;
+    case RG_I64:
+        return RG_COMM_I64;
+    default:
+        return RG_COMM_U8;
+    }
+}
+
 static rg_status broadcast_from_rank0(rg_comm *comm, const rg_param_list *params) {
     for (int i = 0; i < params->n; i++) {
         rg_tensor *t = params->items[i].tensor;
-        int64_t count = t->numel * (comm_dtype(t->dtype) == RG_COMM_U8 ? (int64_t)rg_dtype_size(t->dtype) : 1);
+        int64_t count =
+            t->numel * (comm_dtype(t->dtype) == RG_COMM_U8 ? (int64_t)rg_dtype_size(t->dtype) : 1);
         RG_TRY(rg_comm_broadcast(comm, t->data, count, comm_dtype(t->dtype), 0));
     }
     return RG_OK;
@@ -133,13 +228,14 @@ static int plan_buckets(rg_ddp *d) {
 
 static void on_grad_ready(rg_tensor *param, void *ctx);
 
-/* Allocates each bucket's buffer and points the parameters' gradients into it. */
-static rg_status build_buckets(rg_ddp *d) {
+/* Allocates each bucket's buffer. */
+static rg_status alloc_buckets(rg_ddp *d) {
     for (int b = 0; b < d->n_buckets; b++) {
         bucket *bk = &d->buckets[b];
         size_t bytes = (size_t)bk->numel * sizeof(float);
         bk->data = d->be->alloc(bytes);
-        if (!bk->data) return rg_error(RG_ENOMEM, "ddp: out of memory for bucket %d (%zu bytes)", b, bytes);
+        if (!bk->data)
+            return rg_error(RG_ENOMEM, "ddp: out of memory for bucket %d (%zu bytes)", b, bytes);
         d->be->memset0(bk->data, bytes);
         if (d->opts.compress_fp16) {
             bk->half = d->be->alloc((size_t)bk->numel * sizeof(uint16_t));
@@ -147,6 +243,11 @@ static rg_status build_buckets(rg_ddp *d) {
         }
         bk->pending = bk->n_params;
     }
+    return RG_OK;
+}
+
+/* Points the parameters' gradients into their buckets and hooks them. */
+static void attach_buckets(rg_ddp *d) {
     for (int i = 0; i < d->n_entries; i++) {
         entry *e = &d->entries[i];
         rg_tensor *p = e->param;
@@ -158,7 +259,6 @@ static rg_status build_buckets(rg_ddp *d) {
         e->ddp = d;
         e->hook_id = rg_grad_hook_add(p, on_grad_ready, e);
     }
-    return RG_OK;
 }
 
 static rg_ddp_opts defaults(const rg_ddp_opts *o) {
@@ -171,9 +271,6 @@ static rg_ddp_opts defaults(const rg_ddp_opts *o) {
 
 rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts *opts) {
     RG_CHECK(params && comm, "rg_ddp_new: NULL parameters or communicator");
-    if (check_same_model(comm, params) != RG_OK) return NULL;
-    if (broadcast_from_rank0(comm, params) != RG_OK) return NULL;
-
     rg_ddp *d = calloc(1, sizeof *d);
     RG_CHECK(d, "rg_ddp_new: out of host memory");
     d->comm = comm;
@@ -186,16 +283,20 @@ rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts
         if (params->items[i].is_buffer || !rg_tensor_requires_grad(t)) continue;
         RG_CHECK(t->dtype == RG_F32, "ddp: parameter %s is not float32", params->items[i].name);
         if (d->n_entries == 0) d->device = t->device;
-        RG_CHECK(rg_device_eq(t->device, d->device), "ddp: parameters on different devices "
-                 "(%s); move the whole model to one device first", params->items[i].name);
-        d->entries[d->n_entries++].param = t;
+        RG_CHECK(rg_device_eq(t->device, d->device),
+                 "ddp: parameters on different devices "
+                 "(%s); move the whole model to one device first",
+                 params->items[i].name);
+        d->entries[d->n_entries++] = (entry){.param = t, .name = params->items[i].name};
     }
     d->be = rg_backend_for(d->n_entries ? d->device : RG_CPU);
     d->n_buckets = plan_buckets(d);
-    if (build_buckets(d) != RG_OK) {
+    if (check_same_everywhere(d, params, alloc_buckets(d)) != RG_OK ||
+        broadcast_from_rank0(comm, params) != RG_OK) {
         rg_ddp_free(d);
         return NULL;
     }
+    attach_buckets(d);
     return d;
 }
 
@@ -206,9 +307,11 @@ static void launch(rg_ddp *d, int b) {
     rg_status st;
     if (d->opts.compress_fp16) {
         d->be->f32_to_f16(bk->numel, bk->data, bk->half);
-        st = rg_comm_allreduce_async(d->comm, bk->half, bk->numel, RG_COMM_F16, RG_REDUCE_AVG, &bk->req);
+        st = rg_comm_allreduce_async(d->comm, bk->half, bk->numel, RG_COMM_F16, RG_REDUCE_AVG,
+                                     &bk->req);
     } else {
-        st = rg_comm_allreduce_async(d->comm, bk->data, bk->numel, RG_COMM_F32, RG_REDUCE_AVG, &bk->req);
+        st = rg_comm_allreduce_async(d->comm, bk->data, bk->numel, RG_COMM_F32, RG_REDUCE_AVG,
+                                     &bk->req);
     }
     /* Enqueueing only fails if the communicator is already broken; wait reports it. */
     if (st != RG_OK) bk->req = NULL;
@@ -219,15 +322,26 @@ static void launch_ready_in_order(rg_ddp *d) {
         launch(d, d->next_launch++);
 }
 
+/* A gradient final twice in one round means its bucket may already be on the wire with the
+ * old values and this rank's collectives would fall out of step with the other ranks': stop. */
 static void on_grad_ready(rg_tensor *param, void *ctx) {
     entry *e = ctx;
     rg_ddp *d = e->ddp;
     if (d->micro_step + 1 < d->opts.accum_steps) return; /* accumulating locally */
     if (d->opts.no_overlap || d->opts.no_allreduce) return; /* rg_ddp_wait does it all */
+    RG_CHECK(!e->ready,
+             "ddp: %s: its gradient was final twice before rg_ddp_wait (a second "
+             "rg_backward in one step, or the backward of another model in the same step scope: "
+             "a backward fires the hooks of every parameter its scope used); call rg_ddp_wait "
+             "after each rg_backward, and give each model's backward its own step scope",
+             e->name);
+    e->ready = true;
     if (--d->buckets[e->bucket].pending == 0) launch_ready_in_order(d);
 }
 
-bool rg_ddp_will_sync(const rg_ddp *d) { return d->micro_step + 1 >= d->opts.accum_steps; }
+bool rg_ddp_will_sync(const rg_ddp *d) {
+    return d->micro_step + 1 >= d->opts.accum_steps;
+}
 
 rg_status rg_ddp_wait(rg_ddp *d) {
     if (!rg_ddp_will_sync(d)) {
@@ -243,13 +357,17 @@ rg_status rg_ddp_wait(rg_ddp *d) {
     rg_status st = RG_OK;
     for (int b = 0; b < d->n_buckets; b++) {
         bucket *bk = &d->buckets[b];
-        rg_status s = bk->req ? rg_comm_wait(bk->req) : rg_error(RG_EPEER, "ddp: bucket %d "
-                                                                 "could not be sent", b);
+        rg_status s = bk->req ? rg_comm_wait(bk->req)
+                              : rg_error(RG_EPEER,
+                                         "ddp: bucket %d "
+                                         "could not be sent",
+                                         b);
         bk->req = NULL;
         if (s != RG_OK && st == RG_OK) st = s;
         if (s == RG_OK && d->opts.compress_fp16) d->be->f16_to_f32(bk->numel, bk->half, bk->data);
         bk->pending = bk->n_params;
     }
+    for (int i = 0; i < d->n_entries; i++) d->entries[i].ready = false;
     d->next_launch = 0;
     d->micro_step = 0;
     return st;
@@ -257,14 +375,27 @@ rg_status rg_ddp_wait(rg_ddp *d) {
 
 /* ---- queries and teardown ---- */
 
-int rg_ddp_num_buckets(const rg_ddp *d) { return d->n_buckets; }
-int rg_ddp_bucket_params(const rg_ddp *d, int i) { return d->buckets[i].n_params; }
-size_t rg_ddp_bucket_bytes(const rg_ddp *d, int i) { return (size_t)d->buckets[i].numel * sizeof(float); }
-int rg_ddp_launched_during_backward(const rg_ddp *d) { return d->launched_in_backward; }
-int rg_ddp_num_launched(const rg_ddp *d) { return d->next_launch; }
+int rg_ddp_num_buckets(const rg_ddp *d) {
+    return d->n_buckets;
+}
+int rg_ddp_bucket_params(const rg_ddp *d, int i) {
+    return d->buckets[i].n_params;
+}
+size_t rg_ddp_bucket_bytes(const rg_ddp *d, int i) {
+    return (size_t)d->buckets[i].numel * sizeof(float);
+}
+int rg_ddp_launched_during_backward(const rg_ddp *d) {
+    return d->launched_in_backward;
+}
+int rg_ddp_num_launched(const rg_ddp *d) {
+    return d->next_launch;
+}
 
 void rg_ddp_free(rg_ddp *d) {
     if (!d) return;
+    /* Buckets launched but never waited for: the comm thread may still write into them. */
+    for (int b = 0; b < d->n_buckets; b++)
+        if (d->buckets[b].req) rg_comm_wait(d->buckets[b].req);
     for (int i = 0; i < d->n_entries; i++) {
         entry *e = &d->entries[i];
         if (!e->ddp) continue; /* never attached */

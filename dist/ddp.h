@@ -8,8 +8,9 @@
  *       rg_optim_step(opt);
  *
  * Wrapping a model broadcasts rank 0's parameters and buffers, so every replica starts equal, and
- * checks through an allgathered fingerprint of names and shapes that every rank built the same
- * model: a mismatch is an error on every rank instead of a hang. */
+ * checks through an allgathered fingerprint that every rank built the same model (names, dtypes,
+ * shapes, which tensors train) with the same options: a mismatch is an error on every rank,
+ * naming the first tensor or setting that differs, instead of a hang or silently wrong sums. */
 #ifndef RG_DDP_H
 #define RG_DDP_H
 
@@ -35,16 +36,20 @@ typedef struct {
 typedef struct rg_ddp rg_ddp;
 
 /* Wraps the tensors in `params` (borrowed: they must outlive the reducer): checks the model
- * matches on every rank, broadcasts parameters and buffers from rank 0, builds the buckets and
- * makes each parameter's gradient a view into its bucket. Collective. Returns NULL on failure
- * (a model mismatch: RG_EMISMATCH; a peer failure: RG_EPEER) with rg_last_error() set.
- * opts may be NULL for the defaults. */
+ * and the options match on every rank, broadcasts parameters and buffers from rank 0, builds the
+ * buckets and makes each parameter's gradient a view into its bucket. Collective. Returns NULL
+ * on failure, on every rank alike (a model or option mismatch: RG_EMISMATCH; a rank out of
+ * memory: RG_ENOMEM there, RG_EPEER elsewhere; a peer failure: RG_EPEER) with rg_last_error()
+ * set, and the gradients as they were. opts may be NULL for the defaults. */
 rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts *opts);
 
 /* Finishes the step's reduction: launches the buckets not yet launched (parameters unused in
  * this backward contribute zeros), waits for all of them and averages. Collective. On a step
  * that only accumulates (accum_steps > 1) it returns at once. Returns RG_OK or the
- * communicator's failure. */
+ * communicator's failure.
+ * Call it after each rg_backward, and run each model's backward in a step scope of its own: a
+ * backward fires the hooks of every parameter its scope used, so a gradient made final twice
+ * before the wait stops the program (RG_CHECK) rather than send its bucket twice. */
 rg_status rg_ddp_wait(rg_ddp *ddp);
 
 /* True when the coming backward is the one that reduces (always, with accum_steps 1). */
@@ -61,7 +66,8 @@ int rg_ddp_launched_during_backward(const rg_ddp *ddp);
 int rg_ddp_num_launched(const rg_ddp *ddp);
 
 /* Restores ordinary gradient buffers (holding the current values) and frees the reducer.
- * NULL is a no-op. Not collective. */
+ * Buckets launched but not waited for are waited for first, as the comm thread may still write
+ * into them. NULL is a no-op. Not collective. */
 void rg_ddp_free(rg_ddp *ddp);
 
 #endif

@@ -14,6 +14,8 @@
  * joined; the report repeats every stall_seconds) and it goes on waiting; after
  * stall_abort_seconds it fails with RG_ETIMEDOUT, the communicator is broken, and
  * rg_dist_finalize then aborts the job, since MPI_Finalize would wait for the missing rank forever.
+ * The nccl backend applies the same two times to collectives queued on the GPU that never finish
+ * (dist/cuda/nccl_watchdog.c), aborting the NCCL communicator after stall_abort_seconds.
  * A rank that dies is handled by mpirun, which kills the whole job within about a second. */
 #ifndef RG_DIST_H
 #define RG_DIST_H
@@ -27,7 +29,8 @@
 extern "C" {
 #endif
 
-/* Called on the comm thread with a one-line stall report (no trailing newline). */
+/* Called with a one-line stall report (no trailing newline), on the comm thread, or for a
+ * collective that the GPU never finishes, on the nccl backend's watchdog thread. */
 typedef void (*rg_stall_fn)(const char *msg, void *ctx);
 
 typedef struct {

@@ -130,30 +130,57 @@ static void abandon(int n, MPI_Request *reqs) {
     }
 }
 
-rg_status rg_comm_mpi_wait(rg_comm *c, int n, MPI_Request *reqs, rg_describe_fn describe,
-                           void *ctx) {
+void rg_comm_stall_report(const rg_comm *c, const char *msg) {
+    report(&c->dist->stall, msg);
+}
+
+rg_status rg_comm_poll(rg_comm *c, rg_poll_fn test, rg_give_up_fn give_up, void *ctx,
+                       rg_describe_fn describe, void *dctx) {
     const rg_stall_policy *p = &c->dist->stall;
     const int64_t t0 = rg_timeline_now(), warn = (int64_t)(p->warn_s * 1e9);
     int64_t next_warn = t0 + warn;
     for (;;) {
-        int done;
-        MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+        bool done = false;
+        RG_TRY(test(c, ctx, &done));
         if (done) return RG_OK;
         int64_t now = rg_timeline_now(), waited = now - t0;
         char msg[1024];
         if (warn > 0 && now >= next_warn) {
-            describe(c, ctx, waited * 1e-9, msg, sizeof msg);
+            describe(c, dctx, waited * 1e-9, msg, sizeof msg);
             report(p, msg);
             next_warn += warn;
         }
         if (warn > 0 && p->abort_s > 0 && waited >= (int64_t)(p->abort_s * 1e9)) {
-            describe(c, ctx, waited * 1e-9, msg, sizeof msg);
-            abandon(n, reqs);
+            describe(c, dctx, waited * 1e-9, msg, sizeof msg);
+            if (give_up) give_up(c, ctx);
             return rg_error(RG_ETIMEDOUT, "%s; gave up after %.0f s (stall_abort_seconds)", msg,
                             p->abort_s);
         }
         pause_after(waited);
     }
+}
+
+typedef struct {
+    int n;
+    MPI_Request *reqs;
+} mpi_reqs;
+
+static rg_status test_mpi(rg_comm *c, void *ctx, bool *done) {
+    mpi_reqs *m = ctx;
+    int flag;
+    MPI_Testall(m->n, m->reqs, &flag, MPI_STATUSES_IGNORE);
+    *done = flag;
+    return RG_OK;
+}
+
+static void abandon_mpi(rg_comm *c, void *ctx) {
+    mpi_reqs *m = ctx;
+    abandon(m->n, m->reqs);
+}
+
+rg_status rg_comm_mpi_wait(rg_comm *c, int n, MPI_Request *reqs, rg_describe_fn describe,
+                           void *ctx) {
+    return rg_comm_poll(c, test_mpi, abandon_mpi, &(mpi_reqs){n, reqs}, describe, ctx);
 }
 
 /* ---- the join ---- */

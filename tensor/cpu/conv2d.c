@@ -1,105 +1,77 @@
-/* conv2d.c — convolution on the CPU by im2col + GEMM, one image at a time.
+/* conv2d.c — 2-D convolution on the CPU: the forward pass, and how all three passes are built.
  *
- * im2col lays out, for one image, every input patch a filter sees as one column:
- *   col (C*R*S, P*Q),  col[(c,r,s), (p,q)] = x[c, p*sh - ph + r, q*sw - pw + s]  (0 outside)
- * so that the convolution is one matrix product:  y[n] (K, P*Q) = w (K, C*R*S) col.
- * Backward data is the transpose product followed by col2im (scatter-add), and backward filter
- * is dy[n] (K,P*Q) col^T summed over images. */
-#include <stdlib.h>
+ * The textbook CPU convolution is im2col + GEMM: copy every input window into a column of a
+ * matrix, then multiply by the weights. It spends memory bandwidth writing and re-reading a
+ * matrix R*S times larger than the input, and hands the GEMM awkward shapes (conv1 of the CNN
+ * reduces over only 9 values). Here every pass is a register-tiled product (rg_conv_tile in
+ * conv2d_kernels.c) that reads the input through an indirection instead:
+ *
+ *   forward          y[pixel][k] = sum_{c,r,s} xpad[window(pixel) + tap(r,s) + c] w[k,c,r,s]
+ *   backward data    dcol[pixel][(r,s,c)] = sum_k dy[pixel][k] w[k,c,r,s], then added into dx
+ *                    at window(pixel) + tap(r,s) + c (col2im)             (conv2d_backward.c)
+ *   backward filter  dw[(c,r,s)][k] = sum_pixel xpad[window(pixel) + tap(r,s) + c] dy[pixel][k]
+ *
+ * Vectors run along output channels k (forward, filter) or along (r,s,c) (data), so a thread
+ * first transposes a chunk of images to channels-last in a scratch that stays in cache, and
+ * transposes the results back to NCHW, adding the bias on the way. Threads (OpenMP) take whole
+ * chunks; the filter gradient keeps one partial sum per thread and adds them at the end. Weights
+ * are packed once per call into the order the tile reads them. Convolutions with a short
+ * reduction (conv1) or a 1x1 kernel run the forward pass with vectors along pixels instead
+ * (conv2d_direct.c). */
+#include <omp.h>
+#include <string.h>
 
-#include "tensor/cpu/cpu.h"
+#include "tensor/cpu/conv2d_impl.h"
 
-static void im2col(const rg_conv2d_shape *s, const float *x, float *col) {
-    int64_t pq = s->p * s->q;
-    for (int64_t c = 0; c < s->c; c++)
-        for (int64_t r = 0; r < s->r; r++)
-            for (int64_t t = 0; t < s->s; t++) {
-                float *dst = col + ((c * s->r + r) * s->s + t) * pq;
-                for (int64_t p = 0; p < s->p; p++) {
-                    int64_t h = p * s->stride_h - s->pad_h + r;
-                    for (int64_t q = 0; q < s->q; q++) {
-                        int64_t w = q * s->stride_w - s->pad_w + t;
-                        bool in = h >= 0 && h < s->h && w >= 0 && w < s->w;
-                        dst[p * s->q + q] = in ? x[(c * s->h + h) * s->w + w] : 0.0f;
-                    }
-                }
-            }
-}
+#define NR RG_CONV_NR
+#define MR RG_CONV_MR
 
-static void col2im_add(const rg_conv2d_shape *s, const float *col, float *x) {
-    int64_t pq = s->p * s->q;
-    for (int64_t c = 0; c < s->c; c++)
-        for (int64_t r = 0; r < s->r; r++)
-            for (int64_t t = 0; t < s->s; t++) {
-                const float *src = col + ((c * s->r + r) * s->s + t) * pq;
-                for (int64_t p = 0; p < s->p; p++) {
-                    int64_t h = p * s->stride_h - s->pad_h + r;
-                    if (h < 0 || h >= s->h) continue;
-                    for (int64_t q = 0; q < s->q; q++) {
-                        int64_t w = q * s->stride_w - s->pad_w + t;
-                        if (w >= 0 && w < s->w) x[(c * s->h + h) * s->w + w] += src[p * s->q + q];
-                    }
-                }
-            }
-}
-
-static float *col_buffer(const rg_conv2d_shape *s) {
-    float *col = rg_cpu_alloc((size_t)(s->c * s->r * s->s * s->p * s->q) * sizeof(float));
-    RG_CHECK(col, "conv2d: out of host memory for the im2col buffer");
-    return col;
-}
-
-static void free_col(const rg_conv2d_shape *s, float *col) {
-    rg_cpu_free(col, (size_t)(s->c * s->r * s->s * s->p * s->q) * sizeof(float));
-}
-
-void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w,
-                           const float *b, float *y) {
-    int64_t crs = s->c * s->r * s->s, pq = s->p * s->q;
-    float *col = col_buffer(s);
-    for (int64_t n = 0; n < s->n; n++) {
-        float *yn = y + n * s->k * pq;
-        im2col(s, x + n * s->c * s->h * s->w, col);
-        rg_cpu_gemm(false, false, s->k, pq, crs, 1.0f, w, crs, col, pq, 0.0f, yn, pq);
-        if (b)
-            for (int64_t k = 0; k < s->k; k++)
-                for (int64_t i = 0; i < pq; i++) yn[k * pq + i] += b[k];
+/* wp[panel][(c,r,s)][j] = w[panel*NR + j][c][r][s], zero past the last filter: each panel is the
+ * contiguous (crs x NR) block of b that the forward tile streams through, a transposition of
+ * NR rows of w. */
+static float *pack_forward_weights(const rg_conv2d_shape *s, const float *w, int64_t crs) {
+    int64_t npanel = (s->k + NR - 1) / NR;
+    float *wp = rg_conv_scratch(npanel * crs * NR);
+#pragma omp parallel for schedule(static) if (npanel * crs * NR > RG_CPU_PAR_MIN)
+    for (int64_t jp = 0; jp < npanel; jp++) {
+        int64_t kn = s->k - jp * NR < NR ? s->k - jp * NR : NR;
+        if (kn < NR) memset(wp + jp * crs * NR, 0, (size_t)(crs * NR) * sizeof(float));
+        rg_conv_transpose(kn, crs, w + jp * NR * crs, crs, wp + jp * crs * NR, NR, NULL, 0.0f);
     }
-    free_col(s, col);
+    return wp;
 }
 
-void rg_cpu_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, const float *w,
-                                 float beta, float *dx) {
-    int64_t crs = s->c * s->r * s->s, pq = s->p * s->q, chw = s->c * s->h * s->w;
-    float *col = col_buffer(s);
-    if (beta == 0.0f) rg_cpu_fill(s->n * chw, 0.0f, dx);
-    else if (beta != 1.0f) rg_cpu_axpby(s->n * chw, 0.0f, dx, beta, dx);
-    for (int64_t n = 0; n < s->n; n++) {
-        /* dcol (CRS, PQ) = w^T (CRS, K) dy[n] (K, PQ) */
-        rg_cpu_gemm(true, false, crs, pq, s->k, 1.0f, w, crs, dy + n * s->k * pq, pq, 0.0f, col, pq);
-        col2im_add(s, col, dx + n * chw);
+void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
+                           float *y) {
+    rg_conv_geom g = rg_conv_geom_of(s);
+    if (g.crs <= RG_CONV_DIRECT_MAX_CRS || (s->r == 1 && s->s == 1)) { /* see conv2d_direct.c */
+        rg_conv_forward_direct(s, &g, x, w, b, y);
+        return;
     }
-    free_col(s, col);
-}
-
-void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, const float *dy,
-                                   float beta, float *dw, float *db) {
-    int64_t crs = s->c * s->r * s->s, pq = s->p * s->q;
-    float *col = col_buffer(s);
-    for (int64_t n = 0; n < s->n; n++) {
-        const float *dyn = dy + n * s->k * pq;
-        im2col(s, x + n * s->c * s->h * s->w, col);
-        /* dw (K, CRS) += dy[n] (K, PQ) col^T (PQ, CRS) */
-        rg_cpu_gemm(false, true, s->k, crs, pq, 1.0f, dyn, pq, col, pq, n == 0 ? beta : 1.0f, dw,
-                    crs);
+    rg_conv_chunks ch = rg_conv_chunks_new(s, &g);
+    int64_t kpad = rg_conv_round_up(s->k, NR), chw = s->c * s->h * s->w;
+    int64_t xn = ch.images * g.xpad_len, yn = rg_conv_round_up(ch.npix, MR) * kpad;
+    float *wp = pack_forward_weights(s, w, g.crs);
+    int32_t *off = rg_conv_window_offsets(s, &g, true, g.crs);
+#pragma omp parallel if (ch.count > 1)
+    {
+        float *xpad = rg_conv_scratch(xn), *yc = rg_conv_scratch(yn);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t ci = 0; ci < ch.count; ci++) {
+            int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
+            for (int64_t i = 0; i < images; i++)
+                rg_conv_to_padded_nhwc(s, &g, x + (n0 + i) * chw, xpad + i * g.xpad_len);
+            for (int64_t n0 = 0; n0 < s->k; n0 += NR) /* yc (pixels, kpad) = conv(xpad) */
+                rg_conv_panel_product(rg_conv_panel_vectors(s->k, n0), images * g.pq, xpad, ch.pix,
+                                      0, off, g.crs, wp + n0 * g.crs, yc + n0, kpad);
+            for (int64_t i = 0; i < images; i++) /* back to (K, P*Q), adding the bias */
+                rg_conv_transpose(g.pq, s->k, yc + i * g.pq * kpad, kpad,
+                                  y + (n0 + i) * s->k * g.pq, g.pq, b, 0.0f);
+        }
+        rg_conv_scratch_free(yc, yn);
+        rg_conv_scratch_free(xpad, xn);
     }
-    if (s->n == 0 && beta != 1.0f) rg_cpu_axpby(s->k * crs, 0.0f, dw, beta, dw);
-    free_col(s, col);
-    if (!db) return;
-    for (int64_t k = 0; k < s->k; k++) {
-        double sum = 0.0;
-        for (int64_t n = 0; n < s->n; n++)
-            for (int64_t i = 0; i < pq; i++) sum += dy[(n * s->k + k) * pq + i];
-        db[k] = (float)sum + (beta == 0.0f ? 0.0f : beta * db[k]);
-    }
+    rg_conv_scratch_free((float *)off, g.crs);
+    rg_conv_scratch_free(wp, (s->k + NR - 1) / NR * g.crs * NR);
+    rg_conv_chunks_free(&ch);
 }

@@ -3,7 +3,7 @@
 #    "SKIPPED ...: no CUDA device" (RGT_REQUIRE_CUDA in cudatest.h);
 #  - test_cuda_alloc runs a second time with the caching allocator off;
 #  - in CUDA builds, cuda_streams.c checks tensor/cuda/streams.h from C.
-set(RG_CUDA_GPU_TESTS cuda/test_cuda_ops cuda/test_cuda_kernels cuda/test_cuda_alloc)
+set(RG_CUDA_GPU_TESTS cuda/test_cuda_ops cuda/test_cuda_kernels cuda/test_cuda_alloc cuda/test_cuda_comm)
 set_tests_properties(${RG_CUDA_GPU_TESTS} PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED [^\n]*: no CUDA device")
 
 add_test(NAME cuda/test_cuda_alloc_nocache COMMAND test_cuda_alloc --jobs 1)

@@ -2,6 +2,7 @@
 """Checks a ringgrad timeline (Chrome Trace Event Format JSON) the way a viewer would read it.
 
 usage: check_timeline.py FILE --ranks N [--expect NAME]... [--thread NAME]...
+                         [--step-allreduces K [--overlap]]
 
 Fails (exit 1, with the reason) unless:
   - FILE is valid JSON with a "traceEvents" list;
@@ -12,7 +13,12 @@ Fails (exit 1, with the reason) unless:
   - every async "b" has exactly one matching "e" (same pid, cat, id, name) no earlier than it;
   - every rank has an X event named each --expect NAME;
   - the comm thread's collectives (cat "comm" on the thread named comm) carry "bytes" and
-    "seq" args.
+    "seq" args;
+  - with --step-allreduces K (a DDP training run): on every rank, for every "backward" of the
+    main thread, exactly K allreduces of the comm thread start between that backward's start and
+    the end of the next "ddp_wait" (one per gradient bucket);
+  - with --overlap as well: on every rank, in some step an allreduce starts before the backward
+    has ended (the buckets are reduced while backward still runs).
 Uses only the standard library."""
 import argparse
 import collections
@@ -38,12 +44,45 @@ def check_nesting(xs, where):
         stack.append((end, e["name"]))
 
 
+def by_name(evs, name):
+    return sorted((e for e in evs if e["name"] == name), key=lambda e: e["ts"])
+
+
+def check_steps(xs, threads, ranks, k, overlap):
+    """The per-step allreduces of a DDP run (see --step-allreduces)."""
+    for r in range(ranks):
+        tid = {name: t for t, name in threads[r].items()}
+        main_evs, comm_evs = xs[(r, tid["main"])], xs[(r, tid["comm"])]
+        backwards, waits = by_name(main_evs, "backward"), by_name(main_evs, "ddp_wait")
+        allreduces = by_name(comm_evs, "allreduce")
+        if not backwards:
+            fail("rank %d: no backward events" % r)
+        overlapped = 0
+        for i, b in enumerate(backwards):
+            b_end = b["ts"] + b["dur"]
+            w = next((w for w in waits if w["ts"] >= b_end - 1e-3), None)
+            if w is None:
+                fail("rank %d: backward #%d at %.3f has no ddp_wait after it" % (r, i, b["ts"]))
+            step = [a for a in allreduces if b["ts"] <= a["ts"] <= w["ts"] + w["dur"]]
+            if len(step) != k:
+                fail("rank %d, step %d: %d allreduces between backward and the end of ddp_wait, "
+                     "want %d (one per bucket)" % (r, i, len(step), k))
+            overlapped += any(a["ts"] < b_end for a in step)
+        if overlap and not overlapped:
+            fail("rank %d: in none of %d steps did an allreduce start before backward ended"
+                 % (r, len(backwards)))
+        print("check_timeline: rank %d: %d steps, %d allreduces each, %d with an allreduce "
+              "started during backward" % (r, len(backwards), k, overlapped))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("file")
     ap.add_argument("--ranks", type=int, required=True)
     ap.add_argument("--expect", action="append", default=[])
     ap.add_argument("--thread", action="append", default=None)
+    ap.add_argument("--step-allreduces", type=int, default=None)
+    ap.add_argument("--overlap", action="store_true")
     a = ap.parse_args()
     threads_wanted = a.thread or ["main", "comm"]
 
@@ -97,6 +136,8 @@ def main():
     open_asyncs = [k for k, v in asyncs.items() if v != 0]
     if open_asyncs:
         fail("async events without an end: %r" % open_asyncs[:3])
+    if a.step_allreduces is not None:
+        check_steps(xs, threads, a.ranks, a.step_allreduces, a.overlap)
     print("check_timeline: ok: %d events, %d ranks" % (len(events), a.ranks))
 
 

@@ -1,5 +1,6 @@
 /* A world of one: without mpirun, rg_dist_init starts no MPI at all, and every collective is
- * the identity or a copy. Backend names, environment options and the nccl stub. */
+ * the identity or a copy. Backend names and environment options
+ * (the nccl backend without a GPU: test_nccl.c). */
 #include <mpi.h>
 #include <stdlib.h>
 
@@ -98,23 +99,6 @@ Test(dist_world, backend_and_stall_time_come_from_options_then_environment) {
     setenv("RG_STALL_SECONDS", "2.5", 1);
     d = rg_dist_init(NULL, NULL);
     cr_assert(d, "%s", rg_last_error());
-    cr_assert_eq(rg_dist_finalize(d), RG_OK);
-}
-
-Test(dist_world, nccl_without_cuda_says_so) {
-    rg_dist *d = rg_dist_init_opts(NULL, NULL, &(rg_dist_opts){.comm = "nccl"});
-    if (d) { /* a CUDA build on a machine with a GPU */
-        rg_dist_finalize(d);
-        cr_skip("this build has a working nccl backend");
-    }
-    cr_assert(strstr(rg_last_error(), "nccl"), "%s", rg_last_error());
-    d = rg_dist_init(NULL, NULL);
-    cr_assert(d);
-    rg_comm *c = (rg_comm *)1;
-    rg_status s = rg_comm_new(d, RG_COMM_NCCL, &c);
-    cr_assert_neq(s, RG_OK);
-    cr_assert_null(c);
-    if (strstr(rg_last_error(), "has no CUDA")) cr_assert_eq(s, RG_ENOTSUP);
     cr_assert_eq(rg_dist_finalize(d), RG_OK);
 }
 

@@ -79,12 +79,13 @@ static bool in_choices(const char *v, const char *choices) {
 }
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "ringgrad-train: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\nTry 'ringgrad-train --help'.\n");
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* one write, so that under mpirun the ranks' messages do not interleave */
+    fprintf(stderr, "ringgrad-train: %s\nTry 'ringgrad-train --help'.\n", msg);
     return 2;
 }
 

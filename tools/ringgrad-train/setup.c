@@ -7,13 +7,17 @@
 #include "trainer.h"
 
 void trainer_error(const trainer *t, const char *fmt, ...) {
+    char msg[4096];
     va_list ap;
     va_start(ap, fmt);
-    if (t->world > 1) fprintf(stderr, "ringgrad-train: rank %d: error: ", t->rank);
-    else fprintf(stderr, "ringgrad-train: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* One call, one write: mpirun merges the ranks' stderr, and pieces written apart interleave
+     * with the other ranks' ("rank 1: error: rank 0: error: ..."). */
+    if (t->world > 1)
+        fprintf(stderr, "ringgrad-train: rank %d: error: %s\n", t->rank, msg);
+    else
+        fprintf(stderr, "ringgrad-train: error: %s\n", msg);
 }
 
 rg_status trainer_agree(trainer *t, rg_status mine) {

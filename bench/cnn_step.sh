@@ -1,0 +1,47 @@
+#!/bin/sh
+# cnn_step.sh — the Fashion-MNIST CNN's training step (batch 128, Adam) in ringgrad and in
+# PyTorch, interleaved in one run.
+#
+#   bench/cnn_step.sh [--threads "1 2"] [--rounds 3] [--iters 5] [--clock wall|cpu]
+#
+# Each round runs `ringgrad-bench --only cnn` (which also times the step's GEMM floor) and then
+# bench/torch_cnn_step.py at the same thread count; prints the median over rounds of each side's
+# median step time as images/s, ringgrad's speedup over PyTorch and its share of the GEMM floor.
+# --clock cpu times with the CPU time of each process's main thread, which the shared machine's
+# time slicing does not inflate (meaningful at one thread only).
+# RINGGRAD_BENCH overrides the bench binary (default build/bin/ringgrad-bench).
+set -eu
+. "$(dirname "$0")/common.sh"
+while [ $# -gt 0 ]; do
+    case $1 in
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) common_option "$1" "${2-}" || { echo "cnn_step.sh: unknown option $1" >&2; exit 2; }
+       shift 2 ;;
+    esac
+done
+common_start cnn_step.sh
+echo "CNN training step, batch 128, Adam: ringgrad vs PyTorch $torch_version, $rounds interleaved rounds of $iters steps, $clock clock, $(date -u +%Y-%m-%d)"
+for t in $threads; do
+    r=1
+    while [ "$r" -le "$rounds" ]; do
+        "$bench" --only cnn --raw --threads "$t" --iters "$iters" --clock "$clock" | grep '^raw' >>"$raw"
+        /usr/bin/python3 "$here/torch_cnn_step.py" --threads "$t" --iters "$iters" --clock "$clock" >>"$raw"
+        r=$((r + 1))
+    done
+done
+/usr/bin/python3 - "$raw" <<'PY'
+import collections, statistics, sys
+v = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    f = line.split()
+    kv = dict(x.split("=", 1) for x in f[2:])
+    for name in ("step_ms", "floor_ms"):
+        if name in kv:
+            v[(int(kv["threads"]), f[1], name)].append(float(kv[name]))
+print(f"{'threads':<8}{'ringgrad img/s':>15}{'PyTorch img/s':>15}{'speedup':>9}{'GEMM floor img/s':>18}{'of floor':>10}")
+for t in sorted({k[0] for k in v}):
+    rg = statistics.median(v[(t, "cnn", "step_ms")])
+    pt = statistics.median(v[(t, "torchcnn", "step_ms")])
+    fl = statistics.median(v[(t, "cnn", "floor_ms")])
+    print(f"{t:<8}{128e3 / rg:>15.0f}{128e3 / pt:>15.0f}{pt / rg:>9.2f}{128e3 / fl:>18.0f}{100 * fl / rg:>9.0f}%")
+PY

@@ -1,0 +1,230 @@
+/* conv2d_backward.c — the two backward passes of the CPU convolution (the plan is in conv2d.c).
+ *
+ * Backward data is a product and a scatter: for each output pixel, dcol[(r,s,c)] =
+ * sum_k dy[pixel][k] w[k,c,r,s] is the gradient of every input value its window read, and is
+ * added back into dx there (col2im). Windows overlap, so a thread owns a whole image's dx.
+ *
+ * Backward filter reduces over pixels: dw[(c,r,s)][k] = sum_pixel x[window + tap + c] dy[pixel][k].
+ * Each thread sums its images into its own (C*R*S x K) buffer; the buffers are added and
+ * transposed into dw at the end, which is also where beta is applied. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/cpu/conv2d_impl.h"
+
+#define NR RG_CONV_NR
+#define MR RG_CONV_MR
+#define VL RG_CONV_VL
+
+/* Pixels per reduction block of the filter gradient: long enough to amortise each tile's loads
+ * and stores of its accumulators (512 measured best), short enough to keep the block's dy in L2. */
+#define PIXEL_BLOCK 512
+
+/* ---- backward data ---- */
+
+/* wt[panel][k][j] = w[k][c][r][s] for column panel*NR + j = (r*S + s)*C + c, zero past C*R*S. */
+static float *pack_data_weights(const rg_conv2d_shape *s, int64_t crs, const float *w) {
+    int64_t npanel = (crs + NR - 1) / NR, rs = s->r * s->s;
+    float *wtr = rg_conv_weights_t(s, w), *wt = rg_conv_scratch(npanel * s->k * NR);
+#pragma omp parallel for schedule(static) if (npanel * s->k * NR > RG_CPU_PAR_MIN)
+    for (int64_t jp = 0; jp < npanel; jp++) {
+        float *panel = wt + jp * s->k * NR;
+        if ((jp + 1) * NR > crs) memset(panel, 0, (size_t)(s->k * NR) * sizeof(float));
+        /* runs of columns that share a tap: consecutive channels, rows RS*K apart in wtr */
+        for (int64_t j0 = jp * NR; j0 < crs && j0 < (jp + 1) * NR;) {
+            int64_t tap = j0 / s->c, c0 = j0 % s->c;
+            int64_t run = s->c - c0 < (jp + 1) * NR - j0 ? s->c - c0 : (jp + 1) * NR - j0;
+            rg_conv_transpose(run, s->k, wtr + (c0 * rs + tap) * s->k, rs * s->k,
+                              panel + (j0 - jp * NR), NR, NULL, 0.0f);
+            j0 += run;
+        }
+    }
+    rg_conv_scratch_free(wtr, s->k * crs);
+    return wt;
+}
+
+/* Adds rows x (nv vectors) of a tile of dcol, for the chunk pixels whose windows start at
+ * pix[0..rows) and for columns n0.., into dxpad. When C is a multiple of the vector length a
+ * vector never straddles two taps. */
+static void col2im_tile(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *tile,
+                        int rows, int nv, const int32_t *pix, int64_t n0, const int32_t *col_off,
+                        float *dxpad) {
+    for (int i = 0; i < rows; i++) {
+        float *base = dxpad + pix[i];
+        const float *src = tile + i * NR;
+        if (s->c % VL == 0) {
+            for (int v = 0; v < nv; v++)
+                *(rg_convvec *)(base + col_off[n0 + v * VL]) += *(const rg_convvec *)(src + v * VL);
+        } else {
+            for (int64_t j = 0; j < nv * VL && n0 + j < g->crs; j++)
+                base[col_off[n0 + j]] += src[j];
+        }
+    }
+}
+
+/* One chunk: dxpad = col2im(dyt (pixels, kpad) wt), a panel of NR columns of dcol at a time. */
+static void data_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, const rg_conv_chunks *ch,
+                       int64_t images, const float *wt, const int32_t *iota, const int32_t *col_off,
+                       const float *dyt, int64_t kpad, float *dcol, float *dxpad) {
+    int64_t rows = images * g->pq;
+    memset(dxpad, 0, (size_t)(images * g->xpad_len) * sizeof(float));
+    for (int64_t n0 = 0; n0 < g->crs; n0 += NR) {
+        int nv = rg_conv_panel_vectors(g->crs, n0);
+        rg_conv_panel_product(nv, rows, dyt, NULL, kpad, iota, s->k, wt + n0 * s->k, dcol, NR);
+        for (int64_t m0 = 0; m0 < rows; m0 += MR)
+            col2im_tile(s, g, dcol + m0 * NR, (int)(rows - m0 < MR ? rows - m0 : MR), nv,
+                        ch->pix + m0, n0, col_off, dxpad);
+    }
+}
+
+/* dx (C,H,W) = beta dx + the interior of dxpad, transposed back to channels-first. The interior's
+ * rows first slide left to be contiguous (destroying dxpad), so that one transposition in whole
+ * vector blocks covers the image. */
+static void write_dx(const rg_conv2d_shape *s, const rg_conv_geom *g, float *dxpad, float beta,
+                     float *dx) {
+    int64_t hw = s->h * s->w, row = g->wp * s->c, wc = s->w * s->c;
+    float *body = dxpad + s->pad_h * row;
+    if (s->pad_w > 0)
+        for (int64_t h = 0; h < s->h; h++)
+            memmove(body + h * wc, body + h * row + s->pad_w * s->c, (size_t)wc * sizeof(float));
+    rg_conv_transpose(hw, s->c, body, s->c, dx, hw, NULL, beta);
+}
+
+void rg_cpu_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, const float *w,
+                                 float beta, float *dx) {
+    rg_conv_geom g = rg_conv_geom_of(s);
+    rg_conv_chunks ch = rg_conv_chunks_new(s, &g);
+    int64_t kpad = rg_conv_round_up(s->k, NR), chw = s->c * s->h * s->w, kpq = s->k * g.pq;
+    int64_t rows = rg_conv_round_up(ch.npix, MR), xn = ch.images * g.xpad_len;
+    float *wt = pack_data_weights(s, g.crs, w);
+    int32_t *col_off = rg_conv_window_offsets(s, &g, false, g.crs);
+    int32_t *iota = (int32_t *)rg_conv_scratch(s->k);
+    for (int64_t k = 0; k < s->k; k++) iota[k] = (int32_t)k;
+#pragma omp parallel if (ch.count > 1)
+    {
+        float *dyt = rg_conv_scratch(ch.npix * kpad), *dxpad = rg_conv_scratch(xn);
+        float *dcol = rg_conv_scratch(rows * NR);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t ci = 0; ci < ch.count; ci++) {
+            int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
+            for (int64_t i = 0; i < images; i++) /* dyt[pixel][k] */
+                rg_conv_transpose(s->k, g.pq, dy + (n0 + i) * kpq, g.pq, dyt + i * g.pq * kpad,
+                                  kpad, NULL, 0.0f);
+            data_chunk(s, &g, &ch, images, wt, iota, col_off, dyt, kpad, dcol, dxpad);
+            for (int64_t i = 0; i < images; i++)
+                write_dx(s, &g, dxpad + i * g.xpad_len, beta, dx + (n0 + i) * chw);
+        }
+        rg_conv_scratch_free(dcol, rows * NR);
+        rg_conv_scratch_free(dxpad, xn);
+        rg_conv_scratch_free(dyt, ch.npix * kpad);
+    }
+    rg_conv_scratch_free((float *)iota, s->k);
+    rg_conv_scratch_free((float *)col_off, g.crs);
+    rg_conv_scratch_free(wt, (g.crs + NR - 1) / NR * s->k * NR);
+    rg_conv_chunks_free(&ch);
+}
+
+/* ---- backward filter ---- */
+
+/* One chunk: acc (rows, kpad) += xpad windows x dyt, for a panel of NR filters at a time and a
+ * block of pixels at a time, so that the block of dyt stays in L1 while every row passes. */
+static void filter_chunk(const rg_conv2d_shape *s, const rg_conv_chunks *ch, int64_t images,
+                         int64_t pq, const int32_t *row_off, int64_t rows, const float *xpad,
+                         const float *dyt, int64_t kpad, float *acc) {
+    int64_t npix = images * pq;
+    for (int64_t n0 = 0; n0 < s->k; n0 += NR) {
+        int nv = rg_conv_panel_vectors(s->k, n0);
+        for (int64_t t0 = 0; t0 < npix; t0 += PIXEL_BLOCK) {
+            int64_t nt = npix - t0 < PIXEL_BLOCK ? npix - t0 : PIXEL_BLOCK;
+            for (int64_t m0 = 0; m0 < rows; m0 += MR) {
+                const float *a[MR];
+                for (int i = 0; i < MR; i++) a[i] = xpad + row_off[m0 + i];
+                rg_conv_tile(nv, nt, ch->pix + t0, a, dyt + t0 * kpad + n0, kpad,
+                             acc + m0 * kpad + n0, kpad, true);
+            }
+        }
+    }
+}
+
+/* A thread's share of the filter gradient: NULL members if OpenMP gave us fewer threads. */
+typedef struct {
+    float *acc; /* (rows, kpad): dw^T, rows in (c,r,s) order */
+    double *db; /* (K): the bias gradient */
+} filter_partial;
+
+/* Converts one image and adds its pixels' dy into the thread's bias gradient on the way. */
+static void filter_load_image(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
+                              const float *dy, int64_t kpad, float *xpad, float *dyt, float *sums,
+                              double *db) {
+    rg_conv_to_padded_nhwc(s, g, x, xpad);
+    memset(sums, 0, (size_t)s->k * sizeof(float));
+    rg_conv_transpose_sum(s->k, g->pq, dy, g->pq, dyt, kpad, sums);
+    for (int64_t k = 0; k < s->k; k++) db[k] += sums[k];
+}
+
+/* dw = beta dw + the sum of the threads' partials (transposed to (K, C*R*S)), likewise db.
+ * Called by every thread of the team: rows are shared out. */
+static void filter_reduce(const rg_conv2d_shape *s, int64_t crs, int64_t kpad,
+                          const filter_partial *part, int nparts, float beta, float *dw,
+                          float *db) {
+#pragma omp for schedule(static)
+    for (int64_t m0 = 0; m0 < crs; m0 += VL) {
+        int64_t nm = crs - m0 < VL ? crs - m0 : VL;
+        float *acc0 = part[0].acc + m0 * kpad;
+        for (int t = 1; t < nparts; t++)
+            if (part[t].acc)
+                for (int64_t i = 0; i < nm * kpad; i++) acc0[i] += part[t].acc[m0 * kpad + i];
+        rg_conv_transpose(nm, s->k, acc0, kpad, dw + m0, crs, NULL, beta);
+    }
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < (db ? s->k : 0); k++) {
+        double sum = 0.0;
+        for (int t = 0; t < nparts; t++) sum += part[t].db ? part[t].db[k] : 0.0;
+        db[k] = (float)sum + (beta == 0.0f ? 0.0f : beta * db[k]);
+    }
+}
+
+void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, const float *dy,
+                                   float beta, float *dw, float *db) {
+    rg_conv_geom g = rg_conv_geom_of(s);
+    rg_conv_chunks ch = rg_conv_chunks_new(s, &g);
+    int64_t rows = rg_conv_round_up(g.crs, MR), kpad = rg_conv_round_up(s->k, NR);
+    int64_t accn = rows * kpad, xn = ch.images * g.xpad_len, dyn = ch.npix * kpad;
+    int64_t chw = s->c * s->h * s->w, kpq = s->k * g.pq;
+    int32_t *row_off = rg_conv_window_offsets(s, &g, true, rows);
+    int nthreads = ch.count > 1 ? omp_get_max_threads() : 1;
+    filter_partial *part = calloc((size_t)nthreads, sizeof *part);
+    RG_CHECK(part, "conv2d: out of host memory");
+#pragma omp parallel num_threads(nthreads)
+    {
+        filter_partial *mine = &part[omp_get_thread_num()];
+        float *xpad = rg_conv_scratch(xn), *dyt = rg_conv_scratch(dyn),
+              *sums = rg_conv_scratch(kpad);
+        memset(dyt, 0, (size_t)dyn * sizeof(float)); /* columns past K stay zero */
+        mine->acc = rg_conv_scratch(accn);
+        memset(mine->acc, 0, (size_t)accn * sizeof(float));
+        mine->db = calloc((size_t)s->k + 1, sizeof(double));
+        RG_CHECK(mine->db, "conv2d: out of host memory");
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t ci = 0; ci < ch.count; ci++) {
+            int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
+            for (int64_t i = 0; i < images; i++)
+                filter_load_image(s, &g, x + (n0 + i) * chw, dy + (n0 + i) * kpq, kpad,
+                                  xpad + i * g.xpad_len, dyt + i * g.pq * kpad, sums, mine->db);
+            filter_chunk(s, &ch, images, g.pq, row_off, rows, xpad, dyt, kpad, mine->acc);
+        }
+        /* the implicit barrier above: every partial is complete */
+        filter_reduce(s, g.crs, kpad, part, nthreads, beta, dw, db);
+        rg_conv_scratch_free(sums, kpad);
+        rg_conv_scratch_free(dyt, dyn);
+        rg_conv_scratch_free(xpad, xn);
+    }
+    for (int t = 0; t < nthreads; t++) {
+        if (part[t].acc) rg_conv_scratch_free(part[t].acc, accn);
+        free(part[t].db);
+    }
+    free(part);
+    rg_conv_scratch_free((float *)row_off, rows);
+    rg_conv_chunks_free(&ch);
+}

@@ -1,0 +1,100 @@
+/* conv2d_direct.c — the forward pass for convolutions with a short reduction (few input channels
+ * and a small kernel, like the first layer of an MNIST CNN: C*R*S = 9) and for 1x1 kernels.
+ *
+ * The channels-last plan (conv2d.c) spends its time transposing, not multiplying, when each output
+ * is a sum of only a handful of products, and a strided 1x1 kernel would have it transpose four
+ * times the pixels it reads. Here vectors run along output pixels instead, so the output is
+ * written straight into NCHW and only the pixels read are copied: for a panel of RG_CONV_NR
+ * consecutive output pixels,
+ *
+ *   col[t][j] = x[c, p*stride - pad + r, q*stride - pad + s]   t = (c,r,s), pixel j = (p,q)
+ *   col[C*R*S][j] = 1                                           (so the bias is one more weight)
+ *   y[k][j] = sum_t w[k][t] col[t][j]                            (rg_conv_tile, rows = filters)
+ *
+ * This is im2col, but only one small panel at a time, which stays in L1. */
+#include <string.h>
+
+#include "tensor/cpu/conv2d_impl.h"
+
+#define NR RG_CONV_NR
+#define MR RG_CONV_MR
+
+/* col[t][0..np) for t = (c,r,s) < crs, the pixels j0.. of the image x (C,H,W); then the row of
+ * ones, then zeros in columns np..NR. */
+static void build_panel(const rg_conv2d_shape *s, int64_t crs, const float *x, int64_t j0,
+                        int64_t np, float *col) {
+    for (int64_t t = 0; t < crs; t++) {
+        int64_t c = t / (s->r * s->s), r = t / s->s % s->r, tap = t % s->s;
+        float *dst = col + t * NR;
+        for (int64_t j = 0; j < np;) {
+            int64_t p = (j0 + j) / s->q, q0 = (j0 + j) % s->q;
+            int64_t len = s->q - q0 < np - j ? s->q - q0 : np - j; /* the rest of output row p */
+            int64_t h = p * s->stride_h - s->pad_h + r;
+            if (h < 0 || h >= s->h) {
+                memset(dst + j, 0, (size_t)len * sizeof(float));
+            } else if (s->stride_w == 1 && s->pad_w == 0) { /* the whole row segment is inside */
+                memcpy(dst + j, x + (c * s->h + h) * s->w + q0 + tap, (size_t)len * sizeof(float));
+            } else if (s->stride_w == 2 && s->pad_w == 0) { /* a constant stride vectorises */
+                const float *src = x + (c * s->h + h) * s->w + 2 * q0 + tap;
+                for (int64_t i = 0; i < len; i++) dst[j + i] = src[2 * i];
+            } else {
+                const float *row = x + (c * s->h + h) * s->w;
+                for (int64_t i = 0; i < len; i++) {
+                    int64_t w = (q0 + i) * s->stride_w - s->pad_w + tap;
+                    dst[j + i] = w >= 0 && w < s->w ? row[w] : 0.0f;
+                }
+            }
+            j += len;
+        }
+        memset(dst + np, 0, (size_t)(NR - np) * sizeof(float));
+    }
+    for (int64_t j = 0; j < NR; j++) col[crs * NR + j] = j < np ? 1.0f : 0.0f;
+}
+
+/* One image: every panel of output pixels, every group of MR filters. */
+static void direct_image(const rg_conv2d_shape *s, int64_t crs, const float *x, const float *wb,
+                         const int32_t *iota, float *col, float *tile, float *y) {
+    int64_t pq = s->p * s->q;
+    for (int64_t j0 = 0; j0 < pq; j0 += NR) {
+        int64_t np = pq - j0 < NR ? pq - j0 : NR;
+        int nv = rg_conv_panel_vectors(np, 0);
+        build_panel(s, crs, x, j0, np, col);
+        for (int64_t k0 = 0; k0 < s->k; k0 += MR) {
+            const float *a[MR];
+            for (int i = 0; i < MR; i++) a[i] = wb + (k0 + i) * (crs + 1);
+            if (np == NR && k0 + MR <= s->k) { /* a whole tile: straight into y */
+                rg_conv_tile(nv, crs + 1, iota, a, col, NR, y + k0 * pq + j0, pq, false);
+                continue;
+            }
+            rg_conv_tile(nv, crs + 1, iota, a, col, NR, tile, NR, false);
+            for (int64_t i = 0; i < MR && k0 + i < s->k; i++)
+                memcpy(y + (k0 + i) * pq + j0, tile + i * NR, (size_t)np * sizeof(float));
+        }
+    }
+}
+
+void rg_conv_forward_direct(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
+                            const float *w, const float *b, float *y) {
+    int64_t crs = g->crs, kpad = rg_conv_round_up(s->k, MR), wbn = kpad * (crs + 1);
+    /* wb[k] = (w[k][0..crs), b[k]), zero rows past K: the filters with the bias as a last weight */
+    float *wb = rg_conv_scratch(wbn);
+    int32_t *iota = (int32_t *)rg_conv_scratch(crs + 1);
+    memset(wb, 0, (size_t)wbn * sizeof(float));
+    for (int64_t k = 0; k < s->k; k++) {
+        memcpy(wb + k * (crs + 1), w + k * crs, (size_t)crs * sizeof(float));
+        wb[k * (crs + 1) + crs] = b ? b[k] : 0.0f;
+    }
+    for (int64_t t = 0; t <= crs; t++) iota[t] = (int32_t)t;
+#pragma omp parallel if (s->n > 1)
+    {
+        float *col = rg_conv_scratch((crs + 1) * NR), *tile = rg_conv_scratch(MR * NR);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t n = 0; n < s->n; n++)
+            direct_image(s, crs, x + n * s->c * s->h * s->w, wb, iota, col, tile,
+                         y + n * s->k * s->p * s->q);
+        rg_conv_scratch_free(tile, MR * NR);
+        rg_conv_scratch_free(col, (crs + 1) * NR);
+    }
+    rg_conv_scratch_free((float *)iota, crs + 1);
+    rg_conv_scratch_free(wb, wbn);
+}

@@ -1,0 +1,149 @@
+/* conv2d_impl.h — the pieces the CPU convolution (tensor/cpu/conv2d*.c) is built from. Private.
+ *
+ * The three passes are all written as one kind of register-tiled matrix product, the "tile":
+ *
+ *     C[i][j] (+)= sum_t  a[i][off[t]] * b[t*ldb + j]        i < RG_CONV_MR,  j < nv * RG_CONV_VL
+ *
+ * a[] holds one pointer per tile row and off[] one offset per reduction step: an *indirection*
+ * (as in XNNPACK's indirect convolution), so a row can walk through an image's taps or pixels
+ * without anyone copying an im2col matrix first. b is contiguous along j: every step loads
+ * nv SIMD vectors of b, broadcasts one scalar per row, and does MR * nv fused multiply-adds on
+ * accumulators that stay in registers for the whole reduction.
+ *
+ * Vectors mostly run along channels, so images are transposed to channels-last (NHWC) first, a
+ * few at a time in a per-thread scratch that stays in cache (rg_conv_transpose). The SIMD code
+ * uses GCC/Clang vector extensions: with -march=native on an AVX-512 machine a vector is one zmm
+ * register; elsewhere the compiler splits it, so the code stays portable. */
+#ifndef RG_CONV2D_IMPL_H
+#define RG_CONV2D_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tensor/cpu/cpu.h"
+
+/* Floats per SIMD vector, tile rows and vectors per tile row, chosen so that the MR * NV
+ * accumulators plus NV loaded vectors of b fit the register file (32 zmm; 16 ymm). */
+#if defined(__AVX512F__)
+#define RG_CONV_VL 16
+#define RG_CONV_MR 6
+#define RG_CONV_NV 4
+#elif defined(__AVX__)
+#define RG_CONV_VL 8
+#define RG_CONV_MR 6
+#define RG_CONV_NV 2
+#else
+#define RG_CONV_VL 4
+#define RG_CONV_MR 4
+#define RG_CONV_NV 2
+#endif
+#define RG_CONV_NR (RG_CONV_VL * RG_CONV_NV) /* tile columns */
+
+/* One SIMD vector of floats; aligned(4) makes loads and stores through it unaligned-safe. */
+typedef float rg_convvec __attribute__((vector_size(RG_CONV_VL * sizeof(float)), aligned(4)));
+
+/* The tile above, for nv in [1, RG_CONV_NV] vectors per row. Reads b[t*ldb + j] for
+ * j < nv * RG_CONV_VL and writes C[i*ldc + j] for every i < RG_CONV_MR: callers point spare rows
+ * at harmless memory. accumulate: C += result, else C = result. */
+void rg_conv_tile(int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
+                  int64_t ldb, float *c, int64_t ldc, bool accumulate);
+
+/* One panel of a product, over every row: c[m][j] = sum_{t < kd} a_m[off[t]] * b[t*NR + j] for
+ * m < rows and j < nv * RG_CONV_VL, where a_m = a + arow[m] (or a + m * astride when arow is
+ * NULL). The reduction runs in blocks of RG_CONV_KC steps, so that a block of the packed panel b
+ * stays in cache while all the rows pass; c needs rows rounded up to RG_CONV_MR. */
+void rg_conv_panel_product(int nv, int64_t rows, const float *a, const int32_t *arow,
+                           int64_t astride, const int32_t *off, int64_t kd, const float *b,
+                           float *c, int64_t ldc);
+
+/* dst[j*ldd + i] = src[i*lds + j] + bias[j] + beta * dst[j*ldd + i]  for i < rows, j < cols.
+ * bias may be NULL; beta 0 never reads dst. Blocked on RG_CONV_VL x RG_CONV_VL register tiles. */
+void rg_conv_transpose(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
+                       int64_t ldd, const float *bias, float beta);
+
+/* dst[j*ldd + i] = src[i*lds + j] as rg_conv_transpose, and sums[i] += src[i][0] + ... +
+ * src[i][cols-1]: the copy and the row sums in one pass over src. */
+void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
+                           int64_t ldd, float *sums);
+
+/* n rounded up to a multiple of m. */
+static inline int64_t rg_conv_round_up(int64_t n, int64_t m) {
+    return (n + m - 1) / m * m;
+}
+
+/* Vectors a tile needs for the panel of columns starting at n0, when there are n columns. */
+static inline int rg_conv_panel_vectors(int64_t n, int64_t n0) {
+    int64_t v = (n - n0 + RG_CONV_VL - 1) / RG_CONV_VL;
+    return (int)(v < RG_CONV_NV ? v : RG_CONV_NV);
+}
+
+/* Geometry of one image in the channels-last scratch, padded so that every tap is in bounds:
+ * pixel (h, w) of the padded image starts at float (h * wp + w) * c. */
+typedef struct {
+    int64_t hp, wp;   /* padded height and width */
+    int64_t pq, crs;  /* output pixels, and the reduction length of the forward pass */
+    int64_t xpad_len; /* floats of one padded channels-last image */
+} rg_conv_geom;
+
+rg_conv_geom rg_conv_geom_of(const rg_conv2d_shape *s);
+
+/* Offset of output pixel `pix` (p*Q + q) in the padded image: where its window starts. */
+static inline int64_t rg_conv_pixel_offset(const rg_conv2d_shape *s, const rg_conv_geom *g,
+                                           int64_t pix) {
+    int64_t p = pix / s->q, q = pix % s->q;
+    return (p * s->stride_h * g->wp + q * s->stride_w) * s->c;
+}
+
+/* Offset of tap (r, t) of the window relative to the window's start. */
+static inline int64_t rg_conv_tap_offset(const rg_conv2d_shape *s, const rg_conv_geom *g, int64_t r,
+                                         int64_t t) {
+    return (r * g->wp + t) * s->c;
+}
+
+/* Copies image x (C,H,W) into the padded channels-last scratch xpad (hp,wp,C), zeroing the
+ * border. */
+void rg_conv_to_padded_nhwc(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
+                            float *xpad);
+
+/* Where each (c, r, s) of a window lies relative to the window's start: tap offset of (r, s) + c,
+ * listed in (c,r,s) order (channel_major, the order of w's rows) or (r,s,c) order; n >= C*R*S
+ * entries, the spare ones repeating the last. Free with rg_conv_scratch_free(off, n). */
+int32_t *rg_conv_window_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g, bool channel_major,
+                                int64_t n);
+
+/* ---- chunks: a thread's unit of work ----
+ * A thread converts G images at a time to channels-last and treats their G*P*Q output pixels as
+ * the rows of one product. One image is enough when it has many pixels; a layer with few (7x7 in
+ * ResNet's last stage) takes several, so that each block of weights, once in cache, serves enough
+ * rows to pay for bringing it there. */
+typedef struct {
+    int64_t images; /* G: images per chunk (the last chunk may have fewer) */
+    int64_t count;  /* chunks covering the batch */
+    int64_t npix;   /* G*P*Q */
+    int32_t *pix;   /* pix[t] for t < G*P*Q: where the window of the chunk's output pixel t starts
+                     * in the chunk's scratch, image t / (P*Q) being at (t / (P*Q)) * xpad_len */
+} rg_conv_chunks;
+
+rg_conv_chunks rg_conv_chunks_new(const rg_conv2d_shape *s, const rg_conv_geom *g);
+void rg_conv_chunks_free(rg_conv_chunks *ch);
+
+/* Reduction steps per block of a product: a (RG_CONV_KC x RG_CONV_NR) block of b stays in cache
+ * while the tiles of a whole chunk stream past it. Longer blocks amortise each tile's loads and
+ * stores of its accumulators; 256 measured best on ResNet-18's and the CNN's shapes. */
+#define RG_CONV_KC 256
+
+/* The filters w (K, C*R*S) transposed: wt (C*R*S, K), from rg_conv_scratch (free K*C*R*S
+ * floats). Packing weights from it copies whole vectors. */
+float *rg_conv_weights_t(const rg_conv2d_shape *s, const float *w);
+
+/* The forward pass with vectors along output pixels (conv2d_direct.c), for short reductions and
+ * for 1x1 kernels, whose input needs no transposition that way. */
+#define RG_CONV_DIRECT_MAX_CRS 32
+void rg_conv_forward_direct(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
+                            const float *w, const float *b, float *y);
+
+/* Scratch memory from the CPU caching allocator; stops (RG_CHECK) when memory runs out. */
+float *rg_conv_scratch(int64_t floats);
+void rg_conv_scratch_free(float *p, int64_t floats);
+
+#endif

@@ -1,0 +1,309 @@
+/* conv2d_kernels.c — the SIMD building blocks of the CPU convolution (see conv2d_impl.h): the
+ * register-tiled multiply-accumulate loop, and the transposition between channels-first (NCHW)
+ * and channels-last (NHWC) layouts.
+ *
+ * What it teaches: a matrix product reaches the machine's peak only when each value loaded
+ * from memory feeds several multiply-adds. The tile keeps RG_CONV_MR x RG_CONV_NV vectors of
+ * results in registers; each reduction step loads RG_CONV_NV vectors and RG_CONV_MR scalars and
+ * does RG_CONV_MR * RG_CONV_NV vector multiply-adds (24 on AVX-512, for 10 loads). */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/cpu/conv2d_impl.h"
+
+#define VL RG_CONV_VL
+#define MR RG_CONV_MR
+
+/* Keeps vector v alive in a register: an empty asm that claims to read it. Without it GCC reuses
+ * the registers of b's vectors for the last row's results once b is dead, and then needs a move
+ * per vector each step to put the accumulators back; with it the loop is only loads and FMAs. */
+#if defined(__GNUC__) && defined(__AVX512F__)
+#define KEEP_IN_REGISTER(v) __asm__ volatile("" ::"v"(v))
+#elif defined(__GNUC__) && defined(__SSE__)
+#define KEEP_IN_REGISTER(v) __asm__ volatile("" ::"x"(v))
+#else
+#define KEEP_IN_REGISTER(v) ((void)(v))
+#endif
+
+/* The tile for a compile-time nv: after inlining, acc[][] lives in registers. */
+static inline __attribute__((always_inline)) void
+tile_body(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
+          int64_t ldb, float *c, int64_t ldc, bool accumulate) {
+    rg_convvec acc[MR][RG_CONV_NV];
+    const float *row[MR];
+    for (int i = 0; i < MR; i++) {
+        row[i] = a[i];
+        for (int v = 0; v < nv; v++)
+            acc[i][v] = accumulate ? *(const rg_convvec *)(c + i * ldc + v * VL) : (rg_convvec){0};
+    }
+#pragma GCC unroll 2
+    for (int64_t t = 0; t < nt; t++) {
+        const int64_t o = off[t];
+        const float *bt = b + t * ldb;
+        rg_convvec bv[RG_CONV_NV];
+        for (int v = 0; v < nv; v++) bv[v] = *(const rg_convvec *)(bt + v * VL);
+        for (int i = 0; i < MR; i++) {
+            const float s = row[i][o];
+            for (int v = 0; v < nv; v++) acc[i][v] += s * bv[v];
+        }
+        for (int v = 0; v < nv; v++) KEEP_IN_REGISTER(bv[v]);
+    }
+    for (int i = 0; i < MR; i++)
+        for (int v = 0; v < nv; v++) *(rg_convvec *)(c + i * ldc + v * VL) = acc[i][v];
+}
+
+#define RG_CONV_TILE_NV(NV)                                                                        \
+    static void tile_nv##NV(int64_t nt, const int32_t *off, const float *const *a, const float *b, \
+                            int64_t ldb, float *c, int64_t ldc, bool accumulate) {                 \
+        tile_body(NV, nt, off, a, b, ldb, c, ldc, accumulate);                                     \
+    }
+RG_CONV_TILE_NV(1)
+RG_CONV_TILE_NV(2)
+#if RG_CONV_NV >= 4
+RG_CONV_TILE_NV(3)
+RG_CONV_TILE_NV(4)
+#endif
+
+void rg_conv_tile(int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
+                  int64_t ldb, float *c, int64_t ldc, bool accumulate) {
+    switch (nv) {
+    case 1:
+        tile_nv1(nt, off, a, b, ldb, c, ldc, accumulate);
+        break;
+    case 2:
+        tile_nv2(nt, off, a, b, ldb, c, ldc, accumulate);
+        break;
+#if RG_CONV_NV >= 4
+    case 3:
+        tile_nv3(nt, off, a, b, ldb, c, ldc, accumulate);
+        break;
+    case 4:
+        tile_nv4(nt, off, a, b, ldb, c, ldc, accumulate);
+        break;
+#endif
+    default:
+        RG_CHECK(false, "conv2d: tile with %d vectors per row", nv);
+    }
+}
+
+void rg_conv_panel_product(int nv, int64_t rows, const float *a, const int32_t *arow,
+                           int64_t astride, const int32_t *off, int64_t kd, const float *b,
+                           float *c, int64_t ldc) {
+    for (int64_t k0 = 0; k0 < kd; k0 += RG_CONV_KC) {
+        int64_t kc = kd - k0 < RG_CONV_KC ? kd - k0 : RG_CONV_KC;
+        for (int64_t m0 = 0; m0 < rows; m0 += MR) {
+            const float *am[MR];
+            for (int i = 0; i < MR; i++) { /* spare rows repeat the last */
+                int64_t m = m0 + i < rows ? m0 + i : rows - 1;
+                am[i] = a + (arow ? arow[m] : m * astride);
+            }
+            rg_conv_tile(nv, kc, off + k0, am, b + k0 * RG_CONV_NR, RG_CONV_NR, c + m0 * ldc, ldc,
+                         k0 > 0);
+        }
+    }
+}
+
+/* ---- transposition ---- */
+
+typedef int32_t rg_convidx __attribute__((vector_size(VL * sizeof(int32_t))));
+
+#define ROUNDS (VL == 16 ? 4 : VL == 8 ? 3 : 2) /* log2(VL) */
+
+/* Shuffle masks of a VL x VL transposition. Round k (h = VL >> (k+1)) swaps the off-diagonal
+ * h x h sub-blocks of every 2h x 2h block: rows i and i + h (i without bit h) become
+ * lo = (x[e] or y[e - h]) and hi = (x[e + h] or y[e]), choosing by bit h of e. After the rounds
+ * for h = VL/2, ..., 2, 1 every element has moved from (i, j) to (j, i). */
+typedef struct {
+    rg_convidx lo[ROUNDS], hi[ROUNDS];
+} transpose_masks;
+
+static transpose_masks make_masks(void) {
+    transpose_masks m;
+    for (int k = 0; k < ROUNDS; k++) {
+        int h = VL >> (k + 1);
+        for (int e = 0; e < VL; e++) {
+            m.lo[k][e] = (e & h) ? VL + e - h : e;
+            m.hi[k][e] = (e & h) ? VL + e : e + h;
+        }
+    }
+    return m;
+}
+
+static inline __attribute__((always_inline)) void transpose_block(rg_convvec r[VL],
+                                                                  const transpose_masks *m) {
+#pragma GCC unroll 4
+    for (int k = 0; k < ROUNDS; k++) {
+        const int h = VL >> (k + 1);
+        const rg_convidx lo = m->lo[k], hi = m->hi[k];
+#pragma GCC unroll 16
+        for (int i = 0; i < VL; i++) {
+            if (i & h) continue;
+            rg_convvec x = r[i], y = r[i + h];
+#if defined(__clang__)
+            for (int e = 0; e < VL; e++) {
+                r[i][e] = lo[e] < VL ? x[lo[e]] : y[lo[e] - VL];
+                r[i + h][e] = hi[e] < VL ? x[hi[e]] : y[hi[e] - VL];
+            }
+#else
+            r[i] = __builtin_shuffle(x, y, lo);
+            r[i + h] = __builtin_shuffle(x, y, hi);
+#endif
+        }
+    }
+}
+
+/* A full VL x VL block; adds each source row's sum to sums[] if sums is not NULL. */
+static inline __attribute__((always_inline)) void
+transpose_full(const float *src, int64_t lds, float *dst, int64_t ldd, const float *bias,
+               float beta, float *sums, const transpose_masks *m) {
+    rg_convvec r[VL], total = {0};
+    for (int i = 0; i < VL; i++) r[i] = *(const rg_convvec *)(src + i * lds);
+    transpose_block(r, m);
+    for (int j = 0; j < VL; j++) {
+        rg_convvec v = r[j];
+        if (sums) total += v; /* r[j] holds column j of the source rows: their sum adds up */
+        if (bias) v += bias[j];
+        float *d = dst + j * ldd;
+        if (beta != 0.0f) v += beta * *(const rg_convvec *)d;
+        *(rg_convvec *)d = v;
+    }
+    if (sums) *(rg_convvec *)sums += total;
+}
+
+/* A partial block at the matrix's edge: ri x cj elements, one at a time. */
+static void transpose_edge(int64_t ri, int64_t cj, const float *src, int64_t lds, float *dst,
+                           int64_t ldd, const float *bias, float beta, float *sums) {
+    for (int64_t j = 0; j < cj; j++) {
+        float add = bias ? bias[j] : 0.0f, *d = dst + j * ldd;
+        for (int64_t i = 0; i < ri; i++) {
+            d[i] = src[i * lds + j] + add + (beta != 0.0f ? beta * d[i] : 0.0f);
+            if (sums) sums[i] += src[i * lds + j];
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+transpose(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst, int64_t ldd,
+          const float *bias, float beta, float *sums) {
+    transpose_masks m = make_masks();
+    int64_t rfull = rows / VL * VL, cfull = cols / VL * VL;
+    for (int64_t i0 = 0; i0 < rfull; i0 += VL) {
+        float *s = sums ? sums + i0 : NULL;
+        for (int64_t j0 = 0; j0 < cfull; j0 += VL)
+            transpose_full(src + i0 * lds + j0, lds, dst + j0 * ldd + i0, ldd,
+                           bias ? bias + j0 : NULL, beta, s, &m);
+        transpose_edge(VL, cols - cfull, src + i0 * lds + cfull, lds, dst + cfull * ldd + i0, ldd,
+                       bias ? bias + cfull : NULL, beta, s);
+    }
+    transpose_edge(rows - rfull, cols, src + rfull * lds, lds, dst + rfull, ldd, bias, beta,
+                   sums ? sums + rfull : NULL);
+}
+
+void rg_conv_transpose(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
+                       int64_t ldd, const float *bias, float beta) {
+    transpose(rows, cols, src, lds, dst, ldd, bias, beta, NULL);
+}
+
+void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
+                           int64_t ldd, float *sums) {
+    transpose(rows, cols, src, lds, dst, ldd, NULL, 0.0f, sums);
+}
+
+/* ---- weights ---- */
+
+float *rg_conv_weights_t(const rg_conv2d_shape *s, const float *w) {
+    int64_t crs = s->c * s->r * s->s;
+    float *wt = rg_conv_scratch(crs * s->k);
+    rg_conv_transpose(s->k, crs, w, crs, wt, s->k, NULL, 0.0f);
+    return wt;
+}
+
+/* ---- the padded channels-last image ---- */
+
+rg_conv_geom rg_conv_geom_of(const rg_conv2d_shape *s) {
+    rg_conv_geom g;
+    g.hp = s->h + 2 * s->pad_h, g.wp = s->w + 2 * s->pad_w;
+    g.pq = s->p * s->q, g.crs = s->c * s->r * s->s;
+    g.xpad_len = g.hp * g.wp * s->c;
+    RG_CHECK(g.xpad_len < INT32_MAX,
+             "conv2d: one padded image of %lld floats is too large for "
+             "32-bit offsets",
+             (long long)g.xpad_len);
+    return g;
+}
+
+void rg_conv_to_padded_nhwc(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
+                            float *xpad) {
+    int64_t c = s->c, row = g->wp * c, wc = s->w * c;
+    float *body = xpad + s->pad_h * row;
+    /* one transposition of the whole image into the top of the body (whole vector blocks, even
+     * when a row is narrower than a vector), then each row slides right to its padded place,
+     * last row first so that none is overwritten before it has moved */
+    rg_conv_transpose(c, s->h * s->w, x, s->h * s->w, body, c, NULL, 0.0f);
+    if (s->pad_w > 0)
+        for (int64_t h = s->h - 1; h >= 0; h--) {
+            float *d = body + h * row;
+            memmove(d + s->pad_w * c, body + h * wc, (size_t)wc * sizeof(float));
+            memset(d, 0, (size_t)(s->pad_w * c) * sizeof(float));
+            memset(d + s->pad_w * c + wc, 0, (size_t)(row - s->pad_w * c - wc) * sizeof(float));
+        }
+    memset(xpad, 0, (size_t)(s->pad_h * row) * sizeof(float)); /* top and bottom */
+    memset(body + s->h * row, 0, (size_t)(g->xpad_len - (s->pad_h + s->h) * row) * sizeof(float));
+}
+
+int32_t *rg_conv_window_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g, bool channel_major,
+                                int64_t n) {
+    int32_t *off = (int32_t *)rg_conv_scratch(n);
+    int64_t rs = s->r * s->s;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t t = i < g->crs ? i : g->crs - 1; /* spare entries repeat the last */
+        int64_t c = channel_major ? t / rs : t % s->c, tap = channel_major ? t % rs : t / s->c;
+        off[i] = (int32_t)(rg_conv_tap_offset(s, g, tap / s->s, tap % s->s) + c);
+    }
+    return off;
+}
+
+/* Rows (output pixels) a chunk should give a product at least, and the most scratch it may take. */
+#define CHUNK_MIN_PIXELS 256
+#define CHUNK_MAX_FLOATS (1 << 20)
+
+rg_conv_chunks rg_conv_chunks_new(const rg_conv2d_shape *s, const rg_conv_geom *g) {
+    rg_conv_chunks ch = {.images = 1, .count = s->n};
+    int64_t nthreads = omp_get_max_threads(), per_image = g->xpad_len + g->pq * s->k;
+    int64_t want = (CHUNK_MIN_PIXELS + g->pq - 1) / (g->pq > 0 ? g->pq : 1);
+    int64_t fit = CHUNK_MAX_FLOATS / (per_image > 0 ? per_image : 1);
+    int64_t share = (s->n + nthreads - 1) / nthreads; /* no chunk larger than a thread's share */
+    int64_t gmax = want < fit ? want : fit;
+    if (gmax > share) gmax = share;
+    if (gmax > 1 && s->n > 0) {
+        /* as many chunks as that needs, rounded up to a multiple of the thread count */
+        int64_t count = (s->n + gmax - 1) / gmax;
+        if (count % nthreads) count += nthreads - count % nthreads;
+        ch.images = (s->n + count - 1) / count;
+        ch.count = (s->n + ch.images - 1) / ch.images;
+    }
+    RG_CHECK(ch.images * g->xpad_len < INT32_MAX,
+             "conv2d: %lld padded images of %lld floats are "
+             "too large for 32-bit offsets",
+             (long long)ch.images, (long long)g->xpad_len);
+    ch.npix = ch.images * g->pq;
+    ch.pix = (int32_t *)rg_conv_scratch(ch.npix);
+    for (int64_t t = 0; t < ch.npix; t++)
+        ch.pix[t] = (int32_t)(t / g->pq * g->xpad_len + rg_conv_pixel_offset(s, g, t % g->pq));
+    return ch;
+}
+
+void rg_conv_chunks_free(rg_conv_chunks *ch) {
+    rg_conv_scratch_free((float *)ch->pix, ch->npix);
+}
+
+float *rg_conv_scratch(int64_t floats) {
+    float *p = rg_cpu_alloc((size_t)(floats > 0 ? floats : 1) * sizeof(float));
+    RG_CHECK(p, "conv2d: out of host memory for %lld floats of scratch", (long long)floats);
+    return p;
+}
+
+void rg_conv_scratch_free(float *p, int64_t floats) {
+    rg_cpu_free(p, (size_t)(floats > 0 ? floats : 1) * sizeof(float));
+}

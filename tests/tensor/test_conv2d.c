@@ -1,0 +1,263 @@
+/* Tests for conv2d: forward and both backward passes against naive direct loops on many shapes
+ * (odd sizes, strides 1 and 2, paddings 0/1/3, one and many channels, non-square inputs and
+ * kernels, batches of one and more, with and without bias), central-difference gradient checks,
+ * accumulation into existing gradients, independence from the thread count, and misuse. */
+#include <math.h>
+#include <string.h>
+
+#include "rgtest.h"
+
+typedef struct {
+    int64_t n, c, h, w, k, r, s;
+    int stride, pad;
+    bool bias;
+} conv_case;
+
+/* Chosen to reach every path of the CPU kernels: channel counts below, at and above the vector
+ * length (scalar and vector col2im), K across several tile panels, reductions longer than one
+ * block, tiles cut short by the image, chunks of several images. */
+static const conv_case cases[] = {
+    {1, 1, 5, 5, 1, 3, 3, 1, 0, true},
+    {2, 3, 7, 9, 5, 3, 3, 1, 1, true},
+    {3, 1, 28, 28, 32, 3, 3, 1, 0, true},
+    {2, 32, 26, 26, 64, 3, 3, 1, 0, true},
+    {2, 16, 11, 13, 20, 3, 3, 2, 1, false},
+    {1, 3, 17, 15, 8, 7, 7, 2, 3, true},
+    {2, 17, 9, 6, 70, 1, 1, 2, 0, false},
+    {1, 5, 6, 8, 3, 3, 5, 1, 1, true},
+    {4, 2, 4, 4, 7, 4, 4, 2, 3, true},
+    {1, 64, 7, 7, 130, 3, 3, 1, 1, true},
+    {2, 48, 5, 5, 16, 3, 3, 1, 1, false},
+    {3, 8, 10, 3, 9, 3, 1, 2, 1, true},
+    {7, 8, 3, 5, 33, 3, 3, 2, 1, true}, /* several images per chunk, a short last chunk */
+    {2, 20, 6, 7, 9, 1, 1, 1, 1, true},
+    {1, 4, 9, 8, 6, 1, 1, 3, 2, true},    /* 1x1 with padding */
+    {2, 16, 5, 4, 300, 3, 3, 1, 1, true}, /* backward data reduces over K in several blocks */
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+static rg_conv2d_shape shape_of(const conv_case *t) {
+    rg_conv2d_shape s = {.n = t->n,
+                         .c = t->c,
+                         .h = t->h,
+                         .w = t->w,
+                         .k = t->k,
+                         .r = t->r,
+                         .s = t->s,
+                         .stride_h = t->stride,
+                         .stride_w = t->stride,
+                         .pad_h = t->pad,
+                         .pad_w = t->pad};
+    s.p = (s.h + 2 * t->pad - s.r) / t->stride + 1;
+    s.q = (s.w + 2 * t->pad - s.s) / t->stride + 1;
+    return s;
+}
+
+/* Input row h, column w read by output (p, q) through tap (r, t); false if it is padding. */
+static bool tap(const rg_conv2d_shape *s, int64_t p, int64_t q, int64_t r, int64_t t, int64_t *h,
+                int64_t *w) {
+    *h = p * s->stride_h - s->pad_h + r, *w = q * s->stride_w - s->pad_w + t;
+    return *h >= 0 && *h < s->h && *w >= 0 && *w < s->w;
+}
+
+#define FOR_ALL_TAPS(s)                                                                            \
+    for (int64_t n = 0; n < s->n; n++)                                                             \
+        for (int64_t k = 0; k < s->k; k++)                                                         \
+            for (int64_t p = 0; p < s->p; p++)                                                     \
+                for (int64_t q = 0; q < s->q; q++)                                                 \
+                    for (int64_t c = 0; c < s->c; c++)                                             \
+                        for (int64_t r = 0; r < s->r; r++)                                         \
+                            for (int64_t t = 0, h, w; t < s->s; t++)                               \
+                                if (tap(s, p, q, r, t, &h, &w))
+
+#define X_AT(s, x, n, c, h, w) x[(((n)*s->c + (c)) * s->h + (h)) * s->w + (w)]
+#define W_AT(s, wt, k, c, r, t) wt[(((k)*s->c + (c)) * s->r + (r)) * s->s + (t)]
+#define Y_AT(s, y, n, k, p, q) y[(((n)*s->k + (k)) * s->p + (p)) * s->q + (q)]
+
+/* The naive loops accumulate in double. Each result array holds 2n values: the n results, then
+ * the n sums of |term| that bound float rounding (a dot product of m terms rounds by about
+ * sqrt(m) eps sum|term|, and cancellation can make that large next to the result). */
+#define ADD(arr, n, i, term) ((arr)[i] += (term), (arr)[(n) + (i)] += fabs(term))
+
+static void naive_forward(const rg_conv2d_shape *s, const float *x, const float *wt, const float *b,
+                          double *y) {
+    int64_t ny = s->n * s->k * s->p * s->q;
+    for (int64_t i = 0; i < ny; i++) y[i] = y[ny + i] = b ? b[(i / (s->p * s->q)) % s->k] : 0.0;
+    for (int64_t i = 0; i < ny; i++) y[ny + i] = fabs(y[ny + i]);
+    FOR_ALL_TAPS(s) {
+        int64_t i = &Y_AT(s, y, n, k, p, q) - y;
+        ADD(y, ny, i, (double)X_AT(s, x, n, c, h, w) * W_AT(s, wt, k, c, r, t));
+    }
+}
+
+static void naive_backward(const rg_conv2d_shape *s, const float *x, const float *wt,
+                           const float *dy, double *dx, double *dw, double *db) {
+    int64_t nx = s->n * s->c * s->h * s->w, nw = s->k * s->c * s->r * s->s;
+    memset(dx, 0, (size_t)(2 * nx) * sizeof(double));
+    memset(dw, 0, (size_t)(2 * nw) * sizeof(double));
+    memset(db, 0, (size_t)(2 * s->k) * sizeof(double));
+    for (int64_t i = 0; i < s->n * s->k * s->p * s->q; i++)
+        ADD(db, s->k, (i / (s->p * s->q)) % s->k, dy[i]);
+    FOR_ALL_TAPS(s) {
+        double g = Y_AT(s, dy, n, k, p, q);
+        ADD(dx, nx, &X_AT(s, dx, n, c, h, w) - dx, g * W_AT(s, wt, k, c, r, t));
+        ADD(dw, nw, &W_AT(s, dw, k, c, r, t) - dw, g * X_AT(s, x, n, c, h, w));
+    }
+}
+
+/* |got - want| <= 1e-6 + 1e-5 sum|term| for each of the n results in want (see ADD). */
+static void assert_close_d(const float *got, const double *want, int64_t n, const char *what,
+                           int which) {
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabs(got[i] - want[i]) <= 1e-6 + 1e-5 * want[n + i]))
+            cr_assert_fail("case %d, %s: element %lld of %lld: got %.8g, want %.8g", which, what,
+                           (long long)i, (long long)n, (double)got[i], want[i]);
+}
+
+typedef struct {
+    rg_tensor *x, *w, *b;
+} conv_inputs;
+
+static conv_inputs make_inputs(const conv_case *t, uint64_t seed, bool params) {
+    rg_tensor *(*mk)(int, const int64_t *, float, float, uint64_t) =
+        params ? rgt_param : rgt_uniform;
+    conv_inputs in = {mk(RG_SHAPE(t->n, t->c, t->h, t->w), -1, 1, seed),
+                      mk(RG_SHAPE(t->k, t->c, t->r, t->s), -1, 1, seed + 1),
+                      t->bias ? mk(RG_SHAPE(t->k), -1, 1, seed + 2) : NULL};
+    return in;
+}
+
+static void free_inputs(conv_inputs *in) {
+    rgt_free_all(3, (rg_tensor *[]){in->x, in->w, in->b});
+}
+
+Test(tensor_conv2d, forward_matches_naive_loops) {
+    for (size_t ci = 0; ci < NCASES; ci++) {
+        const conv_case *t = &cases[ci];
+        rg_conv2d_shape s = shape_of(t);
+        conv_inputs in = make_inputs(t, 10 * ci, false);
+        int64_t ny = s.n * s.k * s.p * s.q;
+        double *want = malloc((size_t)(2 * ny) * sizeof(double));
+        naive_forward(&s, rg_tensor_f32(in.x), rg_tensor_f32(in.w),
+                      in.b ? rg_tensor_f32(in.b) : NULL, want);
+        rg_scope_begin();
+        rg_tensor *y = rg_conv2d(in.x, in.w, in.b, t->stride, t->pad);
+        cr_assert(y->ndim == 4 && y->shape[0] == s.n && y->shape[1] == s.k && y->shape[2] == s.p &&
+                      y->shape[3] == s.q,
+                  "case %zu: output shape", ci);
+        assert_close_d(rg_tensor_f32(y), want, ny, "forward", (int)ci);
+        rg_scope_end();
+        free(want);
+        free_inputs(&in);
+    }
+}
+
+/* Runs backward of sum(conv(x, w, b) * dy) and compares x, w and b's gradients with the loops. */
+static void check_backward(const conv_case *t, int ci) {
+    rg_conv2d_shape s = shape_of(t);
+    conv_inputs in = make_inputs(t, 100 + 10 * (uint64_t)ci, true);
+    rg_tensor *dy = rgt_uniform(RG_SHAPE(s.n, s.k, s.p, s.q), -1, 1, 1000 + (uint64_t)ci);
+    int64_t nx = s.n * s.c * s.h * s.w, nw = s.k * s.c * s.r * s.s;
+    double *dx = malloc((size_t)(2 * nx) * sizeof(double));
+    double *dw = malloc((size_t)(2 * nw) * sizeof(double)),
+           *db = malloc((size_t)(2 * s.k) * sizeof(double));
+    naive_backward(&s, rg_tensor_f32(in.x), rg_tensor_f32(in.w), rg_tensor_f32(dy), dx, dw, db);
+    rg_scope_begin();
+    rg_backward(rg_sum(rg_mul(rg_conv2d(in.x, in.w, in.b, t->stride, t->pad), dy)));
+    assert_close_d(rg_tensor_f32(in.x->grad), dx, nx, "dx", ci);
+    assert_close_d(rg_tensor_f32(in.w->grad), dw, nw, "dw", ci);
+    if (in.b) assert_close_d(rg_tensor_f32(in.b->grad), db, s.k, "dbias", ci);
+    rg_scope_end();
+    free(dx), free(dw), free(db);
+    rg_tensor_free(dy);
+    free_inputs(&in);
+}
+
+Test(tensor_conv2d, backward_matches_naive_loops) {
+    for (size_t ci = 0; ci < NCASES; ci++) check_backward(&cases[ci], (int)ci);
+}
+
+Test(tensor_conv2d, results_do_not_depend_on_the_thread_count) {
+    rg_set_num_threads(2); /* per-thread partial sums of dw, images split between threads */
+    for (size_t ci = 0; ci < NCASES; ci++) check_backward(&cases[ci], (int)ci);
+    rg_set_num_threads(1);
+}
+
+static rg_tensor *f_conv(rg_tensor *const *in, void *ctx) {
+    const conv_case *t = ctx;
+    return rg_conv2d(in[0], in[1], t->bias ? in[2] : NULL, t->stride, t->pad);
+}
+
+Test(tensor_conv2d, gradients_match_finite_differences) {
+    static const conv_case small[] = {
+        {2, 3, 6, 5, 4, 3, 3, 1, 1, true},   /* padding 1, non-square */
+        {1, 2, 7, 7, 3, 3, 3, 2, 0, true},   /* stride 2 */
+        {2, 1, 5, 6, 2, 3, 3, 1, 0, false},  /* one channel, no bias */
+        {1, 17, 4, 5, 18, 2, 3, 2, 3, true}, /* padding 3, vector-width channels */
+    };
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+        conv_inputs in = make_inputs(&small[i], 500 + 10 * i, true);
+        rgt_assert_gradcheck(f_conv, (void *)&small[i], small[i].bias ? 3 : 2,
+                             (rg_tensor *[]){in.x, in.w, in.b}, NULL);
+        free_inputs(&in);
+    }
+}
+
+Test(tensor_conv2d, gradients_accumulate_with_beta_one) {
+    const conv_case t = {2, 16, 9, 7, 20, 3, 3, 1, 1, true};
+    conv_inputs in = make_inputs(&t, 77, true);
+    rg_tensor *ps[3] = {in.x, in.w, in.b};
+    float *first[3];
+    for (int rep = 0; rep < 2; rep++) {
+        rg_scope_begin();
+        rg_backward(rg_sum(rg_conv2d(in.x, in.w, in.b, t.stride, t.pad)));
+        for (int i = 0; i < 3; i++) {
+            if (rep == 0) {
+                first[i] = malloc(rg_tensor_nbytes(ps[i]->grad));
+                rg_tensor_copy_to_host(ps[i]->grad, first[i]);
+                continue;
+            }
+            float *twice = malloc(rg_tensor_nbytes(ps[i]->grad));
+            for (int64_t j = 0; j < ps[i]->numel; j++) twice[j] = 2 * first[i][j];
+            rgt_assert_close(rg_tensor_f32(ps[i]->grad), twice, ps[i]->numel, 1e-4, 1e-5,
+                             "gradient after two backward passes");
+            free(twice), free(first[i]);
+        }
+        rg_scope_end();
+    }
+    free_inputs(&in);
+}
+
+Test(tensor_conv2d, kernels_with_beta_zero_never_read_the_output) {
+    const conv_case t = {2, 32, 8, 8, 16, 3, 3, 1, 1, true};
+    rg_conv2d_shape s = shape_of(&t);
+    conv_inputs in = make_inputs(&t, 3, false);
+    rg_tensor *dy = rgt_uniform(RG_SHAPE(s.n, s.k, s.p, s.q), -1, 1, 4);
+    rg_tensor *dx = rgt_uniform(RG_SHAPE(s.n, s.c, s.h, s.w), -1, 1, 5);
+    rg_tensor *dw = rgt_uniform(RG_SHAPE(s.k, s.c, s.r, s.s), -1, 1, 6);
+    rg_tensor *db = rgt_uniform(RG_SHAPE(s.k), -1, 1, 7);
+    rg_tensor_fill_(dx, NAN), rg_tensor_fill_(dw, NAN), rg_tensor_fill_(db, NAN);
+    rg_cpu_backend.conv2d_backward_data(&s, dy->data, in.w->data, 0.0f, dx->data);
+    rg_cpu_backend.conv2d_backward_filter(&s, in.x->data, dy->data, 0.0f, dw->data, db->data);
+    rg_tensor *outs[3] = {dx, dw, db};
+    for (int i = 0; i < 3; i++)
+        for (int64_t j = 0; j < outs[i]->numel; j++)
+            cr_assert(isfinite(rg_tensor_f32(outs[i])[j]), "output %d element %lld is %g", i,
+                      (long long)j, (double)rg_tensor_f32(outs[i])[j]);
+    rgt_free_all(4, (rg_tensor *[]){dy, dx, dw, db});
+    free_inputs(&in);
+}
+
+Test(tensor_conv2d, channel_mismatch_stops_with_a_message, .signal = SIGABRT) {
+    rg_tensor *x = rgt_uniform(RG_SHAPE(1, 3, 8, 8), -1, 1, 1);
+    rg_tensor *w = rgt_uniform(RG_SHAPE(4, 2, 3, 3), -1, 1, 2);
+    rg_scope_begin();
+    rg_conv2d(x, w, NULL, 1, 0);
+}
+
+Test(tensor_conv2d, kernel_larger_than_the_padded_input_stops, .signal = SIGABRT) {
+    rg_tensor *x = rgt_uniform(RG_SHAPE(1, 1, 2, 2), -1, 1, 1);
+    rg_tensor *w = rgt_uniform(RG_SHAPE(1, 1, 5, 5), -1, 1, 2);
+    rg_scope_begin();
+    rg_conv2d(x, w, NULL, 1, 1);
+}

@@ -1,0 +1,13 @@
+# Tests of the programs (tools/) beyond their library.
+#   cuda_device.sh: ringgrad-train asked for a GPU or for nccl where there is none exits 1 with a
+#   clear message, in builds with and without CUDA, and so does ringgrad-bench --device cuda
+#   (skipped, exit 77, where a GPU is present).
+set(_bench "")
+if(TARGET ringgrad-bench)
+  set(_bench $<TARGET_FILE:ringgrad-bench>)
+endif()
+add_test(NAME tools/train_cuda_device_without_gpu
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/cuda_device.sh ${RG_MPIRUN} $<TARGET_FILE:ringgrad-train>
+                 ${RG_HAVE_CUDA} ${_bench})
+set_tests_properties(tools/train_cuda_device_without_gpu PROPERTIES LABELS "tools;mpi" TIMEOUT 300
+                     ENVIRONMENT "${RG_MPI_TEST_ENV}" SKIP_RETURN_CODE 77 PROCESSORS 2)

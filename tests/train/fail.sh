@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Failures of a multi-rank ringgrad-train job must end the whole job quickly, with a non-zero exit
+# and a message that says what went wrong, on every rank that knows; never a hang.
+#   fail.sh kill        2 ranks; rank 1 gets SIGKILL in the middle of training (found through its
+#                       OMPI_COMM_WORLD_RANK among the job's processes): the job ends within 20 s
+#   fail.sh mismatch    mpirun -np 1 ... --model cnn : -np 1 ... --model mlp: every rank names the
+#                       first differing tensor; exit 1
+#   fail.sh options     the same model with --accum-steps 1 on rank 0 and 2 on rank 1 (which would
+#                       otherwise reduce at different steps): every rank says so; exit 1
+#   fail.sh nodata      --data-dir missing on both ranks: each says so; exit 1
+#   fail.sh nodata1     missing on rank 1 only: rank 1 says so, both exit 1 (no hang)
+#   fail.sh flags       bad flags exit 2 with the problem and a pointer to --help, alone and
+#                       under mpirun; --help exits 0
+TRAIN_TIMEOUT=60
+source "$(dirname "$0")/lib.sh"
+mode=$1
+log="$RG_TRAIN_OUT/fail_$mode.log"
+
+# expect_exit WANT SECONDS CMD...: runs CMD (a program, or the function train or mpmd), killed
+# after TRAIN_TIMEOUT, with its output in $log; checks its exit status and that it took less than
+# SECONDS.
+expect_exit() {
+    local want=$1 limit=$2
+    shift 2
+    local start rc secs
+    start=$(date +%s.%N)
+    if [ "$(type -t "$1")" = function ]; then
+        "$@" >"$log" 2>&1
+    else
+        timeout -k 5 "$TRAIN_TIMEOUT" "$@" >"$log" 2>&1
+    fi
+    rc=$?
+    secs=$(elapsed "$start")
+    tail -n 15 "$log"
+    echo "-- exit $rc after ${secs}s"
+    [ $rc = 124 ] && fail "hung: still running after ${TRAIN_TIMEOUT}s"
+    [ $rc = "$want" ] || fail "exit status $rc, want $want"
+    awk -v s="$secs" -v l="$limit" 'BEGIN { exit !(s < l) }' || fail "took ${secs}s (limit ${limit}s)"
+}
+
+# expect_line REGEX: some line of $log matches the extended regex.
+expect_line() { grep -Eq -- "$1" "$log" || fail "no line of the output matches /$1/"; }
+
+# The PIDs of ranks running under process $1 (any depth), as "pid rank" lines.
+rank_pids() {
+    local p kids
+    kids=$(pgrep -P "$1" || true)
+    for p in $kids; do
+        local r
+        r=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+        [ -n "$r" ] && [ "$(basename "$(readlink "/proc/$p/exe" 2>/dev/null)")" = ringgrad-train ] && echo "$p $r"
+        rank_pids "$p"
+    done
+}
+
+mpmd() { # mpmd "ARGS OF RANK 0" "ARGS OF RANK 1" (split at spaces)
+    # shellcheck disable=SC2206
+    local a=($1) b=($2)
+    timeout -k 5 "$TRAIN_TIMEOUT" "$RG_MPIRUN" -np 1 "$RG_TRAIN" "${a[@]}" : -np 1 "$RG_TRAIN" "${b[@]}"
+}
+
+case $mode in
+kill)
+    train 2 --model cnn --batch-size 16 --epochs 1000 >"$log" 2>&1 &
+    job=$!
+    for _ in $(seq 1200); do # up to 120 s for start-up and 3 steps
+        grep -q ' 3/30 \[' "$log" && break
+        kill -0 $job 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -q ' 3/30 \[' "$log" || { cat "$log"; fail "training never reached step 3"; }
+    victim=$(rank_pids $job | awk '$2 == 1 {print $1}')
+    rank0=$(rank_pids $job | awk '$2 == 0 {print $1}')
+    if [ -z "$victim" ] || [ -z "$rank0" ]; then fail "cannot find the ranks' processes"; fi
+    start=$(date +%s.%N)
+    kill -9 "$victim"
+    for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+    secs=$(elapsed "$start")
+    if kill -0 $job 2>/dev/null; then
+        kill -- -$job 2>/dev/null; kill $job
+        fail "the job still runs ${secs}s after rank 1 was killed"
+    fi
+    wait $job
+    rc=$?
+    tail -c 2000 "$log" | tr '\r' '\n' | tail -n 12
+    echo "-- exit $rc, ${secs}s after SIGKILL to rank 1 (pid $victim)"
+    [ $rc != 0 ] || fail "the job exited 0"
+    awk -v s="$secs" 'BEGIN { exit !(s < 20) }' || fail "the job took ${secs}s to end (limit 20)"
+    expect_line "exited on signal 9"
+    for _ in $(seq 50); do # a zombie has no exe link: it has ended
+        readlink "/proc/$rank0/exe" >/dev/null 2>&1 || break
+        sleep 0.1
+    done
+    readlink "/proc/$rank0/exe" >/dev/null 2>&1 && fail "rank 0 (pid $rank0) is still running"
+    ;;
+mismatch)
+    d="--data-dir $RG_TRAIN_DATA --max-steps 2"
+    expect_exit 1 30 mpmd "$d --model cnn" "$d --model mlp"
+    for r in 0 1; do
+        expect_line "^ringgrad-train: rank $r: error: ddp: the model on rank 1 differs from rank 0's at tensor 0: rank 0 has conv1.weight float32 \(32,1,3,3\) parameter, rank 1 has fc1.weight float32 \(256,784\) parameter"
+    done
+    ;;
+options)
+    d="--data-dir $RG_TRAIN_DATA --model mlp --max-steps 2"
+    expect_exit 1 30 mpmd "$d" "$d --accum-steps 2"
+    for r in 0 1; do
+        expect_line "^ringgrad-train: rank $r: error: ddp: rank 1 sets up DDP differently from rank 0: rank 0 has .*accum_steps 1.*; rank 1 has .*accum_steps 2"
+    done
+    ;;
+nodata)
+    expect_exit 1 30 train 2 --data-dir "$RG_TRAIN_OUT/no such folder" --max-steps 2
+    for r in 0 1; do
+        expect_line "^ringgrad-train: rank $r: error: Fashion-MNIST not found: .*/no such folder is not a folder"
+    done
+    ;;
+nodata1)
+    expect_exit 1 30 mpmd "--data-dir $RG_TRAIN_DATA --max-steps 2" "--data-dir /nonexistent/fmnist --max-steps 2"
+    expect_line "^ringgrad-train: rank 1: error: Fashion-MNIST not found: /nonexistent/fmnist"
+    grep -q "rank 0: error" "$log" && fail "rank 0 reported an error of its own"
+    ;;
+flags)
+    check_flag() { # EXPECTED-REGEX ARGS...
+        local want=$1
+        shift
+        expect_exit 2 20 "$RG_TRAIN" "$@"
+        expect_line "^ringgrad-train: $want"
+        expect_line "^Try 'ringgrad-train --help'"
+    }
+    check_flag "unknown option '--bogus'" --bogus
+    check_flag "--batch-size: 0 is out of range" --batch-size 0
+    check_flag "--model: 'resnet' is not one of cnn\|mlp" --model resnet
+    check_flag "--lr: 'fast' is not a number" --lr fast
+    check_flag "--epochs needs a value" --epochs
+    check_flag "unexpected argument 'extra'" extra
+    check_flag "--resume and --init exclude each other" --resume a --init b
+    expect_exit 2 30 "$RG_MPIRUN" -np 2 "$RG_TRAIN" --bogus
+    [ "$(grep -c "^ringgrad-train: unknown option '--bogus'" "$log")" = 2 ] || fail "not one message per rank"
+    expect_exit 0 20 "$RG_TRAIN" --help
+    expect_line "^Usage: ringgrad-train \[options\]"
+    expect_line "^  --accum-steps K"
+    ;;
+*) fail "unknown mode $mode" ;;
+esac
+echo "PASS: $mode"

@@ -1,0 +1,91 @@
+# End-to-end tests of ringgrad-train (tools/ringgrad-train.c) across ranks; label "train", and
+# "mpi" for those on several ranks. All run on a small Fashion-MNIST folder (make_data.py: 960
+# training and 100 test images, made once by the fixture test train/data), so that an epoch and
+# its evaluation take well under a second:
+#   equiv.sh    N ranks at batch 48/N reach 1 rank's weights at batch 48 (the proof of DDP)
+#   fail.sh     a killed rank, a model or option mismatch, missing data, bad flags: quick errors
+#   timeline.sh --timeline: valid JSON, every step's events, one allreduce per bucket, overlap
+#   resume.sh   --save mid-epoch and --resume under MPI continue bit for bit
+#   cluster.sh  2 simulated hosts (label "cluster"; skipped where namespaces are not allowed)
+set(RG_TRAIN_OUT ${CMAKE_BINARY_DIR}/tests/train)
+set(RG_TRAIN_ENV ${RG_MPI_TEST_ENV} "RG_TRAIN=$<TARGET_FILE:ringgrad-train>" "RG_MPIRUN=${RG_MPIRUN}"
+    "RG_TRAIN_DATA=${RG_TRAIN_OUT}/data" "RG_TRAIN_OUT=${RG_TRAIN_OUT}")
+set(RG_TRAIN_SH ${CMAKE_CURRENT_LIST_DIR})
+
+add_test(NAME train/data COMMAND python3 ${RG_TRAIN_SH}/make_data.py ${RG_TRAIN_OUT}/data)
+set_tests_properties(train/data PROPERTIES LABELS train FIXTURES_SETUP rg_train_data TIMEOUT 60)
+
+# rg_train_test(NAME NP FIXTURES LABELS COMMAND...): a test of tests/train on NP ranks that
+# needs the data and the given fixtures.
+function(rg_train_test name np fixtures labels)
+  add_test(NAME train/${name} COMMAND ${ARGN})
+  set_tests_properties(train/${name} PROPERTIES LABELS "${labels}" TIMEOUT 300 PROCESSORS ${np}
+                       ENVIRONMENT "${RG_TRAIN_ENV}" FIXTURES_REQUIRED "rg_train_data;${fixtures}")
+endfunction()
+
+# ---- N-rank equivalence. Tolerances (largest |a - b| over every weight and optimizer state
+# element after the steps; the measured differences are 8-30x below them):
+#   Adam 1e-4: Adam divides each update by the running RMS of its gradient, so a gradient that is
+#     almost 0 turns rounding differences into a visible part of an update (measured: up to 5e-6
+#     after 12 steps); 1e-4 is 10% of one step of lr 1e-3. A control run with lr x 1.01 must
+#     differ by more (it does by 9e-3).
+#   SGD 1e-6 (MLP): the update is linear in the gradient, so differences stay at rounding level
+#     (measured: 3e-8 to 5e-8, weights of size ~0.05). A control with lr x 1.01 must differ.
+#   SGD 1e-4 (CNN): ReLU and max-pool make yes/no decisions; where two pooled values (or a ReLU
+#     input and 0) are within rounding of each other, the other summation order can flip one and
+#     send one image's share of a gradient (|g| / 48) to another element. The normal build
+#     measured 4e-8, the sanitizer build (other rounding) 1.2e-5 in momentum buffers of ~0.005;
+#     a control with lr x 1.01 differs by up to 4.5e-3 (52k elements over 1e-4), and so would a
+#     gradient off by any factor or taken from other images.
+set(RG_EQUIV_mlp_adam --model mlp --max-steps 12)
+set(RG_EQUIV_mlp_sgd --model mlp --optim sgd --lr 0.05 --momentum 0.9 --max-steps 12)
+set(RG_EQUIV_cnn_sgd --model cnn --optim sgd --lr 0.05 --momentum 0.9 --max-steps 4)
+foreach(cfg mlp_adam mlp_sgd cnn_sgd)
+  rg_train_test(equiv/ref_${cfg} 1 "" train ${RG_TRAIN_SH}/equiv.sh ref ${cfg} ${RG_EQUIV_${cfg}})
+  set_tests_properties(train/equiv/ref_${cfg} PROPERTIES FIXTURES_SETUP rg_train_ref_${cfg})
+endforeach()
+
+# name  reference  ranks  comm  tolerance  extra flags
+set(RG_EQUIV_RUNS
+  "mlp_adam_np2_mpi|mlp_adam|2|mpi|1e-4"
+  "mlp_adam_np2_ring|mlp_adam|2|ring|1e-4"
+  "mlp_adam_np3_mpi|mlp_adam|3|mpi|1e-4"
+  "mlp_adam_np3_ring|mlp_adam|3|ring|1e-4"
+  "mlp_adam_np2_mpi_accum2|mlp_adam|2|mpi|1e-4|--batch-size|12|--accum-steps|2"
+  "mlp_adam_np2_ring_no_overlap|mlp_adam|2|ring|1e-4|--no-overlap"
+  "mlp_sgd_np2_ring|mlp_sgd|2|ring|1e-6"
+  "mlp_sgd_np3_mpi|mlp_sgd|3|mpi|1e-6"
+  "cnn_sgd_np2_mpi|cnn_sgd|2|mpi|1e-4"
+  "cnn_sgd_np3_ring|cnn_sgd|3|ring|1e-4")
+foreach(run ${RG_EQUIV_RUNS})
+  string(REPLACE "|" ";" run "${run}")
+  list(GET run 0 name)
+  list(GET run 1 cfg)
+  list(GET run 2 np)
+  list(GET run 3 comm)
+  list(GET run 4 tol)
+  set(extra "")
+  list(LENGTH run n)
+  if(n GREATER 5)
+    list(SUBLIST run 5 -1 extra)
+  endif()
+  rg_train_test(equiv/${name} ${np} rg_train_ref_${cfg} "train;mpi" ${RG_TRAIN_SH}/equiv.sh ranks
+                ${cfg} ${name} ${np} ${comm} ${tol} ${RG_EQUIV_${cfg}} ${extra})
+endforeach()
+rg_train_test(equiv/mlp_adam_control 1 rg_train_ref_mlp_adam train ${RG_TRAIN_SH}/equiv.sh differ
+              mlp_adam mlp_adam_control 1e-4 ${RG_EQUIV_mlp_adam} --lr 0.00101)
+rg_train_test(equiv/mlp_sgd_control 1 rg_train_ref_mlp_sgd train ${RG_TRAIN_SH}/equiv.sh differ
+              mlp_sgd mlp_sgd_control 1e-6 ${RG_EQUIV_mlp_sgd} --lr 0.0505)
+rg_train_test(equiv/cnn_sgd_control 1 rg_train_ref_cnn_sgd train ${RG_TRAIN_SH}/equiv.sh differ
+              cnn_sgd cnn_sgd_control 1e-4 ${RG_EQUIV_cnn_sgd} --lr 0.0505)
+
+# ---- failures, the timeline, resuming
+foreach(mode kill mismatch options nodata nodata1 flags)
+  rg_train_test(fail_${mode} 2 "" "train;mpi" ${RG_TRAIN_SH}/fail.sh ${mode})
+endforeach()
+rg_train_test(timeline 2 "" "train;mpi" ${RG_TRAIN_SH}/timeline.sh)
+rg_train_test(resume 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh)
+
+# ---- 2 simulated hosts
+rg_train_test(cluster 2 "" "train;mpi;cluster" ${RG_TRAIN_SH}/cluster.sh ${CMAKE_SOURCE_DIR}/scripts/sim-cluster.sh)
+set_tests_properties(train/cluster PROPERTIES SKIP_RETURN_CODE 77)

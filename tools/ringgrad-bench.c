@@ -1,0 +1,116 @@
+/* ringgrad-bench — how fast are ringgrad's CPU kernels, next to the matrix products they replace?
+ *
+ *   ringgrad-bench [--only gemm|conv|cnn] [--threads N] [--iters N] [--batch N] [--raw]
+ *                  [--layer NAME] [--pass forward|bwd-data|bwd-filter] [--clock wall|cpu]
+ *                  [--shapes]
+ *
+ * gemm: cblas_sgemm on a few shapes (is the BLAS healthy on this machine?).
+ * conv: conv2d forward, backward data and backward filter for the Fashion-MNIST CNN's layers and
+ *       ResNet-18's conv shapes, each next to cblas_sgemm of the im2col matrix product with the
+ *       same arithmetic; GFLOP/s of both and their ratio.
+ * cnn:  one training step of the CNN (batch 128, Adam) next to its "GEMM floor": the matrix
+ *       products an im2col implementation of the step needs, timed alone.
+ * --device cuda runs the GPU bench instead (ringgrad-bench/cuda_bench.h; --device cuda --help).
+ * Every pair is measured interleaved in one run and reported as medians (see bench.h). The
+ * results and the commands that produced them are kept in docs/PERFORMANCE.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ringgrad-bench/bench.h"
+#include "ringgrad-bench/cuda_bench.h"
+
+static void usage(FILE *f) {
+    fprintf(
+        f, "usage: ringgrad-bench [options]\n"
+           "  --only gemm|conv|cnn  run one part (default: all three)\n"
+           "  --threads N           threads for the CPU kernels (default: 1, then 2)\n"
+           "  --iters N             timed repetitions per result, median reported (default 7)\n"
+           "  --batch N             batch of the ResNet-18 conv shapes (default 16)\n"
+           "  --layer NAME          conv: only layer NAME and those under it (cnn, r18.l2, ...)\n"
+           "  --pass P              conv: only pass P (forward, bwd-data or bwd-filter)\n"
+           "  --clock wall|cpu      time with the wall clock (default) or this thread's CPU time\n"
+           "                        (one thread only: immune to the time slicing of a shared "
+           "machine)\n"
+           "  --raw                 also print one 'raw ...' line per result (for bench/ scripts)\n"
+           "  --shapes              print the conv layers' shapes and exit\n"
+           "  --device cpu|cuda     where to run (cuda: GPU kernels, NCCL; --device cuda --help)\n"
+           "  --help                this text\n");
+}
+
+static int parse_int(const char *flag, const char *v, int lo, int hi) {
+    char *end = NULL;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || *end || x < lo || x > hi) {
+        fprintf(stderr, "ringgrad-bench: %s needs an integer in [%d, %d], got '%s'\n", flag, lo, hi,
+                v ? v : "");
+        exit(2);
+    }
+    return (int)x;
+}
+
+int main(int argc, char **argv) {
+    rgb_opts o = {.threads = {1, 2}, .nthreads = 2, .iters = 7, .batch = 16, .pass = -1};
+    const char *only = NULL;
+    bool shapes = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--only")) {
+            only = v, i++;
+            if (!v || (strcmp(v, "gemm") && strcmp(v, "conv") && strcmp(v, "cnn"))) {
+                fprintf(stderr, "ringgrad-bench: --only takes gemm, conv or cnn\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--threads")) {
+            o.threads[0] = parse_int(a, v, 1, 1024), o.nthreads = 1, i++;
+        } else if (!strcmp(a, "--iters")) {
+            o.iters = parse_int(a, v, 1, 100000), i++;
+        } else if (!strcmp(a, "--batch")) {
+            o.batch = parse_int(a, v, 1, 4096), i++;
+        } else if (!strcmp(a, "--raw")) {
+            o.raw = true;
+        } else if (!strcmp(a, "--clock")) {
+            i++;
+            if (!v || (strcmp(v, "wall") && strcmp(v, "cpu"))) {
+                fprintf(stderr, "ringgrad-bench: --clock takes wall or cpu\n");
+                return 2;
+            }
+            rgb_cpu_clock = !strcmp(v, "cpu");
+        } else if (!strcmp(a, "--shapes")) {
+            shapes = true;
+        } else if (!strcmp(a, "--layer")) {
+            o.layer = v, i++;
+            if (!v) {
+                fprintf(stderr, "ringgrad-bench: --layer needs a name\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--pass")) {
+            o.pass = v ? rgb_parse_pass(v) : -2, i++;
+            if (o.pass < 0) {
+                fprintf(stderr, "ringgrad-bench: --pass takes forward, bwd-data or bwd-filter\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--device")) {
+            i++;
+            if (v && !strcmp(v, "cpu")) continue;
+            if (v && !strncmp(v, "cuda", 4)) return rg_bench_cuda(argc, argv); /* its own flags */
+            fprintf(stderr, "ringgrad-bench: --device takes cpu or cuda, got '%s'\n", v ? v : "");
+            return 2;
+        } else {
+            fprintf(stderr, "ringgrad-bench: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (shapes) {
+        rgb_print_conv_shapes(o.batch);
+        return 0;
+    }
+    if (!only || !strcmp(only, "gemm")) rgb_run_gemm(&o);
+    if (!only || !strcmp(only, "conv")) rgb_run_conv(&o);
+    if (!only || !strcmp(only, "cnn")) rgb_run_cnn(&o);
+    return 0;
+}

@@ -1,0 +1,49 @@
+/* bench.h — what the parts of ringgrad-bench share: options, a clock, medians and random buffers.
+ *
+ * Every comparison in the bench is measured in one run, with the compared calls interleaved
+ * (A, B, A, B, ...) and summarised by medians, because the machine is shared and noisy: a
+ * ratio taken this way survives load that would ruin an absolute number. */
+#ifndef RGB_BENCH_H
+#define RGB_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RGB_MAX_THREAD_COUNTS 2
+
+typedef struct {
+    int threads[RGB_MAX_THREAD_COUNTS]; /* thread counts to measure, in order */
+    int nthreads;                       /* how many of them */
+    int iters;                          /* timed repetitions per measurement (median) */
+    int batch;                          /* batch of the ResNet-18 conv shapes */
+    bool raw;                           /* also print one machine-readable line per result */
+    const char *layer;                  /* conv: only this layer and those under it (or NULL) */
+    int pass;                           /* conv: only this pass (rgb_parse_pass), or -1 for all */
+} rgb_opts;
+
+/* Seconds on the clock the bench times with: wall time, or, with --clock cpu, the CPU time of
+ * the calling thread, which a shared machine's time slicing does not inflate (nor idle library
+ * threads spinning elsewhere). Meaningful at one thread only: other threads' work is not seen. */
+extern bool rgb_cpu_clock;
+double rgb_now(void);
+/* Median of v[0..n) (sorts v). */
+double rgb_median(double *v, int n);
+/* n floats uniform in [-1, 1) from stream `seed`, 64-byte aligned; free with rgb_free. */
+float *rgb_random(int64_t n, uint64_t seed);
+void rgb_free(void *p);
+
+/* The three modes (gemm.c, conv.c, cnn.c). */
+void rgb_run_gemm(const rgb_opts *o);
+void rgb_run_conv(const rgb_opts *o);
+void rgb_run_cnn(const rgb_opts *o);
+
+/* conv.c: "shape <name> N C H K R stride pad" for every conv layer (for bench/torch_conv.py);
+ * the index of a pass name ("forward", "bwd-data", "bwd-filter"), or -2 if unknown. */
+void rgb_print_conv_shapes(int batch);
+int rgb_parse_pass(const char *name);
+
+/* C = A B with cblas_sgemm (row-major), op(A) (m,k), op(B) (k,n); timed by the caller. */
+void rgb_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+               float *c);
+
+#endif

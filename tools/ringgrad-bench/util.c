@@ -1,0 +1,48 @@
+/* util.c — the bench's clock, medians, random buffers and the plain sgemm call. */
+#include <cblas.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "bench.h"
+#include "ringgrad.h"
+
+bool rgb_cpu_clock;
+
+double rgb_now(void) {
+    struct timespec t;
+    clock_gettime(rgb_cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double rgb_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+float *rgb_random(int64_t n, uint64_t seed) {
+    size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) / 64 * 64;
+    float *p = aligned_alloc(64, bytes);
+    RG_CHECK(p, "ringgrad-bench: out of memory for %lld floats", (long long)n);
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1; /* a cheap LCG: timing needs no quality */
+    for (int64_t i = 0; i < n; i++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = (float)(state >> 40) * (2.0f / 16777216.0f) - 1.0f;
+    }
+    return p;
+}
+
+void rgb_free(void *p) {
+    free(p);
+}
+
+void rgb_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+               float *c) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (blasint)m, (blasint)n, (blasint)k, 1.0f, a, (blasint)(ta ? m : k), b,
+                (blasint)(tb ? k : n), 0.0f, c, (blasint)n);
+}
