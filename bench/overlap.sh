@@ -77,7 +77,10 @@ args=(--steps "$steps" --batch-size "$batch" --bucket-mb "$bucket" --threads 1 "
 for r in $(seq "$repeats"); do
     for net in $nets; do
         load=$(cut -d' ' -f1 /proc/loadavg)
-        line=$(launch "$net" "$BIN/overlap_bench" "${args[@]}" | tee /dev/stderr | tail -1)
+        output=$(launch "$net" "$BIN/overlap_bench" "${args[@]}")
+        echo "$net, run $r (load $load):" >&2
+        echo "$output" >&2
+        line=$(echo "$output" | tail -1)
         echo "{\"net\":\"$net\",\"repeat\":$r,\"load_before\":$load,\"result\":$line}" >>"$jsonl"
     done
 done
@@ -93,18 +96,30 @@ fi
 python3 - "$jsonl" <<'EOF'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
-print("# overlap: median over %d run(s) per network of each mode's median step (ms)" %
-      (len(runs) // max(1, len({r["net"] for r in runs}))))
-print("%-8s %9s %11s %9s %9s %7s %13s %s" % ("net", "overlap", "no-overlap", "compute", "comm",
-                                             "hidden", "hidden/run", "load"))
-for net in dict.fromkeys(r["net"] for r in runs):
-    rs = [r for r in runs if r["net"] == net]
-    med = {m: statistics.median(r["result"]["step_ms"][m] for r in rs)
-           for m in ("overlap", "no_overlap", "compute")}
-    comm = med["no_overlap"] - med["compute"]
-    hidden = (med["no_overlap"] - med["overlap"]) / comm if comm > 0 else float("nan")
-    per_run = " ".join("%.2f" % r["result"]["hidden"] for r in rs)
-    loads = " ".join("%.1f" % r["load_before"] for r in rs)
-    print("%-8s %9.1f %11.1f %9.1f %9.1f %7.2f %13s %s" % (net, med["overlap"], med["no_overlap"],
-                                                        med["compute"], comm, hidden, per_run, loads))
+nets = list(dict.fromkeys(r["net"] for r in runs))
+med = statistics.median
+print("# overlap: per network, the median over %d run(s) of each run's medians (ms per step)" %
+      (len(runs) // max(1, len(nets))))
+print("%-7s %8s %8s %8s %6s %7s | %s" % ("net", "overlap", "no-ovl", "compute", "comm", "hidden",
+                                          "per run: hidden; load"))
+for net in nets:
+    rs = [r["result"] for r in runs if r["net"] == net]
+    step = {m: med(r["step_ms"][m] for r in rs) for m in ("overlap", "no_overlap", "compute")}
+    comm = step["no_overlap"] - step["compute"]
+    hidden = (step["no_overlap"] - step["overlap"]) / comm if comm > 0 else float("nan")
+    loads = [r["load_before"] for r in runs if r["net"] == net]
+    print("%-7s %8.1f %8.1f %8.1f %6.1f %7.2f | %s; %s" % (
+        net, step["overlap"], step["no_overlap"], step["compute"], comm, hidden,
+        " ".join("%.2f" % r["hidden"] for r in rs), " ".join("%.1f" % l for l in loads)))
+print("# where the time goes, medians over runs (ms per step; softirq and idle: whole machine)")
+print("%-7s %-10s %8s %8s %8s %8s %8s" % ("net", "mode", "backward", "ddp_wait", "cpu_comm",
+                                          "softirq", "idle"))
+for net in nets:
+    rs = [r["result"] for r in runs if r["net"] == net]
+    if "backward_ms" not in rs[0]:
+        continue
+    for m in ("overlap", "no_overlap", "compute"):
+        print("%-7s %-10s %8.1f %8.1f %8.1f %8.1f %8.1f" % (
+            net, m, *(med(r[k][m] for r in rs) for k in ("backward_ms", "ddp_wait_ms",
+                                                          "cpu_comm_ms", "softirq_ms", "idle_ms"))))
 EOF

@@ -22,7 +22,10 @@
  * on the main thread (`cpu_main`) and on the process's other threads (`cpu_comm`: the comm
  * thread, as the bench runs no loader and one compute thread). CPU times do not change with the
  * load of other programs; cpu_comm is what the communication costs in CPU, which can only be
- * hidden where a core is free to run it.
+ * hidden where a core is free to run it. softirq* and idle* are the whole machine's interrupt and
+ * idle time during the step, summed over its cores (means: /proc/stat counts them at the tick):
+ * the kernel's network processing for both simulated hosts runs as softirqs, charged to no
+ * thread of ours.
  *
  * Every copy trains on the same fixed random batch, which costs what a real one does. */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
@@ -32,6 +35,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ringgrad.h"
 
@@ -39,9 +43,20 @@ enum { MODE_OVERLAP, MODE_NO_OVERLAP, MODE_COMPUTE, MODE_COUNT };
 static const char *const mode_names[] = {"overlap", "no-overlap", "compute"};
 _Static_assert(sizeof mode_names / sizeof *mode_names == MODE_COUNT, "a name per mode");
 
-enum { PH_STEP, PH_FORWARD, PH_BACKWARD, PH_WAIT, PH_OPTIM, PH_CPU_MAIN, PH_CPU_OTHER, PH_COUNT };
-static const char *const phase_names[] = {"step",      "forward",  "backward", "ddp_wait",
-                                          "optimizer", "cpu_main", "cpu_comm"};
+enum {
+    PH_STEP,
+    PH_FORWARD,
+    PH_BACKWARD,
+    PH_WAIT,
+    PH_OPTIM,
+    PH_CPU_MAIN,
+    PH_CPU_OTHER,
+    PH_SOFTIRQ, /* machine-wide, from /proc/stat: sampled at the tick, so reported as a mean */
+    PH_IDLE,
+    PH_COUNT
+};
+static const char *const phase_names[] = {"step",     "forward",  "backward", "ddp_wait", "optimizer",
+                                          "cpu_main", "cpu_comm", "softirq*", "idle*"};
 _Static_assert(sizeof phase_names / sizeof *phase_names == PH_COUNT, "a name per phase");
 
 typedef struct {
@@ -70,6 +85,20 @@ static double cpu_s(int who) {
     getrusage(who, &ru);
     return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
            1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+/* The machine's softirq and idle time over all CPUs so far, in seconds (/proc/stat; 0 if absent).
+ * The kernel's network processing for both simulated hosts runs as softirqs, on any core. */
+static void machine_s(double *softirq, double *idle) {
+    unsigned long long v[7] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    if (f && fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                    &v[5], &v[6]) != 7)
+        memset(v, 0, sizeof v);
+    if (f) fclose(f);
+    double tick = 1.0 / (double)sysconf(_SC_CLK_TCK);
+    *softirq = (double)(v[5] + v[6]) * tick; /* irq + softirq */
+    *idle = (double)(v[3] + v[4]) * tick;    /* idle + iowait */
 }
 
 static void die(const char *what) {
@@ -114,6 +143,8 @@ static replica make_replica(rg_comm *comm, int mode, const options *o) {
 /* One training step of r; t[phase] gets the phases' seconds. */
 static void step(replica *r, rg_tensor *x, rg_tensor *y, double t[PH_COUNT]) {
     rg_scope_begin();
+    double si0, id0;
+    machine_s(&si0, &id0);
     double p0 = cpu_s(RUSAGE_SELF), c0 = cpu_s(RUSAGE_THREAD), t0 = now_s();
     rg_timeline_begin("forward", "compute");
     rg_tensor *loss = rg_cross_entropy(rg_model_forward(r->net, x, RG_TRAIN), y);
@@ -133,9 +164,10 @@ static void step(replica *r, rg_tensor *x, rg_tensor *y, double t[PH_COUNT]) {
     rg_optim_zero_grad(r->opt);
     rg_timeline_end();
     rg_scope_end();
-    double t4 = now_s(), c4 = cpu_s(RUSAGE_THREAD), p4 = cpu_s(RUSAGE_SELF);
+    double t4 = now_s(), c4 = cpu_s(RUSAGE_THREAD), p4 = cpu_s(RUSAGE_SELF), si4, id4;
+    machine_s(&si4, &id4);
     double ph[PH_COUNT] = {t4 - t0, t1 - t0, t2 - t1, t3 - t2, t4 - t3, c4 - c0,
-                           (p4 - p0) - (c4 - c0)};
+                           (p4 - p0) - (c4 - c0), si4 - si0, id4 - id0};
     memcpy(t, ph, sizeof ph);
 }
 
@@ -167,7 +199,13 @@ static void report(rg_comm *comm, const double *times, const options *o) {
                         agg = p == PH_STEP ? fmax(agg, all[r * n + i]) : agg + all[r * n + i] / size;
                     v[s] = agg;
                 }
-                med[m][p] = median(v, o->steps);
+                if (p >= PH_SOFTIRQ) { /* tick-sampled: a mean, not a median */
+                    double sum = 0;
+                    for (int s = 0; s < o->steps; s++) sum += v[s];
+                    med[m][p] = sum / o->steps;
+                } else {
+                    med[m][p] = median(v, o->steps);
+                }
             }
             printf("%-10s", mode_names[m]);
             for (int p = 0; p < PH_COUNT; p++) printf(" %9.1f", med[m][p]);
@@ -178,13 +216,19 @@ static void report(rg_comm *comm, const double *times, const options *o) {
         printf("# communication %.1f ms per step (no-overlap - compute), overlap saves %.1f ms: "
                "hidden = %.2f\n",
                comm_ms, saved, comm_ms > 0 ? saved / comm_ms : NAN);
-        printf("{\"ranks\":%d,\"batch_size\":%d,\"steps\":%d,\"bucket_mb\":%g,\"fp16\":%s,\"step_ms\":{"
-               "\"overlap\":%.2f,\"no_overlap\":%.2f,\"compute\":%.2f},\"comm_ms\":%.2f,"
-               "\"hidden\":%.3f}\n",
-               size, o->batch, o->steps, o->bucket_mb, o->fp16 ? "true" : "false",
-               med[MODE_OVERLAP][PH_STEP],
-               med[MODE_NO_OVERLAP][PH_STEP], med[MODE_COMPUTE][PH_STEP], comm_ms,
-               comm_ms > 0 ? saved / comm_ms : -1.0);
+        printf("{\"ranks\":%d,\"batch_size\":%d,\"steps\":%d,\"bucket_mb\":%g,\"fp16\":%s,",
+               size, o->batch, o->steps, o->bucket_mb, o->fp16 ? "true" : "false");
+        static const char *const keys[] = {"overlap", "no_overlap", "compute"};
+        _Static_assert(sizeof keys / sizeof *keys == MODE_COUNT, "a key per mode");
+        static const int cols[] = {PH_STEP, PH_BACKWARD, PH_WAIT, PH_CPU_OTHER, PH_SOFTIRQ, PH_IDLE};
+        static const char *const col_keys[] = {"step_ms", "backward_ms", "ddp_wait_ms",
+                                               "cpu_comm_ms", "softirq_ms", "idle_ms"};
+        for (int c = 0; c < (int)(sizeof cols / sizeof *cols); c++) {
+            printf("\"%s\":{", col_keys[c]);
+            for (int m = 0; m < MODE_COUNT; m++)
+                printf("\"%s\":%.2f%s", keys[m], med[m][cols[c]], m + 1 < MODE_COUNT ? "," : "},");
+        }
+        printf("\"comm_ms\":%.2f,\"hidden\":%.3f}\n", comm_ms, comm_ms > 0 ? saved / comm_ms : -1.0);
         free(v);
     }
     free(mine);
