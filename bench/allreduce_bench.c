@@ -14,7 +14,9 @@
  *   ddp   the DDP reducer's path (rg_ddp_wait) on an mpi comm: the same bytes as the gradients
  *         of a fake model, tensors of at most 4 MiB (a weight and its bias per "layer"), cut
  *         into buckets as the trainer does (first bucket 1 MiB, then 25 MiB), each bucket one
- *         async allreduce with AVG, launched in order and then waited for.
+ *         async allreduce with AVG, launched in order and then waited for;
+ *   ddpring  the same on a ring comm (ringgrad-train --comm ring), whose AVG scales only the
+ *         block each rank owns before the allgather, 1/N of the buffer.
  * A measurement is `iters` back-to-back calls (about --budget seconds), its time the slowest
  * rank's; the table shows the median over --rounds rounds as
  *   algbw = bytes / time                    what the caller sees, and
@@ -250,7 +252,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "allreduce_bench: %s\n", rg_last_error());
         return 1;
     }
-    ddp_bench ddp = {.comm = mpi};
+    ddp_bench ddp = {.comm = mpi}, ddp_ring = {.comm = ring};
     const method ms[] = {
         {.name = "raw", .run = run_raw},
         {.name = "mpi", .run = run_comm, .ctx = mpi},
@@ -258,6 +260,8 @@ int main(int argc, char **argv) {
         {.name = "avg", .run = run_comm_avg, .ctx = mpi, .average = true},
         {.name = "ddp", .run = run_ddp, .ctx = &ddp, .prepare = ddp_prepare, .load = ddp_load,
          .store = ddp_store, .average = true},
+        {.name = "ddpring", .run = run_ddp, .ctx = &ddp_ring, .prepare = ddp_prepare,
+         .load = ddp_load, .store = ddp_store, .average = true},
     };
     int nm = (int)(sizeof ms / sizeof *ms);
     _Static_assert(sizeof ms / sizeof *ms <= 8, "bench_size keeps times for 8 methods");
@@ -272,6 +276,7 @@ int main(int argc, char **argv) {
     for (double b = (double)o.min; b <= (double)o.max * 1.0001; b *= o.factor)
         bench_size(ms, nm, ((int64_t)b + 3) / 4 * 4, &o, rank, size);
     ddp_bench_clear(&ddp);
+    ddp_bench_clear(&ddp_ring);
     rg_comm_free(mpi);
     rg_comm_free(ring);
     return rg_dist_finalize(d) == RG_OK ? 0 : 1;

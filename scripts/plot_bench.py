@@ -31,7 +31,8 @@ METHOD_STYLE = {"raw": ("k", "o", "raw MPI_Allreduce (baseline)"),
                 "mpi": ("#4e79a7", "s", "mpi comm (comm thread + MPI_Allreduce)"),
                 "ring": ("#f28e2b", "^", "ring comm (our ring allreduce)"),
                 "avg": ("#76b7b2", "v", "mpi comm, AVG (sum, then x 1/N)"),
-                "ddp": ("#e15759", "D", "DDP buckets (rg_ddp_wait)")}
+                "ddp": ("#e15759", "D", "DDP buckets on the mpi comm (rg_ddp_wait)"),
+                "ddpring": ("#b07aa1", "P", "DDP buckets on the ring comm")}
 
 
 def parse_allreduce(path):
@@ -98,7 +99,7 @@ def plot_scaling(path, out):
     for i, c in enumerate(order):
         v = cfg[c]["images_per_sec"]
         ax.bar(i, v, color=colors[c], width=0.6)
-        ax.text(i, v, "%.0f" % v, ha="center", va="bottom", fontsize=8)
+        ax.text(i, v / 2, "%.0f" % v, ha="center", va="center", fontsize=9, color="white")
         ax.plot([i] * len(cfg[c]["runs"]), cfg[c]["runs"], "k.", ms=3)
     for one, two in (("rg1", "rg2"), ("torch1", "torch2")):
         if one in cfg and two in cfg:
@@ -138,8 +139,10 @@ def plot_overlap(path, out):
             ax.plot([x] * len(rs), [r[m] for r in rs], "k.", ms=3)
         comm = med["no_overlap"] - med["compute"]
         hidden = (med["no_overlap"] - med["overlap"]) / comm if comm > 0 else float("nan")
-        ax.text(k, max(med.values()) * 1.04, "hidden %.0f%%" % (100 * hidden), ha="center",
-                fontsize=8)
+        # a difference of a few ms is within the run-to-run noise: no fraction to speak of
+        label = ("comm %.0f ms\nhidden %.0f%%" % (comm, 100 * hidden) if comm > 0.05 * med["compute"]
+                 else "comm %.1f ms:\ntoo small to tell" % comm)
+        ax.text(k, max(med.values()) * 1.04, label, ha="center", fontsize=8)
     ax.set_ylim(0, ax.get_ylim()[1] * 1.12)
     ax.set_xticks(range(len(nets)), [{"shm": "shared memory"}.get(n, n) for n in nets])
     ax.set_ylabel("step time, ms (median; dots: runs)")
