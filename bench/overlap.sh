@@ -20,8 +20,9 @@
 # (DIR/timeline_overlap.json) and without (DIR/timeline_no_overlap.json), for
 # scripts/plot_timeline.py.
 #
-# The machine may be shared: run it as `nice -n -10 bench/overlap.sh` to give it precedence over
-# other jobs, and read the load averages it records.
+# On a shared machine, compare only what one run measured, and read the load averages it
+# records (nice does not help against other login sessions: the kernel shares the CPU between
+# sessions first, sched_autogroup).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$ROOT/build/bin"

@@ -20,8 +20,9 @@
 # Results: one JSON line per run in OUT/scaling.jsonl (with the load average before it), the
 # summary in OUT/scaling.json (for scripts/plot_bench.py scaling).
 #
-# The machine may be shared: run it as `nice -n -10 bench/scaling.sh` to give it precedence over
-# other jobs, and read the load averages it records.
+# On a shared machine, compare only what one run measured, and read the load averages it
+# records (nice does not help against other login sessions: the kernel shares the CPU between
+# sessions first, sched_autogroup).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$ROOT/build/bin"
