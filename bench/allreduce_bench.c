@@ -84,7 +84,8 @@ static void ddp_bench_clear(ddp_bench *b) {
     *b = (ddp_bench){.comm = b->comm};
 }
 
-/* Layers of a weight of up to DDP_TENSOR_MAX - 128 elements and a bias of 128 (fewer at the end). */
+/* Layers of a weight of up to DDP_TENSOR_MAX - 128 elements and a bias of 128 (fewer at the end).
+ */
 static void ddp_prepare(void *ctx, int64_t count) {
     ddp_bench *b = ctx;
     if (b->ddp && b->count == count) return;
@@ -258,10 +259,20 @@ int main(int argc, char **argv) {
         {.name = "mpi", .run = run_comm, .ctx = mpi},
         {.name = "ring", .run = run_comm, .ctx = ring},
         {.name = "avg", .run = run_comm_avg, .ctx = mpi, .average = true},
-        {.name = "ddp", .run = run_ddp, .ctx = &ddp, .prepare = ddp_prepare, .load = ddp_load,
-         .store = ddp_store, .average = true},
-        {.name = "ddpring", .run = run_ddp, .ctx = &ddp_ring, .prepare = ddp_prepare,
-         .load = ddp_load, .store = ddp_store, .average = true},
+        {.name = "ddp",
+         .run = run_ddp,
+         .ctx = &ddp,
+         .prepare = ddp_prepare,
+         .load = ddp_load,
+         .store = ddp_store,
+         .average = true},
+        {.name = "ddpring",
+         .run = run_ddp,
+         .ctx = &ddp_ring,
+         .prepare = ddp_prepare,
+         .load = ddp_load,
+         .store = ddp_store,
+         .average = true},
     };
     int nm = (int)(sizeof ms / sizeof *ms);
     _Static_assert(sizeof ms / sizeof *ms <= 8, "bench_size keeps times for 8 methods");

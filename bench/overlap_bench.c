@@ -55,8 +55,9 @@ enum {
     PH_IDLE,
     PH_COUNT
 };
-static const char *const phase_names[] = {"step",     "forward",  "backward", "ddp_wait", "optimizer",
-                                          "cpu_main", "cpu_comm", "softirq*", "idle*"};
+static const char *const phase_names[] = {"step",     "forward",   "backward",
+                                          "ddp_wait", "optimizer", "cpu_main",
+                                          "cpu_comm", "softirq*",  "idle*"};
 _Static_assert(sizeof phase_names / sizeof *phase_names == PH_COUNT, "a name per phase");
 
 typedef struct {
@@ -114,13 +115,20 @@ static options parse_args(int argc, char **argv) {
             o.fp16 = true, i--;
             continue;
         }
-        if (!strcmp(k, "--steps")) o.steps = atoi(v);
-        else if (!strcmp(k, "--warmup")) o.warmup = atoi(v);
-        else if (!strcmp(k, "--batch-size")) o.batch = atoi(v);
-        else if (!strcmp(k, "--threads")) o.threads = atoi(v);
-        else if (!strcmp(k, "--bucket-mb")) o.bucket_mb = atof(v);
-        else if (!strcmp(k, "--timeline")) o.timeline = v;
-        else fprintf(stderr, "overlap_bench: ignoring %s\n", k);
+        if (!strcmp(k, "--steps"))
+            o.steps = atoi(v);
+        else if (!strcmp(k, "--warmup"))
+            o.warmup = atoi(v);
+        else if (!strcmp(k, "--batch-size"))
+            o.batch = atoi(v);
+        else if (!strcmp(k, "--threads"))
+            o.threads = atoi(v);
+        else if (!strcmp(k, "--bucket-mb"))
+            o.bucket_mb = atof(v);
+        else if (!strcmp(k, "--timeline"))
+            o.timeline = v;
+        else
+            fprintf(stderr, "overlap_bench: ignoring %s\n", k);
     }
     if (o.steps < 1) o.steps = 1;
     if (o.warmup < 0) o.warmup = 0;
@@ -132,10 +140,11 @@ static replica make_replica(rg_comm *comm, int mode, const options *o) {
     replica r = {.net = rg_model_cnn(42)};
     const rg_param_list *params = rg_model_params(r.net);
     r.opt = rg_adam_new(params, &(rg_adam_opts){.lr = 1e-3f});
-    r.ddp = rg_ddp_new(params, comm, &(rg_ddp_opts){.bucket_mb = o->bucket_mb,
-                                                    .compress_fp16 = o->fp16,
-                                                    .no_overlap = mode == MODE_NO_OVERLAP,
-                                                    .no_allreduce = mode == MODE_COMPUTE});
+    r.ddp = rg_ddp_new(params, comm,
+                       &(rg_ddp_opts){.bucket_mb = o->bucket_mb,
+                                      .compress_fp16 = o->fp16,
+                                      .no_overlap = mode == MODE_NO_OVERLAP,
+                                      .no_allreduce = mode == MODE_COMPUTE});
     if (!r.opt || !r.ddp) die("set-up");
     return r;
 }
@@ -166,8 +175,9 @@ static void step(replica *r, rg_tensor *x, rg_tensor *y, double t[PH_COUNT]) {
     rg_scope_end();
     double t4 = now_s(), c4 = cpu_s(RUSAGE_THREAD), p4 = cpu_s(RUSAGE_SELF), si4, id4;
     machine_s(&si4, &id4);
-    double ph[PH_COUNT] = {t4 - t0, t1 - t0, t2 - t1, t3 - t2, t4 - t3, c4 - c0,
-                           (p4 - p0) - (c4 - c0), si4 - si0, id4 - id0};
+    double ph[PH_COUNT] = {
+        t4 - t0,   t1 - t0,  t2 - t1, t3 - t2, t4 - t3, c4 - c0, (p4 - p0) - (c4 - c0),
+        si4 - si0, id4 - id0};
     memcpy(t, ph, sizeof ph);
 }
 
@@ -196,7 +206,8 @@ static void report(rg_comm *comm, const double *times, const options *o) {
                     int i = (m * o->steps + s) * PH_COUNT + p;
                     double agg = 0;
                     for (int r = 0; r < size; r++)
-                        agg = p == PH_STEP ? fmax(agg, all[r * n + i]) : agg + all[r * n + i] / size;
+                        agg =
+                            p == PH_STEP ? fmax(agg, all[r * n + i]) : agg + all[r * n + i] / size;
                     v[s] = agg;
                 }
                 if (p >= PH_SOFTIRQ) { /* tick-sampled: a mean, not a median */
@@ -216,19 +227,21 @@ static void report(rg_comm *comm, const double *times, const options *o) {
         printf("# communication %.1f ms per step (no-overlap - compute), overlap saves %.1f ms: "
                "hidden = %.2f\n",
                comm_ms, saved, comm_ms > 0 ? saved / comm_ms : NAN);
-        printf("{\"ranks\":%d,\"batch_size\":%d,\"steps\":%d,\"bucket_mb\":%g,\"fp16\":%s,",
-               size, o->batch, o->steps, o->bucket_mb, o->fp16 ? "true" : "false");
+        printf("{\"ranks\":%d,\"batch_size\":%d,\"steps\":%d,\"bucket_mb\":%g,\"fp16\":%s,", size,
+               o->batch, o->steps, o->bucket_mb, o->fp16 ? "true" : "false");
         static const char *const keys[] = {"overlap", "no_overlap", "compute"};
         _Static_assert(sizeof keys / sizeof *keys == MODE_COUNT, "a key per mode");
-        static const int cols[] = {PH_STEP, PH_BACKWARD, PH_WAIT, PH_CPU_OTHER, PH_SOFTIRQ, PH_IDLE};
-        static const char *const col_keys[] = {"step_ms", "backward_ms", "ddp_wait_ms",
-                                               "cpu_comm_ms", "softirq_ms", "idle_ms"};
+        static const int cols[] = {PH_STEP,      PH_BACKWARD, PH_WAIT,
+                                   PH_CPU_OTHER, PH_SOFTIRQ,  PH_IDLE};
+        static const char *const col_keys[] = {"step_ms",     "backward_ms", "ddp_wait_ms",
+                                               "cpu_comm_ms", "softirq_ms",  "idle_ms"};
         for (int c = 0; c < (int)(sizeof cols / sizeof *cols); c++) {
             printf("\"%s\":{", col_keys[c]);
             for (int m = 0; m < MODE_COUNT; m++)
                 printf("\"%s\":%.2f%s", keys[m], med[m][cols[c]], m + 1 < MODE_COUNT ? "," : "},");
         }
-        printf("\"comm_ms\":%.2f,\"hidden\":%.3f}\n", comm_ms, comm_ms > 0 ? saved / comm_ms : -1.0);
+        printf("\"comm_ms\":%.2f,\"hidden\":%.3f}\n", comm_ms,
+               comm_ms > 0 ? saved / comm_ms : -1.0);
         free(v);
     }
     free(mine);
@@ -252,10 +265,11 @@ int main(int argc, char **argv) {
     rg_tensor_uniform_(x, 0, 1, 1000 + (uint64_t)rank, &off);
     for (int i = 0; i < o.batch; i++) ((int64_t *)y->data)[i] = (i * 7 + rank) % 10;
     if (rank == 0) {
-        printf("# overlap_bench: %d ranks x %d thread(s), CNN, batch %d per rank, buckets %g MiB%s, "
-               "%d steps per mode after %d warm-up, ms (medians)\n",
-               rg_comm_size(comm), o.threads, o.batch, o.bucket_mb, o.fp16 ? " (fp16)" : "",
-               o.steps, o.warmup);
+        printf(
+            "# overlap_bench: %d ranks x %d thread(s), CNN, batch %d per rank, buckets %g MiB%s, "
+            "%d steps per mode after %d warm-up, ms (medians)\n",
+            rg_comm_size(comm), o.threads, o.batch, o.bucket_mb, o.fp16 ? " (fp16)" : "", o.steps,
+            o.warmup);
         for (int b = 0; b < rg_ddp_num_buckets(reps[0].ddp); b++)
             printf("#   bucket %d: %d tensors, %zu bytes\n", b,
                    rg_ddp_bucket_params(reps[0].ddp, b), rg_ddp_bucket_bytes(reps[0].ddp, b));
