@@ -8,15 +8,24 @@
  * noise from the machine hits them alike:
  *   raw   MPI_Allreduce on MPI_COMM_WORLD, called from the main thread: the baseline;
  *   mpi   rg_comm_allreduce on an mpi comm: queue, comm thread, join, MPI_Allreduce;
- *   ring  rg_comm_allreduce on a ring comm: queue, comm thread, join, our ring.
+ *   ring  rg_comm_allreduce on a ring comm: queue, comm thread, join, our ring;
+ *   avg   as mpi, with RG_REDUCE_AVG: the 1/N scale after the sum is one more pass over the
+ *         buffer, which DDP pays too;
+ *   ddp   the DDP reducer's path (rg_ddp_wait) on an mpi comm: the same bytes as the gradients
+ *         of a fake model, tensors of at most 4 MiB (a weight and its bias per "layer"), cut
+ *         into buckets as the trainer does (first bucket 1 MiB, then 25 MiB), each bucket one
+ *         async allreduce with AVG, launched in order and then waited for;
+ *   ddpring  the same on a ring comm (ringgrad-train --comm ring), whose AVG scales only the
+ *         block each rank owns before the allgather, 1/N of the buffer.
  * A measurement is `iters` back-to-back calls (about --budget seconds), its time the slowest
  * rank's; the table shows the median over --rounds rounds as
  *   algbw = bytes / time                    what the caller sees, and
  *   busbw = algbw * 2(n-1)/n                what each link carries (NCCL-tests' definition),
- * and each method's busbw as a ratio of raw's. To add a column (say, the DDP reducer's
- * buckets), add an entry to `methods`. Before timing, each method's result is checked once. */
+ * and each method's busbw as a ratio of raw's. To add a column, add an entry to `ms` in main.
+ * Before timing, each method's result is checked once. */
 #include <math.h>
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,18 +38,98 @@ typedef struct {
     const char *name;
     void (*run)(void *ctx, float *buf, int64_t count);
     void *ctx;
+    /* Optional, for a method that reduces memory of its own (ddp): set up for count elements,
+     * copy buf into that memory, copy the result back out. */
+    void (*prepare)(void *ctx, int64_t count);
+    void (*load)(void *ctx, const float *buf);
+    void (*store)(void *ctx, float *buf);
+    bool average; /* the result is the mean over ranks, not the sum */
 } method;
 
 static void run_raw(void *ctx, float *buf, int64_t count) {
     MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
+static void die_unless_ok(rg_status s) {
+    if (s == RG_OK) return;
+    fprintf(stderr, "allreduce_bench: %s\n", rg_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 static void run_comm(void *ctx, float *buf, int64_t count) {
-    rg_status s = rg_comm_allreduce(ctx, buf, count, RG_COMM_F32, RG_REDUCE_SUM);
-    if (s != RG_OK) {
-        fprintf(stderr, "allreduce_bench: %s\n", rg_last_error());
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    die_unless_ok(rg_comm_allreduce(ctx, buf, count, RG_COMM_F32, RG_REDUCE_SUM));
+}
+static void run_comm_avg(void *ctx, float *buf, int64_t count) {
+    die_unless_ok(rg_comm_allreduce(ctx, buf, count, RG_COMM_F32, RG_REDUCE_AVG));
+}
+
+/* ---- the ddp method: a fake model's gradients through the DDP reducer ---- */
+
+#define DDP_TENSOR_MAX ((int64_t)1 << 20) /* elements: 4 MiB */
+
+typedef struct {
+    rg_comm *comm;
+    int64_t count; /* what the reducer below was built for */
+    rg_tensor **params;
+    rg_named_tensor *items;
+    char (*names)[32];
+    int n;
+    rg_ddp *ddp;
+} ddp_bench;
+
+static void ddp_bench_clear(ddp_bench *b) {
+    rg_ddp_free(b->ddp);
+    for (int i = 0; i < b->n; i++) rg_tensor_free(b->params[i]);
+    free(b->params), free(b->items), free(b->names);
+    *b = (ddp_bench){.comm = b->comm};
+}
+
+/* Layers of a weight of up to DDP_TENSOR_MAX - 128 elements and a bias of 128 (fewer at the end).
+ */
+static void ddp_prepare(void *ctx, int64_t count) {
+    ddp_bench *b = ctx;
+    if (b->ddp && b->count == count) return;
+    ddp_bench_clear(b);
+    int cap = (int)(2 * (count / DDP_TENSOR_MAX + 1));
+    b->params = calloc(cap, sizeof *b->params);
+    b->items = calloc(cap, sizeof *b->items);
+    b->names = calloc(cap, sizeof *b->names);
+    for (int64_t left = count; left > 0; b->n++) {
+        int64_t bias = 128, n = b->n % 2 ? bias : DDP_TENSOR_MAX - bias;
+        if (n > left) n = left;
+        b->params[b->n] = rg_tensor_new(RG_F32, RG_SHAPE(n), RG_CPU);
+        if (!b->params[b->n]) die_unless_ok(RG_ENOMEM);
+        rg_tensor_set_requires_grad(b->params[b->n], true);
+        snprintf(b->names[b->n], sizeof b->names[b->n], "layer%d.%s", b->n / 2,
+                 b->n % 2 ? "bias" : "weight");
+        b->items[b->n] = (rg_named_tensor){.name = b->names[b->n], .tensor = b->params[b->n]};
+        left -= n;
     }
+    rg_param_list list = {b->items, b->n};
+    b->ddp = rg_ddp_new(&list, b->comm, &(rg_ddp_opts){.bucket_mb = 25, .first_bucket_mb = 1});
+    if (!b->ddp) die_unless_ok(RG_EPEER);
+    b->count = count;
+}
+
+static void ddp_load(void *ctx, const float *buf) {
+    ddp_bench *b = ctx;
+    for (int i = 0; i < b->n; i++) {
+        rg_tensor_copy_from_host(b->params[i]->grad, buf);
+        buf += b->params[i]->numel;
+    }
+}
+
+static void ddp_store(void *ctx, float *buf) {
+    ddp_bench *b = ctx;
+    for (int i = 0; i < b->n; i++) {
+        rg_tensor_copy_to_host(b->params[i]->grad, buf);
+        buf += b->params[i]->numel;
+    }
+}
+
+/* No backward ran, so rg_ddp_wait launches every bucket, in order, and waits for them. */
+static void run_ddp(void *ctx, float *buf, int64_t count) {
+    die_unless_ok(rg_ddp_wait(((ddp_bench *)ctx)->ddp));
 }
 
 typedef struct {
@@ -89,19 +178,22 @@ static double measure(const method *m, float *buf, int64_t count, int iters) {
     return t;
 }
 
-/* Rank r contributes r + 1 everywhere; the sum is n(n+1)/2. */
+/* Rank r contributes r + 1 everywhere; the sum is n(n+1)/2, the mean (n+1)/2. */
 static void check(const method *m, float *buf, int64_t count, int rank, int size) {
     for (int64_t i = 0; i < count; i++) buf[i] = (float)(rank + 1);
+    if (m->load) m->load(m->ctx, buf);
     m->run(m->ctx, buf, count);
-    float want = (float)size * (size + 1) / 2;
+    if (m->store) m->store(m->ctx, buf);
+    float want = m->average ? (float)(size + 1) / 2 : (float)size * (size + 1) / 2;
     for (int64_t i = 0; i < count; i++) {
-        if (buf[i] != want) {
+        if (fabsf(buf[i] - want) > 1e-6f * want) {
             fprintf(stderr, "allreduce_bench: %s: element %lld of %lld is %g, want %g\n", m->name,
                     (long long)i, (long long)count, buf[i], want);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
     }
     memset(buf, 0, (size_t)count * sizeof *buf); /* zeros stay zeros: no overflow, no denormals */
+    if (m->load) m->load(m->ctx, buf);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -118,7 +210,10 @@ static void bench_size(const method *ms, int nm, int64_t bytes, const options *o
                        int size) {
     int64_t count = bytes / 4;
     float *buf = calloc(count, sizeof *buf);
-    for (int k = 0; k < nm; k++) check(&ms[k], buf, count, rank, size);
+    for (int k = 0; k < nm; k++) {
+        if (ms[k].prepare) ms[k].prepare(ms[k].ctx, count);
+        check(&ms[k], buf, count, rank, size);
+    }
     /* Calls per measurement: about o->budget seconds of the baseline's best of three calls,
      * agreed by all ranks. */
     double best = INFINITY;
@@ -158,8 +253,29 @@ int main(int argc, char **argv) {
         fprintf(stderr, "allreduce_bench: %s\n", rg_last_error());
         return 1;
     }
-    const method ms[] = {{"raw", run_raw, NULL}, {"mpi", run_comm, mpi}, {"ring", run_comm, ring}};
+    ddp_bench ddp = {.comm = mpi}, ddp_ring = {.comm = ring};
+    const method ms[] = {
+        {.name = "raw", .run = run_raw},
+        {.name = "mpi", .run = run_comm, .ctx = mpi},
+        {.name = "ring", .run = run_comm, .ctx = ring},
+        {.name = "avg", .run = run_comm_avg, .ctx = mpi, .average = true},
+        {.name = "ddp",
+         .run = run_ddp,
+         .ctx = &ddp,
+         .prepare = ddp_prepare,
+         .load = ddp_load,
+         .store = ddp_store,
+         .average = true},
+        {.name = "ddpring",
+         .run = run_ddp,
+         .ctx = &ddp_ring,
+         .prepare = ddp_prepare,
+         .load = ddp_load,
+         .store = ddp_store,
+         .average = true},
+    };
     int nm = (int)(sizeof ms / sizeof *ms);
+    _Static_assert(sizeof ms / sizeof *ms <= 8, "bench_size keeps times for 8 methods");
     if (rank == 0) {
         printf("# allreduce float32 SUM, %d ranks, median of %d rounds, GB/s. Per method: algbw, "
                "busbw = algbw * 2(n-1)/n, and busbw / raw busbw\n",
@@ -170,6 +286,8 @@ int main(int argc, char **argv) {
     }
     for (double b = (double)o.min; b <= (double)o.max * 1.0001; b *= o.factor)
         bench_size(ms, nm, ((int64_t)b + 3) / 4 * 4, &o, rank, size);
+    ddp_bench_clear(&ddp);
+    ddp_bench_clear(&ddp_ring);
     rg_comm_free(mpi);
     rg_comm_free(ring);
     return rg_dist_finalize(d) == RG_OK ? 0 : 1;

@@ -328,7 +328,7 @@ static void on_grad_ready(rg_tensor *param, void *ctx) {
     entry *e = ctx;
     rg_ddp *d = e->ddp;
     if (d->micro_step + 1 < d->opts.accum_steps) return; /* accumulating locally */
-    if (d->opts.no_overlap) return;                      /* rg_ddp_wait sends everything */
+    if (d->opts.no_overlap || d->opts.no_allreduce) return; /* rg_ddp_wait does it all */
     RG_CHECK(!e->ready,
              "ddp: %s: its gradient was final twice before rg_ddp_wait (a second "
              "rg_backward in one step, or the backward of another model in the same step scope: "
@@ -349,6 +349,10 @@ rg_status rg_ddp_wait(rg_ddp *d) {
         return RG_OK;
     }
     d->launched_in_backward = d->next_launch;
+    if (d->opts.no_allreduce) {
+        d->micro_step = 0;
+        return rg_comm_barrier(d->comm);
+    }
     while (d->next_launch < d->n_buckets) launch(d, d->next_launch++); /* unused parameters */
     rg_status st = RG_OK;
     for (int b = 0; b < d->n_buckets; b++) {

@@ -27,6 +27,10 @@ typedef struct {
     bool compress_fp16;     /* send gradients as float16 (half the bytes, ~3 significant digits) */
     bool no_overlap;        /* the baseline without overlap: every gradient in one flat bucket,
                                reduced by one allreduce after backward (for benchmarks) */
+    bool no_allreduce;      /* the compute-only baseline: no gradient is sent; rg_ddp_wait is a
+                               barrier, so the ranks keep in step as they otherwise would, while
+                               each keeps its own gradients and the replicas drift apart (for
+                               benchmarks: bench/overlap.sh) */
 } rg_ddp_opts;
 
 typedef struct rg_ddp rg_ddp;

@@ -45,6 +45,16 @@ add_test(NAME dist/allreduce_bench_smoke
 set_tests_properties(dist/allreduce_bench_smoke PROPERTIES LABELS "dist;mpi" TIMEOUT 120
                      ENVIRONMENT "${RG_MPI_TEST_ENV}" PROCESSORS 2)
 
+# The overlap benchmark (bench/overlap_bench.c, run by bench/overlap.sh), and a smoke test that it
+# trains its three DDP modes side by side and reports.
+add_executable(overlap_bench ${CMAKE_SOURCE_DIR}/bench/overlap_bench.c)
+target_link_libraries(overlap_bench PRIVATE ringgrad)
+add_test(NAME dist/overlap_bench_smoke
+         COMMAND ${RG_MPIRUN} -np 2 $<TARGET_FILE:overlap_bench> --steps 1 --warmup 0 --batch-size 4)
+set_tests_properties(dist/overlap_bench_smoke PROPERTIES LABELS "dist;mpi" TIMEOUT 120
+                     ENVIRONMENT "${RG_MPI_TEST_ENV}" PROCESSORS 2
+                     PASS_REGULAR_EXPRESSION "hidden = ")
+
 # The collectives across 3 simulated hosts over TCP (scripts/sim-cluster.sh: network namespaces,
 # 10 Gbit/s links). Needs root and network namespaces; skipped where the machine has neither.
 add_test(NAME dist/sim_cluster_collectives

@@ -49,6 +49,7 @@ static const opt options[] = {
     {"comm", "NAME", "collective backend (default: $RG_COMM, else nccl on cuda and mpi on cpu)", OPT_STR, F(comm), 0, 0, "mpi|ring|nccl"},
     {"bucket-mb", "X", "gradient bucket size in MiB", OPT_DBL, F(bucket_mb), 1e-6, 1e6, NULL},
     {"no-overlap", NULL, "baseline: one allreduce of all gradients after backward, no buckets", OPT_FLAG, F(no_overlap), 0, 0, NULL},
+    {"no-allreduce", NULL, "baseline: send no gradients, only keep the ranks in step (replicas drift apart)", OPT_FLAG, F(no_allreduce), 0, 0, NULL},
     {"accum-steps", "K", "gradient accumulation: reduce and step every K batches", OPT_INT, F(accum_steps), 1, 1e6, NULL},
     {"compress", "NAME", "gradient compression on the wire", OPT_STR, F(compress), 0, 0, "none|fp16"},
     {"stall-seconds", "S", "report ranks that have not joined a collective after S seconds", OPT_DBL, F(stall_seconds), 0.1, 1e7, NULL},

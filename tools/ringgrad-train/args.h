@@ -30,7 +30,7 @@ typedef struct {
     const char *comm, *compress;
     double bucket_mb, stall_seconds;
     int accum_steps;
-    bool no_overlap;
+    bool no_overlap, no_allreduce;
     bool help;
 } train_args;
 

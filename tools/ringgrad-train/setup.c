@@ -104,7 +104,8 @@ rg_status trainer_setup_model(trainer *t) {
     RG_TRY(load_checkpoint(t));
     t->ddp = rg_ddp_new(params, t->comm, &(rg_ddp_opts){
         .bucket_mb = t->a.bucket_mb, .accum_steps = t->a.accum_steps,
-        .compress_fp16 = strcmp(t->a.compress, "fp16") == 0, .no_overlap = t->a.no_overlap});
+        .compress_fp16 = strcmp(t->a.compress, "fp16") == 0, .no_overlap = t->a.no_overlap,
+        .no_allreduce = t->a.no_allreduce});
     if (!t->ddp) {
         trainer_error(t, "%s", rg_last_error());
         return RG_EMISMATCH; /* rg_ddp_new fails on every rank alike */

@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""plot_bench.py - pictures of the distributed benchmarks' results (bench/results/*).
+
+    /usr/bin/python3 scripts/plot_bench.py allreduce bench/results/allreduce_shm.txt \\
+        -o docs/images/allreduce_busbw.png
+    /usr/bin/python3 scripts/plot_bench.py scaling bench/results/scaling.json \\
+        -o docs/images/scaling.png
+    /usr/bin/python3 scripts/plot_bench.py overlap bench/results/overlap.jsonl \\
+        -o docs/images/overlap.png
+
+allreduce  the table bench/allreduce_bench.c prints (saved with tee): bus bandwidth against
+           message size, one line per method, and each method's busbw as a fraction of raw
+           MPI_Allreduce's, with the targets (90% for the DDP buckets, 70% for the ring).
+scaling    bench/scaling.sh's summary: images/s of ringgrad on 1 and 2 ranks (with the ideal
+           2x) and of PyTorch DDP on 1 and 2 ranks, the runs as dots, the medians as bars.
+overlap    bench/overlap.sh's runs: per network, the median step time of the three modes
+           (overlap, no-overlap, compute-only) and the fraction of communication hidden.
+
+Needs matplotlib (python3-matplotlib; scripts/install-deps.sh --bench).
+"""
+import argparse
+import json
+import statistics
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+METHOD_STYLE = {"raw": ("k", "o", "raw MPI_Allreduce (baseline)"),
+                "mpi": ("#4e79a7", "s", "mpi comm (comm thread + MPI_Allreduce)"),
+                "ring": ("#f28e2b", "^", "ring comm (our ring allreduce)"),
+                "avg": ("#76b7b2", "v", "mpi comm, AVG (sum, then x 1/N)"),
+                "ddp": ("#e15759", "D", "DDP buckets on the mpi comm (rg_ddp_wait)"),
+                "ddpring": ("#b07aa1", "P", "DDP buckets on the ring comm")}
+
+
+def parse_allreduce(path):
+    """{method: [(bytes, busbw)]} and a title from allreduce_bench's output."""
+    methods, data, title = None, {}, ""
+    for line in open(path):
+        if line.startswith("# allreduce"):
+            title = line[2:].split(".")[0]
+        elif line.strip().startswith("bytes"):
+            methods = [c.split()[0] for c in line.split("|")[1:]]
+        elif methods and line.strip() and line.strip()[0].isdigit():
+            cols = line.split("|")
+            nbytes = int(cols[0].split()[0])
+            for m, c in zip(methods, cols[1:]):
+                data.setdefault(m, []).append((nbytes, float(c.split()[1])))
+    return data, title
+
+
+def size_label(b):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if b >= 1 << shift:
+            return "%g %s" % (b / (1 << shift), unit)
+    return "%d B" % b
+
+
+def plot_allreduce(path, out):
+    data, title = parse_allreduce(path)
+    fig, (top, bot) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True,
+                                   gridspec_kw={"height_ratios": [3, 2]})
+    raw = dict(data["raw"])
+    for m, pts in data.items():
+        color, marker, label = METHOD_STYLE.get(m, (None, "x", m))
+        xs = [b for b, _ in pts]
+        top.plot(xs, [v for _, v in pts], marker=marker, color=color, label=label, ms=4)
+        if m != "raw":
+            bot.plot(xs, [v / raw[b] for b, v in pts], marker=marker, color=color, ms=4)
+    top.set_xscale("log", base=2)
+    top.set_ylabel("bus bandwidth, GB/s")
+    top.set_title(title, fontsize=9)
+    top.legend(fontsize=8)
+    top.grid(alpha=0.3)
+    for level, what, va in ((0.9, "DDP target 90%", "bottom"), (0.7, "ring target 70%", "top")):
+        bot.axhline(level, color="gray", ls="--", lw=0.8)
+        bot.text(max(raw) * 1.3, level, what, fontsize=7, va=va, ha="right", color="gray")
+    bot.axvspan(1 << 20, max(raw) * 1.5, color="gray", alpha=0.07)
+    bot.set_ylim(0, 2)  # small messages can be far off either way; the targets apply from 1 MiB
+    bot.set_ylabel("busbw / raw busbw\n(clipped at 2)")
+    bot.set_xlabel("message size (float32)")
+    bot.grid(alpha=0.3)
+    ticks = sorted(raw)
+    bot.set_xticks(ticks, [size_label(b) for b in ticks], fontsize=7, rotation=30)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
+def plot_scaling(path, out):
+    s = json.load(open(path))
+    cfg = s["configs"]
+    order = [c for c in ("rg1", "rg2", "torch1", "torch2") if c in cfg]
+    names = {"rg1": "ringgrad\n1 rank", "rg2": "ringgrad\n2 ranks",
+             "torch1": "PyTorch DDP\n1 rank", "torch2": "PyTorch DDP\n2 ranks"}
+    colors = {"rg1": "#4e79a7", "rg2": "#4e79a7", "torch1": "#bab0ac", "torch2": "#bab0ac"}
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, c in enumerate(order):
+        v = cfg[c]["images_per_sec"]
+        ax.bar(i, v, color=colors[c], width=0.6)
+        ax.text(i, v / 2, "%.0f" % v, ha="center", va="center", fontsize=9, color="white")
+        ax.plot([i] * len(cfg[c]["runs"]), cfg[c]["runs"], "k.", ms=3)
+    for one, two in (("rg1", "rg2"), ("torch1", "torch2")):
+        if one in cfg and two in cfg:
+            i = order.index(two)
+            ideal = 2 * cfg[one]["images_per_sec"]
+            ax.plot([i - 0.35, i + 0.35], [ideal, ideal], "k--", lw=0.8)
+            ax.text(i + 0.36, ideal, "ideal\n(2 x 1 rank)", fontsize=7, va="center")
+    ax.set_xlim(-0.5, len(order) - 0.5 + 0.6)
+    ax.set_xticks(range(len(order)), [names[c] for c in order], fontsize=8)
+    ax.set_ylabel("images/s (median step; dots: runs)")
+    parts = []
+    if "ringgrad_efficiency" in s:
+        parts.append("ringgrad efficiency %.0f%%" % (100 * s["ringgrad_efficiency"]))
+    if "torch_efficiency" in s:
+        parts.append("PyTorch efficiency %.0f%%" % (100 * s["torch_efficiency"]))
+    if "ringgrad_over_torch" in s:
+        parts.append("ringgrad / PyTorch on 2 ranks: %.2fx" % s["ringgrad_over_torch"])
+    ax.set_title("CNN, batch 128 per rank, 1 thread per rank, 2-core machine\n" +
+                 "; ".join(parts), fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
+def plot_overlap(path, out):
+    runs = [json.loads(l) for l in open(path)]
+    nets = list(dict.fromkeys(r["net"] for r in runs))
+    modes = (("compute", "compute only", "#59a14f"), ("overlap", "overlap", "#4e79a7"),
+             ("no_overlap", "no overlap", "#e15759"))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for k, net in enumerate(nets):
+        rs = [r["result"]["step_ms"] for r in runs if r["net"] == net]
+        med = {m: statistics.median(r[m] for r in rs) for m, _, _ in modes}
+        for j, (m, label, color) in enumerate(modes):
+            x = k + (j - 1) * 0.25
+            ax.bar(x, med[m], width=0.24, color=color, label=label if k == 0 else None)
+            ax.plot([x] * len(rs), [r[m] for r in rs], "k.", ms=3)
+        comm = med["no_overlap"] - med["compute"]
+        hidden = (med["no_overlap"] - med["overlap"]) / comm if comm > 0 else float("nan")
+        # a difference of a few ms is within the run-to-run noise: no fraction to speak of
+        label = ("comm %.0f ms\nhidden %.0f%%" % (comm, 100 * hidden) if comm > 0.05 * med["compute"]
+                 else "comm %.1f ms:\ntoo small to tell" % comm)
+        ax.text(k, max(med.values()) * 1.04, label, ha="center", fontsize=8)
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.12)
+    ax.set_xticks(range(len(nets)), [{"shm": "shared memory"}.get(n, n) for n in nets])
+    ax.set_ylabel("step time, ms (median; dots: runs)")
+    ax.set_title("CNN on 2 ranks x 1 thread: hidden = (T_no - T_overlap) / (T_no - T_compute)",
+                 fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("kind", choices=["allreduce", "scaling", "overlap"])
+    p.add_argument("input")
+    p.add_argument("-o", "--output", required=True)
+    a = p.parse_args()
+    {"allreduce": plot_allreduce, "scaling": plot_scaling, "overlap": plot_overlap}[a.kind](
+        a.input, a.output)
+    print("wrote", a.output)
+
+
+if __name__ == "__main__":
+    main()
