@@ -2,9 +2,9 @@
 # overlap.sh — how much gradient communication the DDP reducer hides behind backward, on two
 # simulated hosts joined by a 1 Gbit/s link, by a 10 Gbit/s link, and on shared memory (one host).
 #
-#   bench/overlap.sh [--repeats 3] [--steps 20] [--batch-size 128] [--bucket-mb 4]
+#   bench/overlap.sh [--repeats 3] [--steps 20] [--batch-size 128] [--bucket-mb 25]
 #                    [--nets "1gbit 10gbit shm"] [--out bench/results] [--name overlap]
-#                    [--traces DIR] [-- MORE overlap_bench ARGS, e.g. --fp16]
+#                    [--comm mpi|ring] [--traces DIR] [-- MORE overlap_bench ARGS, e.g. --fp16]
 #
 # Each run is build/bin/overlap_bench (bench/overlap_bench.c) on 2 ranks x 1 thread: it trains
 # the CNN three ways side by side, step by step in turn — overlap (buckets reduced during
@@ -27,7 +27,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$ROOT/build/bin"
 SIM="$ROOT/scripts/sim-cluster.sh"
-repeats=3 steps=20 batch=128 bucket=4 nets="1gbit 10gbit shm" out="$ROOT/bench/results" traces=""
+repeats=3 steps=20 batch=128 bucket=25 nets="1gbit 10gbit shm" out="$ROOT/bench/results" traces=""
 name=overlap
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -38,6 +38,7 @@ while [ $# -gt 0 ]; do
     --nets) nets=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --traces) traces=$2; shift 2 ;;
+    --comm) export RG_COMM=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
     --) shift; break ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -68,9 +69,9 @@ launch() { # net, then the program and its arguments
     local net=$1
     shift
     if [ "$net" = shm ]; then
-        "$ROOT/scripts/rg-mpirun" -np 2 "$@"
+        "$ROOT/scripts/rg-mpirun" -np 2 -x RG_COMM="${RG_COMM:-mpi}" "$@"
     else
-        "$SIM" mpirun --id "ov$net" -- -np 2 "$@"
+        "$SIM" mpirun --id "ov$net" -- -np 2 -x RG_COMM="${RG_COMM:-mpi}" "$@"
     fi
 }
 

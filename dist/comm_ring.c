@@ -36,8 +36,15 @@
  * Pipelining. A block travels as up to RING_MAX_SEGS segments. While segment j is being added,
  * segment j+1 is already arriving, so the additions hide behind the transfer.
  *
+ * Waiting. Every wait for a segment polls politely (join.c's rg_comm_mpi_wait): a short spin,
+ * then sleeps of at most 1/8 of the time waited. On shared memory a segment arrives within
+ * microseconds and the wait spins; over a network it takes milliseconds, and the comm thread
+ * sleeps instead of spinning in MPI_Wait, leaving its core to backward (the overlap DDP is
+ * for; docs/PERFORMANCE.md D2). A wait that stalls is reported like a stalled collective.
+ *
  * This backend rings allreduce, reduce-scatter, allgather and broadcast (a pipelined chain);
  * barrier and send/recv are the mpi backend's. */
+#include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,57 +137,72 @@ static rg_status reserve_scratch(ring *g) {
     return RG_OK;
 }
 
+/* ---- waiting ---- */
+
+static void describe_wait(rg_comm *c, void *ctx, double waited, char *buf, size_t cap) {
+    const ring *g = ctx;
+    snprintf(buf, cap,
+             "ring: rank %d has waited %.1f s for a segment from rank %d or to rank %d (a %lld "
+             "element collective)",
+             c->rank, waited, g->left, g->right, (long long)g->count);
+}
+
+/* Waits politely for n requests (see Waiting above). */
+static rg_status wait_all(ring *g, int n, MPI_Request *reqs) {
+    return n > 0 ? rg_comm_mpi_wait(g->c, n, reqs, describe_wait, g) : RG_OK;
+}
+
 /* ---- one step: send a block to the right while receiving one from the left ---- */
 
 /* Receives `in` straight into place (allgather: the arriving block is final). */
-static void recv_in_place(ring *g, const segs *in, MPI_Request *reqs) {
+static rg_status recv_in_place(ring *g, const segs *in, MPI_Request *reqs) {
     for (int j = 0; j < in->nseg; j++)
         MPI_Irecv(at(g, in->off + j * in->seg), seg_len(in, j), g->type, g->left, TAG_RING,
                   g->c->mpi, &reqs[j]);
-    MPI_Waitall(in->nseg, reqs, MPI_STATUSES_IGNORE);
+    return wait_all(g, (int)in->nseg, reqs);
 }
 
 /* Receives `in` segment by segment into two scratch buffers and adds each into place; segment
  * j+1 is already arriving while segment j is added. */
-static void recv_and_add(ring *g, const segs *in, MPI_Request *reqs) {
+static rg_status recv_and_add(ring *g, const segs *in, MPI_Request *reqs) {
     for (int j = 0; j < in->nseg; j++) {
         if (j == 0)
             MPI_Irecv(g->slot[0], seg_len(in, 0), g->type, g->left, TAG_RING, g->c->mpi, &reqs[0]);
         if (j + 1 < in->nseg)
             MPI_Irecv(g->slot[(j + 1) % 2], seg_len(in, j + 1), g->type, g->left, TAG_RING,
                       g->c->mpi, &reqs[j + 1]);
-        MPI_Wait(&reqs[j], MPI_STATUS_IGNORE);
+        RG_TRY(wait_all(g, 1, &reqs[j]));
         rg_host_reduce_sum(at(g, in->off + j * in->seg), g->slot[j % 2], seg_len(in, j), g->dt);
     }
+    return RG_OK;
 }
 
 /* Sends block `out` to the right while receiving block `in` from the left; with `add` the
  * arriving data is added to ours (reduce-scatter), else it replaces ours (allgather). */
-static void ring_step(ring *g, int64_t out, int64_t in, bool add) {
+static rg_status ring_step(ring *g, int64_t out, int64_t in, bool add) {
     segs so = block(g, out), si = block(g, in);
     MPI_Request sends[RING_MAX_SEGS], recvs[RING_MAX_SEGS];
     for (int j = 0; j < so.nseg; j++) /* all at once: the right neighbour takes them in order */
         MPI_Isend(at(g, so.off + j * so.seg), seg_len(&so, j), g->type, g->right, TAG_RING,
                   g->c->mpi, &sends[j]);
-    if (add)
-        recv_and_add(g, &si, recvs);
-    else
-        recv_in_place(g, &si, recvs);
-    MPI_Waitall(so.nseg, sends, MPI_STATUSES_IGNORE);
+    RG_TRY(add ? recv_and_add(g, &si, recvs) : recv_in_place(g, &si, recvs));
+    return wait_all(g, (int)so.nseg, sends);
 }
 
 /* ---- the two phases ---- */
 
 /* Step s: pass block r-s-1 on and add the arriving block r-s-2 into ours. Block b starts at
  * rank b+1 and is complete when it reaches rank b, N-1 hops later. */
-static void reduce_scatter_phase(ring *g) {
-    for (int s = 0; s < g->n - 1; s++) ring_step(g, g->rank - s - 1, g->rank - s - 2, true);
+static rg_status reduce_scatter_phase(ring *g) {
+    for (int s = 0; s < g->n - 1; s++) RG_TRY(ring_step(g, g->rank - s - 1, g->rank - s - 2, true));
+    return RG_OK;
 }
 
 /* Step s: pass block r-s on (our own complete block first, then the one that just arrived)
  * and keep the arriving block r-s-1. */
-static void allgather_phase(ring *g) {
-    for (int s = 0; s < g->n - 1; s++) ring_step(g, g->rank - s, g->rank - s - 1, false);
+static rg_status allgather_phase(ring *g) {
+    for (int s = 0; s < g->n - 1; s++) RG_TRY(ring_step(g, g->rank - s, g->rank - s - 1, false));
+    return RG_OK;
 }
 
 static rg_status ring_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
@@ -188,13 +210,12 @@ static rg_status ring_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dt
     ring g;
     RG_TRY(ring_begin(&g, c, buf, count, dt, c->size));
     RG_TRY(reserve_scratch(&g));
-    reduce_scatter_phase(&g);
+    RG_TRY(reduce_scatter_phase(&g));
     if (op == RG_REDUCE_AVG) { /* scale only the block we own; the allgather spreads it */
         segs mine = block(&g, g.rank);
         rg_host_scale(at(&g, mine.off), mine.len, dt, 1.0 / g.n);
     }
-    allgather_phase(&g);
-    return RG_OK;
+    return allgather_phase(&g);
 }
 
 /* The phase works in place, and send is const, so it runs on a copy of send. */
@@ -207,7 +228,7 @@ static rg_status ring_reduce_scatter(rg_comm *c, const void *send, void *recv, i
     ring g;
     RG_TRY(ring_begin(&g, c, st->work, count * c->size, dt, c->size)); /* block r: rank r's */
     RG_TRY(reserve_scratch(&g));
-    reduce_scatter_phase(&g);
+    RG_TRY(reduce_scatter_phase(&g));
     if (count) memcpy(recv, at(&g, (int64_t)c->rank * count), (size_t)count * esz);
     if (op == RG_REDUCE_AVG) rg_host_scale(recv, count, dt, 1.0 / c->size);
     return RG_OK;
@@ -220,8 +241,7 @@ static rg_status ring_allgather(rg_comm *c, const void *send, void *recv, int64_
     if (send != mine && count) memcpy(mine, send, (size_t)count * esz);
     ring g;
     RG_TRY(ring_begin(&g, c, recv, count * c->size, dt, c->size));
-    allgather_phase(&g);
-    return RG_OK;
+    return allgather_phase(&g);
 }
 
 /* A pipelined chain root -> root+1 -> ... -> root-1: each rank passes segment j on as soon as it
@@ -236,13 +256,12 @@ static rg_status ring_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dt
     for (int j = 0; j < s.nseg && !first; j++)
         MPI_Irecv(at(&g, j * s.seg), seg_len(&s, j), g.type, g.left, TAG_RING, c->mpi, &recvs[j]);
     for (int j = 0; j < s.nseg; j++) {
-        if (!first) MPI_Wait(&recvs[j], MPI_STATUS_IGNORE);
+        if (!first) RG_TRY(wait_all(&g, 1, &recvs[j]));
         if (!last)
             MPI_Isend(at(&g, j * s.seg), seg_len(&s, j), g.type, g.right, TAG_RING, c->mpi,
                       &sends[j]);
     }
-    if (!last) MPI_Waitall(s.nseg, sends, MPI_STATUSES_IGNORE);
-    return RG_OK;
+    return last ? RG_OK : wait_all(&g, (int)s.nseg, sends);
 }
 
 static rg_status ring_init(rg_comm *c) {

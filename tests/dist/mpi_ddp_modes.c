@@ -204,7 +204,7 @@ static const char *const mm_expect[][2] = {
      "rank 0 has p2.weight float32 (300) parameter, rank 1 has p2.weight float32 (300) frozen"},
     {MM_MODEL "2",
      "rank 0 has p2.weight float32 (300) parameter, rank 1 has p2.weight float32 (300) buffer"},
-    {MM_SETUP, "rank 1 has 3 bucket(s)"},
+    {MM_SETUP, "rank 1 has 2 bucket(s)"}, /* caps of 262 floats: [200 300] [50 100] */
     {MM_SETUP, "rank 1 has 1 bucket(s), accum_steps 2, fp16 off, overlap on"},
     {MM_SETUP, "rank 1 has 1 bucket(s), accum_steps 1, fp16 on, overlap on"},
 };
