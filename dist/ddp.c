@@ -203,14 +203,16 @@ static rg_status broadcast_from_rank0(rg_comm *comm, const rg_param_list *params
     return RG_OK;
 }
 
-/* Assigns parameters (in reverse order) to buckets: the first holds up to first_bucket_mb, the
- * others up to bucket_mb; a parameter larger than the cap gets a bucket of its own. */
+/* Assigns parameters (in reverse order) to buckets: the first bucket closes once it holds at least
+ * first_bucket_mb, the others once they hold bucket_mb (PyTorch DDP's rule). A parameter is never
+ * pushed into the next bucket for overflowing the cap: in the CNN that would put fc1.weight
+ * (4.5 MiB, ready early in backward) beside the conv weights (ready at its end) and leave nothing
+ * to overlap. So a bucket exceeds its cap by at most its last parameter. */
 static int plan_buckets(rg_ddp *d) {
     int nb = -1;
     int64_t used = 0, cap = 0; /* bytes */
     for (int i = 0; i < d->n_entries; i++) {
-        int64_t bytes = d->entries[i].param->numel * (int64_t)sizeof(float);
-        if (nb < 0 || (used > 0 && used + bytes > cap)) {
+        if (nb < 0 || used >= cap) {
             nb++;
             used = 0;
             cap = (int64_t)((nb == 0 ? d->opts.first_bucket_mb : d->opts.bucket_mb) * 1048576.0);
@@ -220,7 +222,7 @@ static int plan_buckets(rg_ddp *d) {
         d->entries[i].bucket = nb;
         d->entries[i].offset = used / (int64_t)sizeof(float);
         d->buckets[nb].n_params++;
-        used += bytes;
+        used += d->entries[i].param->numel * (int64_t)sizeof(float);
         d->buckets[nb].numel = used / (int64_t)sizeof(float);
     }
     return nb + 1;
@@ -327,7 +329,7 @@ static void launch_ready_in_order(rg_ddp *d) {
 static void on_grad_ready(rg_tensor *param, void *ctx) {
     entry *e = ctx;
     rg_ddp *d = e->ddp;
-    if (d->micro_step + 1 < d->opts.accum_steps) return; /* accumulating locally */
+    if (d->micro_step + 1 < d->opts.accum_steps) return;    /* accumulating locally */
     if (d->opts.no_overlap || d->opts.no_allreduce) return; /* rg_ddp_wait does it all */
     RG_CHECK(!e->ready,
              "ddp: %s: its gradient was final twice before rg_ddp_wait (a second "
