@@ -61,7 +61,8 @@ mpmd() { # mpmd "ARGS OF RANK 0" "ARGS OF RANK 1" (split at spaces)
 
 case $mode in
 kill)
-    train 2 --model cnn --batch-size 16 --epochs 1000 >"$log" 2>&1 &
+    # RG_PROGRESS=bar: a bar per step even into a file, so that the test sees step 3
+    RG_PROGRESS=bar train 2 --model cnn --batch-size 16 --epochs 1000 >"$log" 2>&1 &
     job=$!
     for _ in $(seq 1200); do # up to 120 s for start-up and 3 steps
         grep -q ' 3/30 \[' "$log" && break

@@ -13,4 +13,11 @@ run_logged "$RG_TRAIN_OUT/timeline.log" 2 --model cnn --batch-size 16 --max-step
 python3 "$HERE/../dist/check_timeline.py" "$out" --ranks 2 --expect forward --expect backward \
     --expect ddp_wait --expect optimizer --expect allreduce --step-allreduces 2 --overlap ||
     fail "check_timeline.py rejected $out"
+# Into a file, rg-mpirun makes the ranks write finished lines only (RG_PROGRESS=lines), though
+# their stdout is a pseudo-terminal under mpirun: no redrawn bars, no ETA.
+if grep -q 'ETA:' "$RG_TRAIN_OUT/timeline.log" || grep -q $'\r' "$RG_TRAIN_OUT/timeline.log"; then
+    cat "$RG_TRAIN_OUT/timeline.log"
+    fail "progress bars were redrawn into a file under rg-mpirun"
+fi
+grep -q ' 3/30 \[.*ms/step' "$RG_TRAIN_OUT/timeline.log" || fail "no finished progress line in the log"
 echo "PASS: timeline of 2 ranks, 2 buckets per step, overlapping backward"

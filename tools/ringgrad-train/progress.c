@@ -1,6 +1,8 @@
 /* progress.c — the Keras-style progress bar (see progress.h). */
 #include "progress.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -10,8 +12,16 @@ double progress_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The bar redraws in place on a terminal; elsewhere only each epoch's finished line is written.
+ * Under mpirun a rank's stdout is a pseudo-terminal even when mpirun's own output goes to a
+ * file, so $RG_PROGRESS overrides the guess: "lines" (finished lines only) or "bar" (redraw).
+ * scripts/rg-mpirun sets RG_PROGRESS=lines for the ranks when its stdout is not a terminal. */
 void progress_init(progress *p, FILE *out, bool enabled) {
-    *p = (progress){.out = out, .enabled = enabled, .tty = enabled && isatty(fileno(out))};
+    const char *mode = getenv("RG_PROGRESS");
+    bool tty = isatty(fileno(out));
+    if (mode && !strcmp(mode, "lines")) tty = false;
+    if (mode && !strcmp(mode, "bar")) tty = true;
+    *p = (progress){.out = out, .enabled = enabled, .tty = enabled && tty};
 }
 
 void progress_begin_epoch(progress *p, int epoch, int epochs, int64_t steps) {
@@ -35,12 +45,17 @@ static void draw(progress *p, int64_t step, double loss, double acc, double ips,
     int digits = snprintf(NULL, 0, "%lld", (long long)p->steps);
     fprintf(p->out, "%s%*lld/%lld [%s] - ", p->tty ? "\r" : "", digits, (long long)step,
             (long long)p->steps, bar);
-    if (done) fprintf(p->out, "%.0fs %.0fms/step", elapsed, step ? 1e3 * elapsed / (double)step : 0.0);
-    else fprintf(p->out, "ETA: %.0fs", step ? elapsed * (double)(p->steps - step) / (double)step : 0.0);
+    if (done)
+        fprintf(p->out, "%.0fs %.0fms/step", elapsed, step ? 1e3 * elapsed / (double)step : 0.0);
+    else
+        fprintf(p->out, "ETA: %.0fs",
+                step ? elapsed * (double)(p->steps - step) / (double)step : 0.0);
     fprintf(p->out, " - loss: %.4f - accuracy: %.4f - %.0f img/s", loss, acc, ips);
     if (test_acc >= 0) fprintf(p->out, " - test_accuracy: %.4f", test_acc);
-    if (done) fprintf(p->out, "\n");
-    else if (p->tty) fprintf(p->out, "\033[K"); /* clear what a longer previous line left */
+    if (done)
+        fprintf(p->out, "\n");
+    else if (p->tty)
+        fprintf(p->out, "\033[K"); /* clear what a longer previous line left */
     fflush(p->out);
 }
 
