@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/median.h"
 #include "ringgrad.h"
 
 #define MAX_ROUNDS 64
@@ -196,16 +197,6 @@ static void check(const method *m, float *buf, int64_t count, int rank, int size
     if (m->load) m->load(m->ctx, buf);
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void bench_size(const method *ms, int nm, int64_t bytes, const options *o, int rank,
                        int size) {
     int64_t count = bytes / 4;
@@ -227,7 +218,7 @@ static void bench_size(const method *ms, int nm, int64_t bytes, const options *o
         double bus = 2.0 * (size - 1) / size, raw_bus = 0;
         printf("%10lld %6d", (long long)bytes, iters);
         for (int k = 0; k < nm; k++) {
-            double alg = bytes / median(t[k], o->rounds) / 1e9;
+            double alg = bytes / bench_median(t[k], o->rounds) / 1e9;
             if (k == 0) raw_bus = alg * bus;
             printf(" | %7.3f %7.3f", alg, alg * bus);
             if (k > 0) printf(" %5.2f", alg * bus / raw_bus);

@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/median.h"
 #include "ringgrad.h"
 
 enum { MODE_OVERLAP, MODE_NO_OVERLAP, MODE_COMPUTE, MODE_COUNT };
@@ -181,16 +182,6 @@ static void step(replica *r, rg_tensor *x, rg_tensor *y, double t[PH_COUNT]) {
     memcpy(t, ph, sizeof ph);
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* times[(mode * steps + s) * PH_COUNT + phase] on every rank; rank 0 prints the medians: of the
  * slowest rank's time for whole steps, of the mean over ranks for phases. */
 static void report(rg_comm *comm, const double *times, const options *o) {
@@ -215,7 +206,7 @@ static void report(rg_comm *comm, const double *times, const options *o) {
                     for (int s = 0; s < o->steps; s++) sum += v[s];
                     med[m][p] = sum / o->steps;
                 } else {
-                    med[m][p] = median(v, o->steps);
+                    med[m][p] = bench_median(v, o->steps);
                 }
             }
             printf("%-10s", mode_names[m]);
