@@ -2,6 +2,9 @@
  * random fills and float16 packing on the CPU. The formulas are in tensor/kernels.h. */
 #include <float.h>
 #include <stdlib.h>
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #include "tensor/cpu/cpu.h"
 
@@ -131,12 +134,28 @@ void rg_cpu_normal(int64_t n, float mean, float std, uint64_t seed, uint64_t off
     for (int64_t i = 0; i < n; i++) x[i] = mean + std * rg_philox_normal(seed, offset / 2 + (uint64_t)i);
 }
 
+/* float32 <-> float16. With F16C (x86 since Ivy Bridge) 8 values per instruction, rounding to
+ * nearest, ties to even, exactly as rg_f32_to_f16 (tensor/kernels.h) does; the scalar formulas
+ * finish the tail and serve everywhere else. tests/tensor/test_kernels.c compares the two. */
 void rg_cpu_f32_to_f16(int64_t n, const float *x, uint16_t *y) {
+    int64_t head = 0;
+#if defined(__F16C__) && defined(__AVX__)
+    head = n / 8 * 8;
 #pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; i++) y[i] = rg_f32_to_f16(x[i]);
+    for (int64_t i = 0; i < head; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+    for (int64_t i = head; i < n; i++) y[i] = rg_f32_to_f16(x[i]);
 }
 
 void rg_cpu_f16_to_f32(int64_t n, const uint16_t *x, float *y) {
+    int64_t head = 0;
+#if defined(__F16C__) && defined(__AVX__)
+    head = n / 8 * 8;
 #pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; i++) y[i] = rg_f16_to_f32(x[i]);
+    for (int64_t i = 0; i < head; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+#endif
+    for (int64_t i = head; i < n; i++) y[i] = rg_f16_to_f32(x[i]);
 }
