@@ -1,7 +1,7 @@
 /* overlap_bench — how much of the gradient communication the DDP reducer hides behind backward.
  *
  *   scripts/rg-mpirun -np 2 build/bin/overlap_bench [--steps 20] [--warmup 2] [--batch-size 128]
- *                                                   [--bucket-mb 4] [--threads 1] [--fp16]
+ *                                                   [--bucket-mb 25] [--threads 1] [--fp16]
  *   scripts/sim-cluster.sh run 2 --rate 1gbit -- -np 2 build/bin/overlap_bench ...
  *   (bench/overlap.sh runs it on the simulated 1 and 10 Gbit/s links and on shared memory.)
  *
@@ -109,7 +109,7 @@ static void die(const char *what) {
 }
 
 static options parse_args(int argc, char **argv) {
-    options o = {.steps = 20, .warmup = 2, .batch = 128, .threads = 1, .bucket_mb = 4};
+    options o = {.steps = 20, .warmup = 2, .batch = 128, .threads = 1, .bucket_mb = 25};
     for (int i = 1; i < argc; i += 2) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(k, "--fp16")) {

@@ -14,7 +14,7 @@ Needs matplotlib (python3-matplotlib; scripts/install-deps.sh --bench). Example 
 docs/DISTRIBUTED.md, from bench/overlap.sh --traces DIR):
 
     /usr/bin/python3 scripts/plot_timeline.py \\
-        DIR/timeline_overlap.json:"buckets reduced during backward (--bucket-mb 4)" \\
+        DIR/timeline_overlap.json:"buckets reduced during backward" \\
         DIR/timeline_no_overlap.json:"one allreduce after backward (--no-overlap)" \\
         -o docs/images/timeline_1gbit.png
 """
