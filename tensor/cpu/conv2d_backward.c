@@ -23,24 +23,28 @@
 
 /* ---- backward data ---- */
 
-/* wt[panel][k][j] = w[k][c][r][s] for column panel*NR + j = (r*S + s)*C + c, zero past C*R*S. */
+/* wt[panel][k][j] = w[k][c][r][s] for column panel*NR + j = (r*S + s)*C + c, zero past C*R*S.
+ * One filter at a time: its (C, R*S) weights are reordered to (R*S, C) in a small buffer that
+ * stays in L1, which is then exactly the filter's row of every panel, copied out NR at a time.
+ * (Transposing all of w to (C*R*S, K) first and gathering panels from that took two passes
+ * over the weights with strides of R*S*K floats: a quarter of the pass on ResNet's last stage.) */
 static float *pack_data_weights(const rg_conv2d_shape *s, int64_t crs, const float *w) {
     int64_t npanel = (crs + NR - 1) / NR, rs = s->r * s->s;
-    float *wtr = rg_conv_weights_t(s, w), *wt = rg_conv_scratch(npanel * s->k * NR);
-#pragma omp parallel for schedule(static) if (npanel * s->k * NR > RG_CPU_PAR_MIN)
-    for (int64_t jp = 0; jp < npanel; jp++) {
-        float *panel = wt + jp * s->k * NR;
-        if ((jp + 1) * NR > crs) memset(panel, 0, (size_t)(s->k * NR) * sizeof(float));
-        /* runs of columns that share a tap: consecutive channels, rows RS*K apart in wtr */
-        for (int64_t j0 = jp * NR; j0 < crs && j0 < (jp + 1) * NR;) {
-            int64_t tap = j0 / s->c, c0 = j0 % s->c;
-            int64_t run = s->c - c0 < (jp + 1) * NR - j0 ? s->c - c0 : (jp + 1) * NR - j0;
-            rg_conv_transpose(run, s->k, wtr + (c0 * rs + tap) * s->k, rs * s->k,
-                              panel + (j0 - jp * NR), NR, NULL, 0.0f);
-            j0 += run;
+    float *wt = rg_conv_scratch(npanel * s->k * NR);
+#pragma omp parallel if (npanel * s->k * NR > RG_CPU_PAR_MIN)
+    {
+        float *row = rg_conv_scratch(npanel * NR);
+        memset(row + crs, 0, (size_t)(npanel * NR - crs) * sizeof(float));
+#pragma omp for schedule(static)
+        for (int64_t k = 0; k < s->k; k++) {
+            const float *wk = w + k * crs;
+            for (int64_t tap = 0; tap < rs; tap++)
+                for (int64_t c = 0; c < s->c; c++) row[tap * s->c + c] = wk[c * rs + tap];
+            for (int64_t jp = 0; jp < npanel; jp++)
+                memcpy(wt + (jp * s->k + k) * NR, row + jp * NR, NR * sizeof(float));
         }
+        rg_conv_scratch_free(row, npanel * NR);
     }
-    rg_conv_scratch_free(wtr, s->k * crs);
     return wt;
 }
 
