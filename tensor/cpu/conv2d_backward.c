@@ -167,20 +167,36 @@ static void filter_load_image(const rg_conv2d_shape *s, const rg_conv_geom *g, c
     for (int64_t k = 0; k < s->k; k++) db[k] += sums[k];
 }
 
+/* Rows of the partials transposed per block of the reduction. The transposition goes through a
+ * (K x REDUCE_ROWS) buffer that stays in L2, then out to dw in runs of REDUCE_ROWS floats:
+ * transposing straight into dw, whose rows lie C*R*S floats apart, wrote K scattered lines per
+ * 16 rows and ran at a quarter of memcpy's speed on the 9.4 MB of ResNet's last stage. */
+#define REDUCE_ROWS 256
+
 /* dw = beta dw + the sum of the threads' partials (transposed to (K, C*R*S)), likewise db.
  * Called by every thread of the team: rows are shared out. */
 static void filter_reduce(const rg_conv2d_shape *s, int64_t crs, int64_t kpad,
                           const filter_partial *part, int nparts, float beta, float *dw,
                           float *db) {
+    float *stage = rg_conv_scratch(s->k * REDUCE_ROWS);
 #pragma omp for schedule(static)
-    for (int64_t m0 = 0; m0 < crs; m0 += VL) {
-        int64_t nm = crs - m0 < VL ? crs - m0 : VL;
+    for (int64_t m0 = 0; m0 < crs; m0 += REDUCE_ROWS) {
+        int64_t nm = crs - m0 < REDUCE_ROWS ? crs - m0 : REDUCE_ROWS;
         float *acc0 = part[0].acc + m0 * kpad;
         for (int t = 1; t < nparts; t++)
             if (part[t].acc)
                 for (int64_t i = 0; i < nm * kpad; i++) acc0[i] += part[t].acc[m0 * kpad + i];
-        rg_conv_transpose(nm, s->k, acc0, kpad, dw + m0, crs, NULL, beta);
+        rg_conv_transpose(nm, s->k, acc0, kpad, stage, REDUCE_ROWS, NULL, 0.0f);
+        for (int64_t k = 0; k < s->k; k++) {
+            float *d = dw + k * crs + m0;
+            const float *src = stage + k * REDUCE_ROWS;
+            if (beta == 0.0f)
+                memcpy(d, src, (size_t)nm * sizeof(float));
+            else
+                for (int64_t i = 0; i < nm; i++) d[i] = src[i] + beta * d[i];
+        }
     }
+    rg_conv_scratch_free(stage, s->k * REDUCE_ROWS);
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < (db ? s->k : 0); k++) {
         double sum = 0.0;
