@@ -132,10 +132,6 @@ void rg_conv_chunks_free(rg_conv_chunks *ch);
  * stores of its accumulators; 256 measured best on ResNet-18's and the CNN's shapes. */
 #define RG_CONV_KC 256
 
-/* The filters w (K, C*R*S) transposed: wt (C*R*S, K), from rg_conv_scratch (free K*C*R*S
- * floats). Packing weights from it copies whole vectors. */
-float *rg_conv_weights_t(const rg_conv2d_shape *s, const float *w);
-
 /* The forward pass with vectors along output pixels (conv2d_direct.c), for short reductions and
  * for 1x1 kernels, whose input needs no transposition that way. */
 #define RG_CONV_DIRECT_MAX_CRS 32

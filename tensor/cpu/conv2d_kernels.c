@@ -210,15 +210,6 @@ void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, int64_t
     transpose(rows, cols, src, lds, dst, ldd, NULL, 0.0f, sums);
 }
 
-/* ---- weights ---- */
-
-float *rg_conv_weights_t(const rg_conv2d_shape *s, const float *w) {
-    int64_t crs = s->c * s->r * s->s;
-    float *wt = rg_conv_scratch(crs * s->k);
-    rg_conv_transpose(s->k, crs, w, crs, wt, s->k, NULL, 0.0f);
-    return wt;
-}
-
 /* ---- the padded channels-last image ---- */
 
 rg_conv_geom rg_conv_geom_of(const rg_conv2d_shape *s) {
