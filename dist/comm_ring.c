@@ -36,8 +36,8 @@
  * Pipelining. A block travels as up to RING_MAX_SEGS segments. While segment j is being added,
  * segment j+1 is already arriving, so the additions hide behind the transfer.
  *
- * Waiting. Every wait for a segment spins for up to 0.2 ms, then polls politely (join.c's
- * rg_comm_mpi_wait): sleeps of at most 1/8 of the time waited. On shared memory a segment
+ * Waiting. Every wait for a segment polls politely (join.c's rg_comm_mpi_wait): it spins for up
+ * to 0.2 ms, then sleeps in steps of at most 1/8 of the time waited. On shared memory a segment
  * arrives within that and the wait spins; over a network it takes milliseconds, and the comm thread
  * sleeps instead of spinning in MPI_Wait, leaving its core to backward (the overlap DDP is
  * for; docs/PERFORMANCE.md D2). A wait that stalls is reported like a stalled collective.
@@ -50,7 +50,6 @@
 #include <string.h>
 
 #include "dist/comm_impl.h"
-#include "dist/timeline.h"
 
 #define RING_SEG_BYTES ((int64_t)1 << 20) /* small enough to pipeline, large enough to stream */
 #define RING_MAX_SEGS 64                  /* so that a step's requests fit on the stack */
@@ -148,17 +147,9 @@ static void describe_wait(rg_comm *c, void *ctx, double waited, char *buf, size_
              c->rank, waited, g->left, g->right, (long long)g->count);
 }
 
-/* Waits for n requests: spins in MPI_Testall for up to SPIN_NS (a segment on shared memory
- * arrives within that), then politely (see Waiting above). */
-#define SPIN_NS 200000
+/* Waits politely for n requests (see Waiting above). */
 static rg_status wait_all(ring *g, int n, MPI_Request *reqs) {
-    if (n <= 0) return RG_OK;
-    for (int64_t t0 = rg_timeline_now(); rg_timeline_now() - t0 < SPIN_NS;) {
-        int done = 0;
-        MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
-        if (done) return RG_OK;
-    }
-    return rg_comm_mpi_wait(g->c, n, reqs, describe_wait, g);
+    return n > 0 ? rg_comm_mpi_wait(g->c, n, reqs, describe_wait, g) : RG_OK;
 }
 
 /* ---- one step: send a block to the right while receiving one from the left ---- */
