@@ -1,10 +1,51 @@
-/* tape.c — recording nodes, grad mode, and gradient buffers. */
-#include "autograd/tape.h"
+/* tape.c — the tape's storage, recording nodes, grad mode, and gradient buffers.
+ *
+ * One tape per open step scope of a thread: an array of node pointers in creation order. The array
+ * is kept and reused by the next scope opened at the same depth (known by its serial number), so
+ * a steady-state step allocates nothing; the nodes themselves live in the scope's arena. */
+#include "autograd/autograd_impl.h"
 
-#include "tensor/backend.h"
-#include "tensor/scope.h"
+#include <stdlib.h>
 
+#include "tensor/scope_impl.h"
+
+typedef struct {
+    rg_node **nodes;
+    int64_t n, cap;
+    uint64_t serial; /* the scope these nodes belong to */
+} tape;
+
+static _Thread_local tape tapes[RG_SCOPE_MAX_DEPTH];
 static _Thread_local int no_grad_depth;
+
+/* The tape of the innermost open scope, emptied if that scope is not the one it last served. */
+static tape *current_tape(void) {
+    int d = rg_scope_depth();
+    if (d == 0) return NULL;
+    tape *t = &tapes[d - 1];
+    uint64_t serial = rg_scope_serial();
+    if (t->serial != serial) t->serial = serial, t->n = 0;
+    return t;
+}
+
+rg_node **rg_tape_nodes(int64_t *n) {
+    tape *t = current_tape();
+    *n = t ? t->n : 0;
+    return t ? t->nodes : NULL;
+}
+
+static int64_t tape_push(const char *op, rg_node *node) {
+    tape *t = current_tape();
+    RG_CHECK(t, "%s: no step scope is open; wrap the step in rg_scope_begin()/rg_scope_end()", op);
+    if (t->n == t->cap) {
+        int64_t cap = t->cap ? 2 * t->cap : 256;
+        rg_node **nodes = realloc(t->nodes, (size_t)cap * sizeof *nodes);
+        RG_CHECK(nodes, "%s: out of host memory for the tape (%lld nodes)", op, (long long)cap);
+        t->nodes = nodes, t->cap = cap;
+    }
+    t->nodes[t->n] = node;
+    return t->n++;
+}
 
 void rg_no_grad_begin(void) { no_grad_depth++; }
 
@@ -30,12 +71,11 @@ rg_node *rg_tape_record(const char *op, rg_backward_fn backward, rg_tensor *out,
     n->out = out;
     n->n_in = n_in;
     for (int i = 0; i < n_in; i++) n->in[i] = in[i];
-    n->index = rg_scope_push_node(n);
+    n->index = tape_push(op, n);
     out->grad_fn = n;
     out->flags |= RG_TENSOR_REQUIRES_GRAD;
     return n;
 }
-
 float rg_grad_begin(rg_tensor *t) {
     /* A scoped tensor's gradient is made in the current scope, so it must be the tensor's own:
      * one from an outer scope would keep a gradient freed by this scope's end (and the next

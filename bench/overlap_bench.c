@@ -156,23 +156,23 @@ static void step(replica *r, rg_tensor *x, rg_tensor *y, double t[PH_COUNT]) {
     double si0, id0;
     machine_s(&si0, &id0);
     double p0 = cpu_s(RUSAGE_SELF), c0 = cpu_s(RUSAGE_THREAD), t0 = now_s();
-    rg_timeline_begin("forward", "compute");
+    rg_trace_begin("forward", "compute");
     rg_tensor *loss = rg_cross_entropy(rg_model_forward(r->net, x, RG_TRAIN), y);
     rg_tensor_item(loss);
-    rg_timeline_end();
+    rg_trace_end();
     double t1 = now_s();
-    rg_timeline_begin("backward", "compute");
+    rg_trace_begin("backward", "compute");
     rg_backward(loss);
-    rg_timeline_end();
+    rg_trace_end();
     double t2 = now_s();
-    rg_timeline_begin("ddp_wait", "comm");
+    rg_trace_begin("ddp_wait", "comm");
     if (rg_ddp_wait(r->ddp) != RG_OK) die("rg_ddp_wait");
-    rg_timeline_end();
+    rg_trace_end();
     double t3 = now_s();
-    rg_timeline_begin("optimizer", "compute");
+    rg_trace_begin("optimizer", "compute");
     rg_optim_step(r->opt);
     rg_optim_zero_grad(r->opt);
-    rg_timeline_end();
+    rg_trace_end();
     rg_scope_end();
     double t4 = now_s(), c4 = cpu_s(RUSAGE_THREAD), p4 = cpu_s(RUSAGE_SELF), si4, id4;
     machine_s(&si4, &id4);
@@ -273,7 +273,7 @@ int main(int argc, char **argv) {
     double *times = calloc((size_t)MODE_COUNT * o.steps * PH_COUNT, sizeof *times), t[PH_COUNT];
     for (int s = -o.warmup; s < o.steps; s++) {
         if (s == 0 && o.timeline) {
-            rg_timeline_name_thread("main");
+            rg_trace_name_thread("main");
             if (rg_timeline_start(comm) != RG_OK) die("timeline");
         }
         for (int k = 0; k < MODE_COUNT; k++) {
@@ -284,7 +284,7 @@ int main(int argc, char **argv) {
         }
     }
     if (o.timeline) {
-        rg_timeline_stop();
+        rg_trace_stop();
         if (rg_timeline_write(comm, o.timeline) != RG_OK) die("timeline");
     }
     report(comm, times, &o);

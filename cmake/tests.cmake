@@ -9,7 +9,8 @@ pkg_check_modules(CRITERION REQUIRED IMPORTED_TARGET criterion)
 file(GLOB RG_TEST_COMMON CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/common/*.c)
 add_library(rgtest STATIC ${RG_TEST_COMMON})
 target_link_libraries(rgtest PUBLIC ringgrad PkgConfig::CRITERION)
-target_include_directories(rgtest PUBLIC ${CMAKE_SOURCE_DIR}/tests/common)
+# Tests are white-box: they see the library's internal headers too.
+target_include_directories(rgtest PUBLIC ${CMAKE_SOURCE_DIR}/tests/common ${CMAKE_SOURCE_DIR})
 target_compile_definitions(rgtest PUBLIC RG_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
                            RG_BINARY_DIR="${CMAKE_BINARY_DIR}")
 

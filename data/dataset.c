@@ -3,7 +3,7 @@
  * What it teaches: a loader checks the files against each other (as many labels as images, every
  * label a valid class), not only each file on its own, and a missing dataset is an error message
  * that tells the user how to get it, not a crash or a bare "No such file". */
-#include "data/dataset.h"
+#include "ringgrad/dataset.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/idx.h"
+#include "ringgrad/idx.h"
 
 #define FMNIST_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
 #define FMNIST_CLASSES 10

@@ -4,7 +4,7 @@
  * checked before it is used to size anything, sizes are multiplied with overflow checks, and the
  * buffer grows with the bytes that really arrive instead of trusting the promised size. Every
  * failure becomes an rg_status with a message that names the file and the problem. */
-#include "data/idx.h"
+#include "ringgrad/idx.h"
 
 #include <errno.h>
 #include <inttypes.h>

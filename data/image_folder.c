@@ -16,7 +16,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "data/dataset.h"
+#include "ringgrad/dataset.h"
 #include "data/stb_image_config.h"
 #include <stb/stb_image.h>
 

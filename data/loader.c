@@ -17,14 +17,14 @@
  *
  * The next epoch starts as soon as the consumer sees the end of the current one, so its batches
  * are prepared while the program evaluates or checkpoints. */
-#include "data/loader.h"
+#include "ringgrad/loader.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/sampler.h"
-#include "tensor/backend.h"
+#include "ringgrad/sampler.h"
+#include "tensor/backend_impl.h"
 
 typedef struct {
     float *x;                   /* (B,C,H,W) */

@@ -3,10 +3,10 @@
  * What it teaches: distributed training needs no communication to agree on the data order;
  * every rank derives the same permutation from (seed, epoch) with a counter-based generator,
  * then keeps every world-th position. */
-#include "data/sampler.h"
+#include "ringgrad/sampler.h"
 
-#include "tensor/kernels.h"
-#include "tensor/status.h"
+#include "core/kernels.h"
+#include "ringgrad/status.h"
 
 void rg_sampler_init(rg_sampler *s, int64_t n, bool shuffle, uint64_t seed, int rank, int world) {
     RG_CHECK(s, "rg_sampler_init: NULL sampler");

@@ -1,7 +1,7 @@
 /* synthetic.c — a deterministic, learnable synthetic dataset for tests and benchmarks.
  *
  * What it teaches: test data that a model can actually learn, made from a counter-based random
- * generator (Philox, tensor/kernels.h). Every byte is a pure function of (seed, item, pixel), so
+ * generator (Philox, core/kernels.h). Every byte is a pure function of (seed, item, pixel), so
  * the data is the same on every machine and thread count, and a subset never shifts when n
  * changes.
  *
@@ -11,8 +11,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "data/dataset.h"
-#include "tensor/kernels.h"
+#include "ringgrad/dataset.h"
+#include "core/kernels.h"
 
 /* Independent Philox streams for the three uses. */
 #define STREAM_CLASS 0x636C617373ULL /* "class" */

@@ -17,8 +17,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dist/comm.h"
-#include "dist/dist.h"
+#include "ringgrad/comm.h"
+#include "ringgrad/dist.h"
 
 /* ---- requests ---- */
 
@@ -57,7 +57,7 @@ struct rg_comm_req {
     rg_status status;
     char error[512];
     uint64_t seq;                                   /* collective number on its comm (1, 2, ...) */
-    int64_t t_queued, t_started, t_joined, t_ended; /* rg_timeline_now() */
+    int64_t t_queued, t_started, t_joined, t_ended; /* rg_trace_now() */
     /* Buffers on a GPU (comm_device.c): device is the CUDA device that holds them, -1 for host
      * memory; the events are cudaEvent_t, NULL when unused. */
     int device;

@@ -15,7 +15,7 @@
 #include <sys/prctl.h>
 
 #include "dist/comm_impl.h"
-#include "dist/timeline.h"
+#include "ringgrad/timeline.h"
 
 /* ---- running one request ---- */
 
@@ -82,13 +82,13 @@ static int64_t request_bytes(const rg_comm_req *r) {
 }
 
 static void record(const rg_comm_req *r, uint64_t id) {
-    if (!rg_timeline_enabled()) return;
+    if (!rg_trace_enabled()) return;
     const char *name = rg_coll_kind_name(r->coll.kind);
-    rg_timeline_arg args[2] = {{"bytes", request_bytes(r)}, {"seq", (int64_t)r->seq}};
-    rg_timeline_async(name, "comm.queue", id, r->t_queued, r->t_started, 1, args);
-    rg_timeline_complete(name, "comm", r->t_started, r->t_ended, 2, args);
+    rg_trace_arg args[2] = {{"bytes", request_bytes(r)}, {"seq", (int64_t)r->seq}};
+    rg_trace_async(name, "comm.queue", id, r->t_queued, r->t_started, 1, args);
+    rg_trace_complete(name, "comm", r->t_started, r->t_ended, 2, args);
     if (r->t_joined > r->t_started)
-        rg_timeline_complete("wait for ranks", "comm.join", r->t_started, r->t_joined, 1, args + 1);
+        rg_trace_complete("wait for ranks", "comm.join", r->t_started, r->t_joined, 1, args + 1);
 }
 
 /* After a timeout or a mismatch the ranks no longer agree on what comes next: every later
@@ -110,7 +110,7 @@ static rg_status run_checked(rg_comm_req *r) {
     } else if (rg_coll_is_collective(kind) && kind != RG_COLL_OPEN) {
         r->seq = ++c->seq;
         s = rg_comm_join(c, r);
-        r->t_joined = rg_timeline_now();
+        r->t_joined = rg_trace_now();
     }
     c->current = r;
     if (s == RG_OK) s = rg_comm_dev_run(c, r, dispatch);
@@ -121,10 +121,10 @@ static rg_status run_checked(rg_comm_req *r) {
 }
 
 static void run(rg_comm_req *r, uint64_t id) {
-    r->t_started = rg_timeline_now();
+    r->t_started = rg_trace_now();
     r->t_joined = r->t_started;
     rg_status s = run_checked(r);
-    r->t_ended = rg_timeline_now();
+    r->t_ended = rg_trace_now();
     r->status = s;
     if (s != RG_OK) snprintf(r->error, sizeof r->error, "%s", rg_last_error());
     record(r, id);
@@ -134,7 +134,7 @@ static void run(rg_comm_req *r, uint64_t id) {
 
 static void *thread_main(void *arg) {
     rg_dist *d = arg;
-    rg_timeline_name_thread("comm");
+    rg_trace_name_thread("comm");
     /* Linux rounds a sleep up by the thread's timer slack (50 us by default); the polls in join.c
      * sleep in steps of a few microseconds, so ask for 1 us. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
@@ -189,7 +189,7 @@ void rg_comm_thread_stop(rg_dist *d) {
 
 void rg_comm_submit(rg_comm_req *r) {
     rg_dist *d = r->dist = r->comm->dist;
-    r->t_queued = rg_timeline_now();
+    r->t_queued = rg_trace_now();
     r->next = NULL;
     rg_comm_dev_submit(r);
     pthread_mutex_lock(&d->mu);

@@ -11,15 +11,15 @@
  * gradient is final the buffer is ready to send as is: no copy. Buckets are launched strictly in
  * index order on every rank (a later bucket that fills first waits for the earlier ones), because
  * collectives must be issued in the same order everywhere or the ranks deadlock. */
-#include "dist/ddp.h"
+#include "ringgrad/ddp.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/hooks.h"
-#include "tensor/backend.h"
+#include "ringgrad/autograd.h"
+#include "tensor/backend_impl.h"
 
 typedef struct {
     rg_tensor *param;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "dist/comm_impl.h"
-#include "dist/timeline.h"
+#include "ringgrad/timeline.h"
 
 /* ---- options ---- */
 
@@ -110,7 +110,7 @@ rg_dist *rg_dist_init_opts(int *argc, char ***argv, const rg_dist_opts *opts) {
     int up = 0;
     MPI_Initialized(&up);
     d->launched = up || launched_by_mpirun();
-    rg_timeline_name_thread("main");
+    rg_trace_name_thread("main");
     rg_status s = d->launched ? start_mpi(d, argc, argv) : RG_OK;
     if (s == RG_OK) s = rg_comm_thread_start(d);
     if (s == RG_OK) s = rg_comm_new(d, backend, &d->comm);

@@ -2,7 +2,7 @@
  *
  * The ring backend adds each block it receives with these, and the MPI backend's user-defined
  * float16 sum calls them too, so both backends round float16 the same way: each hop adds in
- * float32 and rounds once (tensor/kernels.h holds the conversions). Where the compiler targets
+ * float32 and rounds once (core/kernels.h holds the conversions). Where the compiler targets
  * F16C (x86 since Ivy Bridge; -march=native here), the float16 sum converts 8 values per
  * instruction with the same rounding (to nearest, ties to even); the scalar loop is the
  * reference, and tests/tensor/test_kernels.c checks that the two agree. */
@@ -12,7 +12,7 @@
 #endif
 
 #include "dist/comm_impl.h"
-#include "tensor/kernels.h"
+#include "core/kernels.h"
 
 static void sum_f32(float *restrict d, const float *restrict s, int64_t n) {
     for (int64_t i = 0; i < n; i++) d[i] += s[i];

@@ -32,7 +32,7 @@
 #include <time.h>
 
 #include "dist/comm_impl.h"
-#include "dist/timeline.h"
+#include "ringgrad/timeline.h"
 
 enum { TAG_JOIN = 1, TAG_GO = 2 };
 
@@ -141,13 +141,13 @@ void rg_comm_stall_report(const rg_comm *c, const char *msg) {
 rg_status rg_comm_poll(rg_comm *c, rg_poll_fn test, rg_give_up_fn give_up, void *ctx,
                        rg_describe_fn describe, void *dctx) {
     const rg_stall_policy *p = &c->dist->stall;
-    const int64_t t0 = rg_timeline_now(), warn = (int64_t)(p->warn_s * 1e9);
+    const int64_t t0 = rg_trace_now(), warn = (int64_t)(p->warn_s * 1e9);
     int64_t next_warn = t0 + warn;
     for (;;) {
         bool done = false;
         RG_TRY(test(c, ctx, &done));
         if (done) return RG_OK;
-        int64_t now = rg_timeline_now(), waited = now - t0;
+        int64_t now = rg_trace_now(), waited = now - t0;
         char msg[1024];
         if (warn > 0 && now >= next_warn) {
             describe(c, dctx, waited * 1e-9, msg, sizeof msg);

@@ -1,323 +1,20 @@
-/* timeline.c — the recorder behind timeline.h, and the Chrome-trace writer.
- *
- * Recording is lock-free: each thread owns a buffer (a list of blocks of BLOCK_EVENTS events),
- * appends to it alone, and publishes how many events are complete with one release-store. The
- * writer, on another thread, reads up to that count with an acquire-load, so it never sees half
- * an event. Registering a thread and allocating a new block are the only allocations: one per
- * BLOCK_EVENTS events.
+/* timeline.c — the distributed side of the timeline: a start that lines up every rank's clock, and
+ * a writer that gathers every rank's events (core/trace.c formats them) to rank 0, which writes
+ * one Chrome-trace JSON file.
  *
  * The file is the Trace Event Format (the JSON that chrome://tracing and Perfetto open): an array
- * of events, "X" for a complete interval on a thread, "b"/"e" for an async interval, "M" for the
- * names of rows. pid = rank and tid = thread, so each rank is a group of rows. */
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
+ * of events; pid = rank and tid = thread, so each rank is a group of rows. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
-#include "dist/timeline.h"
+#include "ringgrad/timeline.h"
 
-#define BLOCK_EVENTS 1024
-#define MAX_EVENTS (1 << 20) /* per thread; later events are counted as dropped */
-#define NAME_LEN 48
-#define THREAD_NAME_LEN 32
-#define MAX_DEPTH 32
 #define TAG_TIMELINE (RG_COMM_TAG_MAX - 1)
-
-typedef struct {
-    int64_t t0, t1;
-    uint64_t id; /* async only */
-    const char *cat;
-    rg_timeline_arg args[RG_TIMELINE_MAX_ARGS];
-    int nargs;
-    bool async;
-    char name[NAME_LEN];
-} tl_event;
-
-typedef struct tl_block {
-    tl_event ev[BLOCK_EVENTS];
-    struct tl_block *next;
-} tl_block;
-
-typedef struct tl_thread {
-    int tid;
-    char name[THREAD_NAME_LEN]; /* under tl.mu */
-    tl_block *head, *tail;      /* the owner appends, the writer reads */
-    _Atomic int64_t n;          /* events complete and visible */
-    _Atomic int64_t dropped;
-    struct tl_thread *next;
-} tl_thread;
-
-static struct {
-    pthread_mutex_t mu; /* the list of threads and their names */
-    tl_thread *threads;
-    int ntids;
-    _Atomic bool on;
-    _Atomic int64_t t0;
-} tl = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static _Thread_local tl_thread *self;
-
-/* begin/end frames of this thread. */
-static _Thread_local struct {
-    int depth;
-    struct {
-        int64_t t0;
-        const char *cat;
-        char name[NAME_LEN];
-    } f[MAX_DEPTH];
-} frames;
-
-/* ---- recording ---- */
-
-int64_t rg_timeline_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-bool rg_timeline_enabled(void) {
-    return atomic_load_explicit(&tl.on, memory_order_relaxed);
-}
 
 rg_status rg_timeline_start(rg_comm *c) {
     if (c) RG_TRY(rg_comm_barrier(c));
-    atomic_store(&tl.t0, rg_timeline_now());
-    atomic_store(&tl.on, true);
+    rg_trace_start();
     return RG_OK;
-}
-
-void rg_timeline_stop(void) {
-    atomic_store(&tl.on, false);
-}
-
-static void copy_name(char *dst, size_t cap, const char *src) {
-    size_t n = src ? strnlen(src, cap - 1) : 0;
-    memcpy(dst, src ? src : "", n);
-    dst[n] = '\0';
-}
-
-static tl_thread *this_thread(void) {
-    if (self) return self;
-    tl_thread *t = calloc(1, sizeof *t);
-    if (!t) return NULL;
-    pthread_mutex_lock(&tl.mu);
-    t->tid = ++tl.ntids;
-    snprintf(t->name, sizeof t->name, "thread %d", t->tid);
-    t->next = tl.threads;
-    tl.threads = t;
-    pthread_mutex_unlock(&tl.mu);
-    return self = t;
-}
-
-void rg_timeline_name_thread(const char *name) {
-    tl_thread *t = this_thread();
-    if (!t) return;
-    pthread_mutex_lock(&tl.mu);
-    copy_name(t->name, sizeof t->name, name);
-    pthread_mutex_unlock(&tl.mu);
-}
-
-/* Appends an event to this thread's buffer and publishes it. */
-static void append(const tl_event *e) {
-    tl_thread *t = this_thread();
-    if (!t) return;
-    int64_t n = atomic_load_explicit(&t->n, memory_order_relaxed); /* we are the only writer */
-    if (n >= MAX_EVENTS) {
-        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
-        return;
-    }
-    if (n % BLOCK_EVENTS == 0) { /* the last block is full (or there is none): one more */
-        tl_block *b = calloc(1, sizeof *b);
-        if (!b) {
-            atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
-            return;
-        }
-        if (n == 0)
-            t->head = b;
-        else
-            t->tail->next = b;
-        t->tail = b;
-    }
-    t->tail->ev[n % BLOCK_EVENTS] = *e;
-    atomic_store_explicit(&t->n, n + 1, memory_order_release);
-}
-
-static void record(bool async, const char *name, const char *cat, uint64_t id, int64_t t0,
-                   int64_t t1, int nargs, const rg_timeline_arg *args) {
-    tl_event e = {.t0 = t0, .t1 = t1, .id = id, .cat = cat ? cat : "", .async = async};
-    e.nargs = nargs < RG_TIMELINE_MAX_ARGS ? nargs : RG_TIMELINE_MAX_ARGS;
-    for (int i = 0; i < e.nargs; i++) e.args[i] = args[i];
-    copy_name(e.name, sizeof e.name, name);
-    append(&e);
-}
-
-void rg_timeline_complete(const char *name, const char *cat, int64_t t0, int64_t t1, int nargs,
-                          const rg_timeline_arg *args) {
-    if (rg_timeline_enabled()) record(false, name, cat, 0, t0, t1, nargs, args);
-}
-
-void rg_timeline_async(const char *name, const char *cat, uint64_t id, int64_t t0, int64_t t1,
-                       int nargs, const rg_timeline_arg *args) {
-    if (rg_timeline_enabled()) record(true, name, cat, id, t0, t1, nargs, args);
-}
-
-/* Frames are kept even while recording is off, so that begin and end always pair up. */
-void rg_timeline_begin(const char *name, const char *cat) {
-    RG_CHECK(frames.depth < MAX_DEPTH, "rg_timeline_begin(\"%s\"): nested more than %d deep", name,
-             MAX_DEPTH);
-    int d = frames.depth++;
-    if (!rg_timeline_enabled()) {
-        frames.f[d].t0 = -1;
-        return;
-    }
-    frames.f[d].cat = cat;
-    copy_name(frames.f[d].name, NAME_LEN, name);
-    frames.f[d].t0 = rg_timeline_now();
-}
-
-void rg_timeline_end(void) {
-    RG_CHECK(frames.depth > 0, "rg_timeline_end without rg_timeline_begin");
-    int d = --frames.depth;
-    if (frames.f[d].t0 >= 0 && rg_timeline_enabled())
-        record(false, frames.f[d].name, frames.f[d].cat, 0, frames.f[d].t0, rg_timeline_now(), 0,
-               NULL);
-}
-
-void rg_timeline_reset(void) {
-    pthread_mutex_lock(&tl.mu);
-    for (tl_thread *t = tl.threads; t; t = t->next) {
-        for (tl_block *b = t->head, *next; b; b = next) {
-            next = b->next;
-            free(b);
-        }
-        t->head = t->tail = NULL;
-        atomic_store(&t->n, 0);
-        atomic_store(&t->dropped, 0);
-    }
-    pthread_mutex_unlock(&tl.mu);
-}
-
-/* ---- the JSON text of this rank's events ---- */
-
-typedef struct {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} text;
-
-static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text *t, const char *fmt, ...) {
-    for (int tries = 0; tries < 2 && !t->oom; tries++) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0)
-            t->oom = true;
-        else if (t->p && t->len + (size_t)n < t->cap) {
-            t->len += (size_t)n;
-            return;
-        } else {
-            size_t cap = (t->cap + (size_t)n + 1) * 2;
-            char *q = realloc(t->p, cap);
-            if (!q)
-                t->oom = true;
-            else
-                t->p = q, t->cap = cap;
-        }
-    }
-}
-
-/* A JSON string: quotes, backslashes and control characters escaped. */
-static void put_str(text *t, const char *s) {
-    put(t, "\"");
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            put(t, "\\%c", ch);
-        else if (ch < 0x20)
-            put(t, "\\u%04x", ch);
-        else
-            put(t, "%c", ch);
-    }
-    put(t, "\"");
-}
-
-static double micros(int64_t t) {
-    int64_t t0 = atomic_load(&tl.t0);
-    return t > t0 ? (double)(t - t0) / 1000.0 : 0.0;
-}
-
-static void put_args(text *t, const tl_event *e) {
-    if (!e->nargs) return;
-    put(t, ",\"args\":{");
-    for (int i = 0; i < e->nargs; i++) {
-        put(t, "%s", i ? "," : "");
-        put_str(t, e->args[i].name);
-        put(t, ":%lld", (long long)e->args[i].value);
-    }
-    put(t, "}");
-}
-
-static void put_event(text *t, int pid, int tid, const tl_event *e) {
-    put(t, ",\n{\"pid\":%d,\"tid\":%d,\"name\":", pid, tid);
-    put_str(t, e->name);
-    put(t, ",\"cat\":");
-    put_str(t, e->cat);
-    if (!e->async) {
-        put(t, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f", micros(e->t0),
-            micros(e->t1) - micros(e->t0));
-        put_args(t, e);
-        put(t, "}");
-        return;
-    }
-    put(t, ",\"ph\":\"b\",\"id\":\"0x%llx\",\"ts\":%.3f", (unsigned long long)e->id, micros(e->t0));
-    put_args(t, e);
-    put(t, "},\n{\"pid\":%d,\"tid\":%d,\"name\":", pid, tid);
-    put_str(t, e->name);
-    put(t, ",\"cat\":");
-    put_str(t, e->cat);
-    put(t, ",\"ph\":\"e\",\"id\":\"0x%llx\",\"ts\":%.3f}", (unsigned long long)e->id,
-        micros(e->t1));
-}
-
-static void put_thread(text *t, int pid, const tl_thread *th) {
-    put(t,
-        ",\n{\"pid\":%d,\"tid\":%d,\"ph\":\"M\",\"name\":\"thread_name\",\"args\":{\"name\":", pid,
-        th->tid);
-    put_str(t, th->name);
-    put(t,
-        "}},\n{\"pid\":%d,\"tid\":%d,\"ph\":\"M\",\"name\":\"thread_sort_index\","
-        "\"args\":{\"sort_index\":%d}}",
-        pid, th->tid, th->tid);
-    int64_t n = atomic_load_explicit(&th->n, memory_order_acquire);
-    const tl_block *b = th->head;
-    for (int64_t i = 0; i < n; i++) {
-        if (i && i % BLOCK_EVENTS == 0) b = b->next;
-        put_event(t, pid, th->tid, &b->ev[i % BLOCK_EVENTS]);
-    }
-}
-
-/* Every event of this process as JSON objects separated by ",\n" (no brackets). */
-static text format_rank(int rank) {
-    text t = {0};
-    int64_t dropped = 0;
-    pthread_mutex_lock(&tl.mu);
-    for (tl_thread *th = tl.threads; th; th = th->next) dropped += atomic_load(&th->dropped);
-    put(&t,
-        "{\"pid\":%d,\"ph\":\"M\",\"name\":\"process_name\",\"args\":{\"name\":\"rank %d\","
-        "\"dropped_events\":%lld}},\n",
-        rank, rank, (long long)dropped);
-    put(&t,
-        "{\"pid\":%d,\"ph\":\"M\",\"name\":\"process_sort_index\","
-        "\"args\":{\"sort_index\":%d}}",
-        rank, rank);
-    for (tl_thread *th = tl.threads; th; th = th->next) put_thread(&t, rank, th);
-    pthread_mutex_unlock(&tl.mu);
-    return t;
 }
 
 /* ---- gathering to rank 0 and writing ---- */
@@ -331,9 +28,9 @@ static void emit(FILE *f, bool *first, const char *p, int64_t len) {
 }
 
 /* Rank 0: receives each rank's text in rank order and writes it (or drops it if f is NULL). */
-static rg_status gather_to(FILE *f, rg_comm *c, const text *mine, const int64_t *lens) {
+static rg_status gather_to(FILE *f, rg_comm *c, const char *mine, const int64_t *lens) {
     bool first = true;
-    emit(f, &first, mine->p, lens[0]);
+    emit(f, &first, mine, lens[0]);
     for (int r = 1; r < rg_comm_size(c); r++) {
         char *buf = malloc(lens[r] ? (size_t)lens[r] : 1);
         if (!buf) return rg_error(RG_ENOMEM, "rg_timeline_write: out of memory");
@@ -345,7 +42,7 @@ static rg_status gather_to(FILE *f, rg_comm *c, const text *mine, const int64_t 
     return RG_OK;
 }
 
-static rg_status write_root(rg_comm *c, const char *path, const text *mine, const int64_t *lens) {
+static rg_status write_root(rg_comm *c, const char *path, const char *mine, const int64_t *lens) {
     FILE *f = fopen(path, "w");
     if (f) fputs("{\"traceEvents\":[\n", f);
     rg_status s = gather_to(f, c, mine, lens); /* even without a file, so no rank waits */
@@ -358,14 +55,15 @@ static rg_status write_root(rg_comm *c, const char *path, const text *mine, cons
 rg_status rg_timeline_write(rg_comm *c, const char *path) {
     RG_CHECK(c && path, "rg_timeline_write: NULL argument");
     int rank = rg_comm_rank(c);
-    text mine = format_rank(rank);
-    int64_t len = mine.oom ? 0 : (int64_t)mine.len, *lens = calloc(rg_comm_size(c), sizeof *lens);
+    size_t mine_len;
+    char *mine = rg_trace_format(rank, &mine_len);
+    int64_t len = (int64_t)mine_len, *lens = calloc(rg_comm_size(c), sizeof *lens);
     rg_status s = lens ? rg_comm_allgather(c, &len, lens, 1, RG_COMM_I64)
                        : rg_error(RG_ENOMEM, "rg_timeline_write: out of memory");
-    if (s == RG_OK && rank != 0) s = rg_comm_send(c, mine.p, len, RG_COMM_U8, 0, TAG_TIMELINE);
-    if (s == RG_OK && rank == 0) s = write_root(c, path, &mine, lens);
-    if (s == RG_OK && mine.oom) s = rg_error(RG_ENOMEM, "rg_timeline_write: out of memory");
-    free(mine.p);
+    if (s == RG_OK && rank != 0) s = rg_comm_send(c, mine, len, RG_COMM_U8, 0, TAG_TIMELINE);
+    if (s == RG_OK && rank == 0) s = write_root(c, path, mine, lens);
+    if (s == RG_OK && !mine) s = rg_error(RG_ENOMEM, "rg_timeline_write: out of memory");
+    free(mine);
     free(lens);
     /* Every rank returns rank 0's verdict. */
     int32_t verdict = (int32_t)s;

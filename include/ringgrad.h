@@ -1,27 +1,37 @@
-/* ringgrad.h — the one header users include. */
+/* ringgrad.h — the one header users include: the whole public API, layer by layer from the bottom
+ * (docs/ARCHITECTURE.md). Everything under include/ is public and installed; nothing else is. */
 #ifndef RINGGRAD_H
 #define RINGGRAD_H
 
-#include "tensor/status.h"
-#include "tensor/tensor.h"
-#include "tensor/scope.h"
-#include "tensor/ops.h"
-#include "tensor/backend.h"
-#include "tensor/cuda_api.h"
-#include "autograd/autograd.h"
-#include "data/idx.h"
-#include "data/dataset.h"
-#include "data/sampler.h"
-#include "data/loader.h"
-#include "layers/params.h"
-#include "layers/layer.h"
-#include "optim/optim.h"
-#include "dist/comm.h"
-#include "dist/dist.h"
-#include "dist/timeline.h"
-#include "dist/ddp.h"
-#include "models/model.h"
-#include "models/safetensors.h"
-#include "models/checkpoint.h"
+/* core */
+#include "ringgrad/status.h"
+#include "ringgrad/trace.h"
+/* tensor */
+#include "ringgrad/tensor.h"
+#include "ringgrad/scope.h"
+#include "ringgrad/params.h"
+#include "ringgrad/device.h"
+/* autograd */
+#include "ringgrad/autograd.h"
+/* ops */
+#include "ringgrad/ops.h"
+/* layers */
+#include "ringgrad/layer.h"
+/* optim */
+#include "ringgrad/optim.h"
+/* data */
+#include "ringgrad/idx.h"
+#include "ringgrad/dataset.h"
+#include "ringgrad/sampler.h"
+#include "ringgrad/loader.h"
+/* dist */
+#include "ringgrad/comm.h"
+#include "ringgrad/dist.h"
+#include "ringgrad/timeline.h"
+#include "ringgrad/ddp.h"
+/* models */
+#include "ringgrad/model.h"
+#include "ringgrad/safetensors.h"
+#include "ringgrad/checkpoint.h"
 
 #endif

@@ -1,8 +1,8 @@
 /* conv2d.c — the 2-D convolution layer, as PyTorch's nn.Conv2d: weight (out,in,k,k) in OIHW,
  * optional bias (out), default initialisation U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with
  * fan_in = in*k*k. */
-#include "layers/layer.h"
-#include "tensor/ops.h"
+#include "ringgrad/layer.h"
+#include "ringgrad/ops.h"
 
 typedef struct {
     rg_layer base;

@@ -3,8 +3,8 @@
  * What it teaches: with a counter-based generator the whole random state of a layer is two
  * integers. The offset advances by the number of elements on every training forward, so a run is
  * reproducible and a checkpoint that saves (seed, offset) resumes with the very same masks. */
-#include "layers/layer.h"
-#include "tensor/ops.h"
+#include "ringgrad/layer.h"
+#include "ringgrad/ops.h"
 
 typedef struct {
     rg_layer base;

@@ -6,7 +6,7 @@
  * the same, and they do not depend on the device or the thread count. */
 #include <math.h>
 
-#include "layers/layer.h"
+#include "ringgrad/layer.h"
 
 void rg_init_kaiming_uniform_(rg_tensor *t, double a, int64_t fan_in, rg_rng_stream *rng) {
     RG_CHECK(t && rng && fan_in >= 0, "kaiming_uniform_: bad arguments");

@@ -4,7 +4,7 @@
  * What it teaches: a module system needs little more than a vtable and a list. Names are built
  * once, when a tensor is registered, so a container's list is a plain concatenation of its
  * children's and a state_dict is just that list. */
-#include "layers/layer.h"
+#include "ringgrad/layer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

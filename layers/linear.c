@@ -1,7 +1,7 @@
 /* linear.c — the fully connected layer, y = x w^T + b, as PyTorch's nn.Linear: weight (out,in),
  * bias (out), default initialisation U(-1/sqrt(in), 1/sqrt(in)) for both. */
-#include "layers/layer.h"
-#include "tensor/ops.h"
+#include "ringgrad/layer.h"
+#include "ringgrad/ops.h"
 
 typedef struct {
     rg_layer base;

@@ -1,5 +1,5 @@
 /* sequential.c — Sequential: a container whose forward runs its children in order. */
-#include "layers/layer.h"
+#include "ringgrad/layer.h"
 
 static rg_tensor *sequential_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
     for (int i = 0; i < l->n_children; i++) x = rg_layer_forward(l->children[i], x, mode);

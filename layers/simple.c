@@ -1,7 +1,7 @@
 /* simple.c — the layers without parameters: ReLU, Flatten and MaxPool2d. Each is a thin wrapper
- * over its op in tensor/ops.h, so that it can sit in a Sequential. */
-#include "layers/layer.h"
-#include "tensor/ops.h"
+ * over its op in ringgrad/ops.h, so that it can sit in a Sequential. */
+#include "ringgrad/layer.h"
+#include "ringgrad/ops.h"
 
 /* ---- ReLU: y = max(x, 0) ---- */
 

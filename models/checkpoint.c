@@ -4,7 +4,7 @@
  * What it teaches: resuming exactly means saving every number the next step depends on — the
  * weights, the optimizer's buffers and step counts, the learning rate and the position of every
  * random stream — and loading means checking all of it before touching the model. */
-#include "models/checkpoint.h"
+#include "ringgrad/checkpoint.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/safetensors.h"
+#include "ringgrad/safetensors.h"
 
 #define OPTIM_PREFIX "optim."
 #define KV_KEY_MAX 192

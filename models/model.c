@@ -1,6 +1,6 @@
 /* model.c — a model is a root layer plus what a training job needs around it: a name for
  * checkpoints and --model, the seed, and the list of random streams that a checkpoint saves. */
-#include "models/model.h"
+#include "ringgrad/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * byte range, the byte ranges against the data section and against each other) before anything
  * is read on the strength of it. Only then are entries handed out. The writer is in
  * safetensors_write.c. */
-#include "models/safetensors.h"
+#include "ringgrad/safetensors.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "tensor/tensor.h"
+#include "ringgrad/tensor.h"
 
 typedef struct {
     const char *name; /* "F32" */

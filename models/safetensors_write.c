@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "models/safetensors.h"
+#include "ringgrad/safetensors.h"
 #include "models/safetensors_impl.h"
 
 /* ---- the JSON header, built in a growing buffer ---- */

@@ -3,7 +3,7 @@
  * Layers are built one statement at a time on purpose: each constructor draws its initial weights
  * from the shared stream `init`, and C leaves the evaluation order inside one initialiser list
  * unspecified, so a list would make the weights compiler-dependent. */
-#include "models/model.h"
+#include "ringgrad/model.h"
 
 rg_model *rg_model_cnn(uint64_t seed) {
     rg_rng_stream init = {.seed = seed, .offset = 0};

@@ -4,11 +4,11 @@
  *   with bc_k = 1 - b_k^t, t the parameter's step count (from 1). Adam adds wd*p to g; AdamW
  *   first shrinks p by (1 - lr*wd) (decoupled weight decay, Loshchilov & Hutter).
  *
- * The formula is rg_adam_update in tensor/kernels.h; the backend's adam_step runs it fused. */
+ * The formula is rg_adam_update in core/kernels.h; the backend's adam_step runs it fused. */
 #include <math.h>
 
 #include "optim/optim_impl.h"
-#include "tensor/backend.h"
+#include "tensor/backend_impl.h"
 
 static void adam_update(rg_optim *o, int i) {
     rg_tensor *p = o->params[i].tensor;

@@ -6,8 +6,8 @@
  * update depends on (buffers, per-parameter step counts, the global step) is in the state list. */
 #include "optim/optim_impl.h"
 
-#include "autograd/autograd.h"
-#include "tensor/backend.h"
+#include "ringgrad/autograd.h"
+#include "tensor/backend_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 #ifndef RG_OPTIM_IMPL_H
 #define RG_OPTIM_IMPL_H
 
-#include "optim/optim.h"
+#include "ringgrad/optim.h"
 
 #define RG_OPTIM_MAX_BUFS 2
 

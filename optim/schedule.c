@@ -3,7 +3,7 @@
  * CosineAnnealingLR and LinearLR (+ SequentialLR for the warmup). */
 #include <math.h>
 
-#include "optim/optim.h"
+#include "ringgrad/optim.h"
 
 static const char *const kind_names[] = {"constant", "step", "cosine"};
 _Static_assert(sizeof kind_names / sizeof kind_names[0] == RG_LR_KIND_COUNT, "schedule names");

@@ -3,10 +3,10 @@
  *   d = g + wd*p;  buf = first ? d : mu*buf + (1-dampening)*d;  d = nesterov ? d + mu*buf : buf;
  *   p -= lr*d
  *
- * The formula is rg_sgd_update in tensor/kernels.h; the backend's sgd_step runs it over a tensor.
+ * The formula is rg_sgd_update in core/kernels.h; the backend's sgd_step runs it over a tensor.
  * "first" is per parameter: torch creates the momentum buffer on a parameter's first update. */
 #include "optim/optim_impl.h"
-#include "tensor/backend.h"
+#include "tensor/backend_impl.h"
 
 static void sgd_update(rg_optim *o, int i) {
     rg_tensor *p = o->params[i].tensor;

@@ -32,7 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "tensor/backend.h"
+#include "tensor/backend_impl.h"
 
 #ifdef __cplusplus
 extern "C" {

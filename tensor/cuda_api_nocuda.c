@@ -1,6 +1,6 @@
-/* cuda_api_nocuda.c — tensor/cuda_api.h in a build without the CUDA backend: every call reports
+/* cuda_api_nocuda.c — ringgrad/device.h in a build without the CUDA backend: every call reports
  * RG_ENOTSUP, so programs can offer --device cuda and fail with a clear message. */
-#include "tensor/cuda_api.h"
+#include "ringgrad/device.h"
 
 #define NO_CUDA "this build has no CUDA backend (configure with -DRG_CUDA=ON and the toolkit)"
 

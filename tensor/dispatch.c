@@ -1,6 +1,6 @@
 /* dispatch.c — the one place that maps a device to its backend table. This file and CMake are
  * the only places that know whether the CUDA backend was built. */
-#include "tensor/backend.h"
+#include "tensor/backend_impl.h"
 
 #ifdef RG_CUDA
 #include "tensor/cuda/cuda_backend.h"
@@ -19,6 +19,21 @@ const rg_backend *rg_backend_for(rg_device dev) {
 #endif
     default:
         rg_fatal(__FILE__, __LINE__, "bad device type %d", (int)dev.type);
+    }
+}
+
+const rg_backend *rg_backend_table(rg_device_type type, int index) {
+    switch (type) {
+    case RG_DEV_CPU:
+        return index == 0 ? &rg_cpu_backend : NULL;
+    case RG_DEV_CUDA:
+#ifdef RG_CUDA
+        return rg_cuda_backend_table(index);
+#else
+        return NULL;
+#endif
+    default:
+        return NULL;
     }
 }
 

@@ -1,14 +1,15 @@
-/* scope.c — step scopes: a per-thread stack of (tensor list, arena, tape).
+/* scope.c — step scopes: a per-thread stack of (tensor list, arena).
  *
  * What it teaches: the cheapest memory management for a training loop is to not manage tensors
  * one by one. Everything a step makes is threaded on one list and freed in one sweep; the arena
- * and the tape array are kept and reused, so a steady-state step makes no system allocations. */
-#include "tensor/scope.h"
+ * is kept and reused, so a steady-state step makes no system allocations. The tape is autograd's
+ * (autograd/tape.c): its nodes come from this arena, and it knows a new scope by its serial. */
+#include "tensor/scope_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor/backend.h"
+#include "tensor/backend_impl.h"
 
 #define ARENA_CHUNK (256 * 1024)
 
@@ -19,14 +20,14 @@ typedef struct arena_chunk {
 } arena_chunk;
 
 typedef struct {
-    rg_tensor *tensors;          /* adopted tensors, newest first */
-    arena_chunk *chunks, *cur;   /* chunks are kept across steps; cur is the one being filled */
-    struct rg_node **nodes;      /* the tape */
-    int64_t n_nodes, cap_nodes;
+    rg_tensor *tensors;        /* adopted tensors, newest first */
+    arena_chunk *chunks, *cur; /* chunks are kept across steps; cur is the one being filled */
+    uint64_t serial;           /* rg_scope_serial */
 } scope;
 
 static _Thread_local scope scopes[RG_SCOPE_MAX_DEPTH];
 static _Thread_local int depth;
+static _Thread_local uint64_t last_serial;
 
 static scope *top(const char *what) {
     RG_CHECK(depth > 0, "%s: no step scope is open; wrap the step in rg_scope_begin()/rg_scope_end()",
@@ -41,7 +42,7 @@ void rg_scope_begin(void) {
     s->tensors = NULL;
     s->cur = s->chunks;
     for (arena_chunk *c = s->chunks; c; c = c->next) c->used = 0;
-    s->n_nodes = 0;
+    s->serial = ++last_serial;
 }
 
 static void free_scoped(rg_tensor *t) {
@@ -56,7 +57,7 @@ void rg_scope_end(void) {
         free_scoped(t);
     }
     s->tensors = NULL;
-    s->n_nodes = 0;
+    s->serial = 0;
     depth--;
 }
 
@@ -98,18 +99,4 @@ bool rg_scope_owns(const void *p) {
     return false;
 }
 
-int64_t rg_scope_push_node(struct rg_node *n) {
-    scope *s = top("rg_scope_push_node");
-    if (s->n_nodes == s->cap_nodes) {
-        int64_t cap = s->cap_nodes ? 2 * s->cap_nodes : 256;
-        struct rg_node **nodes = realloc(s->nodes, (size_t)cap * sizeof *nodes);
-        RG_CHECK(nodes, "rg_scope_push_node: out of host memory");
-        s->nodes = nodes, s->cap_nodes = cap;
-    }
-    s->nodes[s->n_nodes] = n;
-    return s->n_nodes++;
-}
-
-int64_t rg_scope_num_nodes(void) { return depth > 0 ? scopes[depth - 1].n_nodes : 0; }
-
-struct rg_node **rg_scope_nodes(void) { return depth > 0 ? scopes[depth - 1].nodes : NULL; }
+uint64_t rg_scope_serial(void) { return depth > 0 ? scopes[depth - 1].serial : 0; }

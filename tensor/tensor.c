@@ -2,7 +2,7 @@
  *
  * A tensor header is small and the data is one contiguous block from the device's backend.
  * Scoped headers live in the scope's arena; long-lived headers come from malloc. */
-#include "tensor/tensor.h"
+#include "ringgrad/tensor.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,9 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/hooks.h"
-#include "tensor/backend.h"
-#include "tensor/scope.h"
+#include "tensor/backend_impl.h"
+#include "tensor/scope_impl.h"
 
 #define RG_MAX_NUMEL (INT64_C(1) << 40) /* elements of one tensor, and of one dimension */
 
@@ -136,7 +135,7 @@ void rg_tensor_free(rg_tensor *t) {
              "rg_tensor_free: tensor belongs to a step scope; rg_scope_end() frees it");
     if (t->flags & RG_TENSOR_OWNS_DATA) rg_backend_for(t->device)->free(t->data, rg_tensor_nbytes(t));
     rg_tensor_free(t->grad);
-    rg_grad_hooks_free(t->hooks);
+    if (t->ext) t->ext->free(t->ext);
     free(t);
 }
 

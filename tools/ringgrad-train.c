@@ -36,25 +36,25 @@ static bool train_step(trainer *t, const rg_batch *b, metrics *m) {
     rg_tensor *x = t->dev.type == RG_DEV_CPU ? b->x : rg_tensor_to(b->x, t->dev);
     rg_tensor *y = t->dev.type == RG_DEV_CPU ? b->y : rg_tensor_to(b->y, t->dev);
 
-    rg_timeline_begin("forward", "compute");
+    rg_trace_begin("forward", "compute");
     rg_tensor *logits = rg_model_forward(t->net, x, RG_TRAIN);
     rg_tensor *loss = rg_cross_entropy(logits, y);
-    rg_timeline_end();
+    rg_trace_end();
     float loss_value = rg_tensor_item(loss);
 
-    rg_timeline_begin("backward", "compute");
+    rg_trace_begin("backward", "compute");
     /* with accumulation, each micro-batch contributes 1/K of the step's mean gradient */
     rg_backward(t->a.accum_steps > 1 ? rg_scale(loss, 1.0f / (float)t->a.accum_steps) : loss);
-    rg_timeline_end();
+    rg_trace_end();
 
-    rg_timeline_begin("ddp_wait", "comm");
+    rg_trace_begin("ddp_wait", "comm");
     rg_status st = rg_ddp_wait(t->ddp);
-    rg_timeline_end();
+    rg_trace_end();
     if (st == RG_OK && sync) {
-        rg_timeline_begin("optimizer", "compute");
+        rg_trace_begin("optimizer", "compute");
         rg_optim_step(t->opt);
         rg_optim_zero_grad(t->opt);
-        rg_timeline_end();
+        rg_trace_end();
         t->step++;
     }
     m->loss_sum += (double)loss_value * (double)b->size;
@@ -77,7 +77,7 @@ static double evaluate(trainer *t) {
     metrics m = {0};
     rg_batch b;
     rg_loader_set_epoch(t->test, 0);
-    rg_timeline_begin("evaluate", "compute");
+    rg_trace_begin("evaluate", "compute");
     rg_no_grad_begin();
     while (rg_loader_next(t->test, &b)) {
         if (b.step % t->world != t->rank) continue;
@@ -88,7 +88,7 @@ static double evaluate(trainer *t) {
         rg_scope_end();
     }
     rg_no_grad_end();
-    rg_timeline_end();
+    rg_trace_end();
     reduce_metrics(t, &m);
     return m.seen ? (double)m.correct / (double)m.seen : 0.0;
 }
@@ -222,7 +222,7 @@ int main(int argc, char **argv) {
     bool ok = trainer_setup_data(&t) == RG_OK && trainer_setup_model(&t) == RG_OK &&
               trainer_setup_loaders(&t) == RG_OK;
     if (ok && t.a.timeline) {
-        rg_timeline_name_thread("main");
+        rg_trace_name_thread("main");
         ok = rg_timeline_start(t.comm) == RG_OK;
     }
     for (int64_t e = t.start_epoch; ok && e < t.a.epochs; e++) {
@@ -230,7 +230,7 @@ int main(int argc, char **argv) {
         ok = run_epoch(&t, e);
     }
     if (ok && t.a.timeline) {
-        rg_timeline_stop();
+        rg_trace_stop();
         if (rg_timeline_write(t.comm, t.a.timeline) != RG_OK) {
             trainer_error(&t, "%s", rg_last_error());
             ok = false;

@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "dist/cuda/dist_cuda.h"
-#include "tensor/backend.h"
+#include "tensor/backend_impl.h"
 
 /* ---- where a request's data is ---- */
 

@@ -23,8 +23,8 @@
 #include <time.h>
 
 #include "dist/cuda/nccl_impl.h"
-#include "tensor/backend.h"
-#include "tensor/cuda_api.h"
+#include "tensor/backend_impl.h"
+#include "ringgrad/device.h"
 
 /* 2.14: nonblocking communicators (ncclAvg arrived in 2.10). */
 #define NCCL_MIN_VERSION 21400

@@ -16,7 +16,7 @@ typedef struct {
     cudaEvent_t ev; /* recorded after the collective */
     uint64_t seq;   /* its number on the communicator (0 for the barrier's own) */
     rg_coll_kind kind;
-    int64_t t_queued; /* rg_timeline_now() */
+    int64_t t_queued; /* rg_trace_now() */
     int reports;      /* stall reports made about it so far */
 } rg_nccl_watched;
 

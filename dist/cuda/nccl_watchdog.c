@@ -17,7 +17,7 @@
 #include <time.h>
 
 #include "dist/cuda/nccl_impl.h"
-#include "dist/timeline.h"
+#include "ringgrad/timeline.h"
 
 #define PERIOD_NS (100 * 1000 * 1000)
 
@@ -82,7 +82,7 @@ static void inspect_locked(rg_nccl *n, char *report, size_t cap) {
     const rg_stall_policy *p = &n->c->dist->stall;
     if (p->warn_s <= 0) return;
     rg_nccl_watched *w = &n->watched[n->head];
-    double waited = (double)(rg_timeline_now() - w->t_queued) * 1e-9;
+    double waited = (double)(rg_trace_now() - w->t_queued) * 1e-9;
     char what[96];
     name_watched(w, what, sizeof what);
     if (p->abort_s > 0 && waited >= p->abort_s) {
@@ -179,7 +179,7 @@ rg_status rg_nccl_watch(rg_nccl *n, rg_coll_kind kind, uint64_t seq) {
             s = rg_nccl_fail_locked(n, RG_EDEVICE, "cuda:%d: cudaEventRecord failed: %s", n->device,
                                     cudaGetErrorString(e));
         } else {
-            *w = (rg_nccl_watched){w->ev, seq, kind, rg_timeline_now(), 0};
+            *w = (rg_nccl_watched){w->ev, seq, kind, rg_trace_now(), 0};
             n->n++;
         }
     }

@@ -1,5 +1,5 @@
 /* elementwise.c — fills, axpby, broadcast binary ops and their reductions, relu, sum, argmax,
- * random fills and float16 packing on the CPU. The formulas are in tensor/kernels.h. */
+ * random fills and float16 packing on the CPU. The formulas are in core/kernels.h. */
 #include <float.h>
 #include <stdlib.h>
 #if defined(__F16C__) && defined(__AVX__)
@@ -135,7 +135,7 @@ void rg_cpu_normal(int64_t n, float mean, float std, uint64_t seed, uint64_t off
 }
 
 /* float32 <-> float16. With F16C (x86 since Ivy Bridge) 8 values per instruction, rounding to
- * nearest, ties to even, exactly as rg_f32_to_f16 (tensor/kernels.h) does; the scalar formulas
+ * nearest, ties to even, exactly as rg_f32_to_f16 (core/kernels.h) does; the scalar formulas
  * finish the tail and serve everywhere else. tests/tensor/test_kernels.c compares the two. */
 void rg_cpu_f32_to_f16(int64_t n, const float *x, uint16_t *y) {
     int64_t head = 0;

@@ -1,4 +1,4 @@
-/* optim.c — fused optimizer updates on the CPU; the formulas are in tensor/kernels.h. */
+/* optim.c — fused optimizer updates on the CPU; the formulas are in core/kernels.h. */
 #include "tensor/cpu/cpu.h"
 
 void rg_cpu_sgd_step(int64_t n, const rg_sgd_hparams *h, float *param, const float *grad,

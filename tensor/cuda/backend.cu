@@ -17,7 +17,7 @@
 
 #include "tensor/cuda/cuda_impl.h"
 
-static void cuda_memset0(void *p, size_t bytes) {
+void rg_cuda_memset0(void *p, size_t bytes) {
     if (bytes) RG_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, rg_cuda_compute(rg_cuda_ctx_current())));
 }
 
@@ -45,7 +45,7 @@ static void copy_d2d(rg_cuda_ctx *ctx, void *dst, const void *src, size_t bytes)
     rg_cuda_order(ctx, rg_cuda_compute(ctx), rg_cuda_compute(sctx));
 }
 
-static void cuda_copy(void *dst, const void *src, size_t bytes, rg_copy_kind kind) {
+void rg_cuda_copy(void *dst, const void *src, size_t bytes, rg_copy_kind kind) {
     if (bytes == 0 || dst == src) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
     cudaStream_t s = rg_cuda_compute(ctx);
@@ -68,7 +68,7 @@ static void cuda_copy(void *dst, const void *src, size_t bytes, rg_copy_kind kin
     }
 }
 
-static void cuda_synchronize(void) {
+void rg_cuda_synchronize(void) {
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
     for (int s = 0; s < RG_CUDA_STREAM_COUNT; s++)
         RG_CUDA_CHECK(cudaStreamSynchronize(ctx->stream[s]));
@@ -88,43 +88,14 @@ template <int D, typename R, typename... A, R (*F)(A...)> struct on<D, F> {
     }
 };
 
-/* Every entry of rg_backend, in declaration order (C++20 designated initialisers). */
+/* Every entry of the kernel list (tensor/backend_impl.h), in its order (C++20 designated
+ * initialisers), each wrapped to run on D. */
 template <int D> static constexpr rg_backend table_for() {
     return rg_backend{
         .name = "cuda",
-        .alloc = on<D, rg_cuda_alloc>::run,
-        .free = on<D, rg_cuda_free>::run,
-        .memset0 = on<D, cuda_memset0>::run,
-        .copy = on<D, cuda_copy>::run,
-        .synchronize = on<D, cuda_synchronize>::run,
-        .mem_stats = on<D, rg_cuda_mem_stats>::run,
-        .mem_release_cached = on<D, rg_cuda_mem_release_cached>::run,
-        .fill = on<D, rg_cuda_fill>::run,
-        .axpby = on<D, rg_cuda_axpby>::run,
-        .binary = on<D, rg_cuda_binary>::run,
-        .reduce_bcast = on<D, rg_cuda_reduce_bcast>::run,
-        .relu_forward = on<D, rg_cuda_relu_forward>::run,
-        .relu_backward = on<D, rg_cuda_relu_backward>::run,
-        .sum = on<D, rg_cuda_sum>::run,
-        .argmax = on<D, rg_cuda_argmax>::run,
-        .uniform = on<D, rg_cuda_uniform>::run,
-        .normal = on<D, rg_cuda_normal>::run,
-        .gemm = on<D, rg_cuda_gemm>::run,
-        .conv2d_forward = on<D, rg_cuda_conv2d_forward>::run,
-        .conv2d_backward_data = on<D, rg_cuda_conv2d_backward_data>::run,
-        .conv2d_backward_filter = on<D, rg_cuda_conv2d_backward_filter>::run,
-        .maxpool2d_forward = on<D, rg_cuda_maxpool2d_forward>::run,
-        .maxpool2d_backward = on<D, rg_cuda_maxpool2d_backward>::run,
-        .dropout_forward = on<D, rg_cuda_dropout_forward>::run,
-        .dropout_backward = on<D, rg_cuda_dropout_backward>::run,
-        .cross_entropy_forward = on<D, rg_cuda_cross_entropy_forward>::run,
-        .cross_entropy_backward = on<D, rg_cuda_cross_entropy_backward>::run,
-        .sgd_step = on<D, rg_cuda_sgd_step>::run,
-        .adam_step = on<D, rg_cuda_adam_step>::run,
-        .f32_to_f16 = on<D, rg_cuda_f32_to_f16>::run,
-        .f16_to_f32 = on<D, rg_cuda_f16_to_f32>::run,
-        .host_alloc = on<D, rg_cuda_host_alloc>::run,
-        .host_free = on<D, rg_cuda_host_free>::run,
+#define RG_CUDA_ENTRY(ret, fn, params) .fn = on<D, rg_cuda_##fn>::run,
+        RG_BACKEND_KERNELS(RG_CUDA_ENTRY)
+#undef RG_CUDA_ENTRY
     };
 }
 
@@ -139,4 +110,8 @@ static constexpr std::array<rg_backend, RG_CUDA_MAX_DEVICES> tables =
 
 const rg_backend *rg_cuda_table(int device) {
     return &tables[(size_t)device];
+}
+
+extern "C" const rg_backend *rg_cuda_backend_table(int index) {
+    return index >= 0 && index < RG_CUDA_MAX_DEVICES ? rg_cuda_table(index) : nullptr;
 }

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "tensor/cuda/cuda_impl.h"
-#include "tensor/cuda_api.h"
+#include "ringgrad/device.h"
 
 static pthread_once_t count_once = PTHREAD_ONCE_INIT;
 static int device_count;
@@ -130,7 +130,7 @@ void rg_cuda_order(rg_cuda_ctx *signal_ctx, cudaStream_t signaller, cudaStream_t
     pthread_mutex_unlock(&signal_ctx->event_lock);
 }
 
-/* ---- device selection (tensor/cuda_api.h) ---- */
+/* ---- device selection (ringgrad/device.h) ---- */
 
 extern "C" rg_status rg_cuda_set_device(int local_rank, rg_device *dev) {
     RG_CHECK(local_rank >= 0, "rg_cuda_set_device: local rank %d", local_rank);
@@ -190,7 +190,7 @@ extern "C" void *rg_cuda_alloc_on(int device, size_t bytes, rg_cuda_stream_id id
     return rg_block_cache_get(rg_cuda_ctx_get(device)->mem, bytes, (int)id);
 }
 
-/* ---- event timers (tensor/cuda_api.h) ---- */
+/* ---- event timers (ringgrad/device.h) ---- */
 
 struct rg_cuda_timer {
     rg_cuda_ctx *ctx;
@@ -232,7 +232,7 @@ extern "C" void rg_cuda_timer_stop(rg_cuda_timer *t) {
 extern "C" float rg_cuda_timer_elapsed_ms(rg_cuda_timer *t) {
     RG_CHECK(t, "rg_cuda_timer_elapsed_ms: NULL timer");
     float ms = 0.0f;
-    RG_CUDA_CHECK(cudaEventSynchronize(t->stop)); /* the one wait, documented in cuda_api.h */
+    RG_CUDA_CHECK(cudaEventSynchronize(t->stop)); /* the one wait, documented in ringgrad/device.h */
     RG_CUDA_CHECK(cudaEventElapsedTime(&ms, t->start, t->stop));
     return ms;
 }

@@ -1,5 +1,5 @@
 /* conv2d.cu — 2-D convolution through cuDNN 9 (pairs with tensor/cpu/conv2d.c, which does
- * im2col + GEMM; the formulas are in tensor/ops/conv2d.c).
+ * im2col + GEMM; the formulas are in ops/conv2d.c).
  *
  * What it teaches: how a framework drives cuDNN's convolution API.
  *   - Descriptors: cuDNN describes every tensor (x, y, bias), the filter and the convolution

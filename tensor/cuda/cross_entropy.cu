@@ -1,5 +1,5 @@
 /* cross_entropy.cu — fused log-softmax + negative log-likelihood on the GPU (pairs with
- * tensor/cpu/cross_entropy.c; the formulas are in tensor/ops/cross_entropy.c).
+ * tensor/cpu/cross_entropy.c; the formulas are in ops/cross_entropy.c).
  *
  * One warp per row: classifier rows are short (10 classes for Fashion-MNIST, 1000 for ImageNet),
  * so a warp covers a row in a few strided passes and its max and sum are register shuffles, with

@@ -7,7 +7,7 @@
  *   - every CUDA, cuBLAS and cuDNN call is checked; every kernel launch is followed by
  *     RG_CUDA_CHECK_LAUNCH() (cudaGetLastError), so a bad launch is reported where it happened;
  *   - elementwise kernels are grid-stride loops with 64-bit indices (tensors may pass 2^31
- *     elements); per-element formulas come from tensor/kernels.h, shared with the CPU backend;
+ *     elements); per-element formulas come from core/kernels.h, shared with the CPU backend;
  *   - no kernel uses atomics on floats, so every result is deterministic run to run. */
 #ifndef RG_CUDA_IMPL_H
 #define RG_CUDA_IMPL_H
@@ -17,7 +17,7 @@
 #include <cudnn.h>
 #include <pthread.h>
 
-#include "tensor/backend.h"
+#include "tensor/backend_impl.h"
 #include "tensor/block_cache.h"
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/per_thread.h"
@@ -145,79 +145,24 @@ int rg_cuda_swap_device(int device);
 /* Work queued on `waiter` from now waits for what was queued on `signaller` (an event). */
 void rg_cuda_order(rg_cuda_ctx *signal_ctx, cudaStream_t signaller, cudaStream_t waiter);
 
-/* ---- alloc.cu ---- */
+/* ---- the table's kernels, rg_cuda_<name>, each in tensor/cuda/<op>.cu (the list and its
+ * comments: tensor/backend_impl.h); every one works on the calling thread's current device ---- */
+#define RG_CUDA_PROTOTYPE(ret, fn, params) ret rg_cuda_##fn params;
+RG_BACKEND_KERNELS(RG_CUDA_PROTOTYPE)
+#undef RG_CUDA_PROTOTYPE
+
+/* ---- helpers shared by the .cu files ---- */
+/* alloc.cu */
 void rg_cuda_alloc_init(rg_cuda_ctx *ctx);
-void *rg_cuda_alloc(size_t bytes);
-void rg_cuda_free(void *p, size_t bytes);
-rg_mem_stats rg_cuda_mem_stats(void);
-void rg_cuda_mem_release_cached(void);
-void *rg_cuda_host_alloc(size_t bytes);
-void rg_cuda_host_free(void *p, size_t bytes);
 /* Temporary device memory for one op's kernels on the compute stream (workspace, partial sums).
  * Give it back with rg_cuda_scratch_free right after the last launch that uses it: the cache
  * hands it out again only to work queued later on the same stream. Stops when out of memory. */
 void *rg_cuda_scratch(rg_cuda_ctx *ctx, size_t bytes);
 void rg_cuda_scratch_free(rg_cuda_ctx *ctx, void *p);
-
-/* ---- gemm.cu ---- */
-void rg_cuda_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                  const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                  int64_t ldc);
-
-/* ---- elementwise.cu ---- */
-void rg_cuda_fill(int64_t n, float v, float *x);
-/* y = beta * y, with y never read when beta == 0 (cuDNN's and BLAS's beta rule) */
+/* elementwise.cu: y = beta * y, with y never read when beta == 0 (cuDNN's and BLAS's beta rule) */
 void rg_cuda_scale(rg_cuda_ctx *ctx, int64_t n, float beta, float *y);
-void rg_cuda_axpby(int64_t n, float a, const float *x, float b, float *y);
-void rg_cuda_relu_forward(int64_t n, const float *x, float *y);
-void rg_cuda_relu_backward(int64_t n, const float *x, const float *dy, float beta, float *dx);
-void rg_cuda_uniform(int64_t n, float lo, float hi, uint64_t seed, uint64_t offset, float *x);
-void rg_cuda_normal(int64_t n, float mean, float std, uint64_t seed, uint64_t offset, float *x);
-void rg_cuda_f32_to_f16(int64_t n, const float *x, uint16_t *y);
-void rg_cuda_f16_to_f32(int64_t n, const uint16_t *x, float *y);
-
-/* ---- broadcast.cu ---- */
-void rg_cuda_binary(rg_binary_op op, const rg_bcast *bc, const float *a, const float *b,
-                    float *out);
-void rg_cuda_reduce_bcast(const rg_bcast *bc, const float *dy, const float *x, float beta,
-                          float *db);
-
-/* ---- reduce.cu ---- */
-void rg_cuda_sum(int64_t n, const float *x, float *out);
-/* *out = scale * sum(x), on the device, in a fixed order */
+/* reduce.cu: *out = scale * sum(x), on the device, in a fixed order */
 void rg_cuda_sum_scaled(rg_cuda_ctx *ctx, int64_t n, const float *x, float scale, float *out);
-void rg_cuda_argmax(int64_t rows, int64_t cols, const float *x, int64_t *out);
-
-/* ---- conv2d.cu ---- */
-void rg_cuda_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w,
-                            const float *b, float *y);
-void rg_cuda_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, const float *w,
-                                  float beta, float *dx);
-void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, const float *dy,
-                                    float beta, float *dw, float *db);
-
-/* ---- maxpool2d.cu ---- */
-void rg_cuda_maxpool2d_forward(const rg_pool2d_shape *s, const float *x, float *y, int32_t *argmax);
-void rg_cuda_maxpool2d_backward(const rg_pool2d_shape *s, const float *dy, const int32_t *argmax,
-                                float beta, float *dx);
-
-/* ---- dropout.cu ---- */
-void rg_cuda_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,
-                             float *y);
-void rg_cuda_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset, const float *dy,
-                              float beta, float *dx);
-
-/* ---- cross_entropy.cu ---- */
-void rg_cuda_cross_entropy_forward(int64_t n, int64_t c, const float *logits, const int64_t *labels,
-                                   float *probs, float *loss);
-void rg_cuda_cross_entropy_backward(int64_t n, int64_t c, const float *probs, const int64_t *labels,
-                                    const float *dloss, float beta, float *dlogits);
-
-/* ---- optim.cu ---- */
-void rg_cuda_sgd_step(int64_t n, const rg_sgd_hparams *h, float *param, const float *grad,
-                      float *momentum_buf);
-void rg_cuda_adam_step(int64_t n, const rg_adam_hparams *h, float *param, const float *grad,
-                       float *m, float *v);
 
 /* ---- backend.cu ---- */
 /* The table of cuda:device (device < RG_CUDA_MAX_DEVICES); its entries make that device current. */

@@ -1,7 +1,7 @@
 /* dropout.cu — inverted dropout on the GPU with the CPU's exact mask (pairs with
  * tensor/cpu/dropout.c).
  *
- * keep(i) = rg_dropout_keep(p, seed, offset + i) (tensor/kernels.h) is a pure function of the
+ * keep(i) = rg_dropout_keep(p, seed, offset + i) (core/kernels.h) is a pure function of the
  * Philox stream position, so the GPU and the CPU drop the same elements, forward and backward
  * recompute the mask instead of storing it, and nothing depends on the launch shape.
  *

@@ -3,7 +3,7 @@
  * reductions are in reduce.cu, to keep each file short).
  *
  * Every kernel is a grid-stride loop (RG_CUDA_FOR) over a 64-bit index and calls the formula in
- * tensor/kernels.h that the CPU loop calls. These kernels are memory-bound: one float read and
+ * core/kernels.h that the CPU loop calls. These kernels are memory-bound: one float read and
  * one written per thread and iteration, consecutive threads on consecutive addresses. */
 #include "tensor/cuda/cuda_impl.h"
 
@@ -82,7 +82,7 @@ void rg_cuda_relu_backward(int64_t n, const float *x, const float *dy, float bet
 }
 
 /* ---- counter-based random fills ------------------------------------------------------------
- * x[i] takes stream position offset + i (tensor/kernels.h). One Philox call yields the four
+ * x[i] takes stream position offset + i (core/kernels.h). One Philox call yields the four
  * positions 4c..4c+3, so each thread owns one counter c and the elements at those positions. The
  * four rg_philox_uniform calls are unconditional and name their positions (c << 2) | j, so the
  * compiler sees one shared counter and computes Philox once (see dropout.cu). */

@@ -1,7 +1,7 @@
 /* optim.cu — fused optimizer updates on the GPU (pairs with tensor/cpu/optim.c).
  *
  * One kernel per step per parameter: each thread reads p, g and the state of its element, applies
- * the update rule from tensor/kernels.h (torch.optim's, shared with the CPU) and writes them back.
+ * the update rule from core/kernels.h (torch.optim's, shared with the CPU) and writes them back.
  * Unfused, Adam would be about ten elementwise launches, each a full pass over memory. The
  * hyper-parameters travel by value in the kernel's parameter space: no host-to-device copy. */
 #include "tensor/cuda/cuda_impl.h"

@@ -13,8 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "tensor/backend.h"
-#include "tensor/hostdev.h"
+#include "tensor/backend_impl.h"
+#include "core/hostdev.h"
 
 #ifdef __CUDA_ARCH__ /* the device pass only: the host compiler does not know the pragma */
 #define RG_UNROLL _Pragma("unroll")

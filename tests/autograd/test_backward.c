@@ -229,3 +229,31 @@ Test(autograd_backward, outer_scope_tensors_without_gradients_are_fine_in_an_inn
     rg_scope_end();
     rg_tensor_free(w);
 }
+
+/* y = w * x elementwise, seeded with dy: dw = x * dy, and a hook on w fires once. */
+static void count_fire(rg_tensor *param, void *ctx) { ++*(int *)ctx; }
+
+Test(autograd_backward, backward_grad_seeds_a_non_scalar_output_with_the_given_gradient) {
+    rg_tensor *w = rgt_param(RG_SHAPE(2, 3), -1, 1, 21);
+    rg_tensor *x = rgt_uniform(RG_SHAPE(2, 3), -1, 1, 22);
+    rg_tensor *dy = rgt_uniform(RG_SHAPE(2, 3), -1, 1, 23);
+    int fired = 0;
+    rg_grad_hook_add(w, count_fire, &fired);
+    rg_scope_begin();
+    rg_backward_grad(rg_mul(w, x), dy);
+    rg_scope_end();
+    cr_assert_eq(fired, 1);
+    for (int i = 0; i < 6; i++)
+        cr_assert_float_eq(rg_tensor_f32(w->grad)[i], rg_tensor_f32(x)[i] * rg_tensor_f32(dy)[i],
+                           1e-6);
+    rg_tensor *all[] = {w, x, dy};
+    rgt_free_all(3, all);
+}
+
+Test(autograd_backward, backward_grad_with_a_gradient_of_another_shape_stops, .signal = SIGABRT) {
+    rg_tensor *w = rgt_param(RG_SHAPE(2, 3), -1, 1, 21);
+    rg_tensor *dy = rgt_uniform(RG_SHAPE(3, 2), -1, 1, 23);
+    rg_scope_begin();
+    rgt_expect_fatal("must match the output in shape");
+    rg_backward_grad(rg_scale(w, 2.0f), dy);
+}

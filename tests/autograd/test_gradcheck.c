@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tensor/backend.h"
+#include "tensor/backend_impl.h"
 
 /* y = x^2, recorded by hand with rg_tape_record. factor scales the gradient backward returns:
  * 1 is right, 2 is the deliberate bug. overwrite ignores beta (the accumulation bug). */

@@ -83,7 +83,7 @@ Test(autograd_hooks, no_grad_mode_records_nothing) {
     rg_tensor *y = rg_sum(rg_scale(w, 2.0f));
     rg_no_grad_end();
     cr_assert_null(y->grad_fn);
-    cr_assert_eq(rg_scope_num_nodes(), 0);
+    cr_assert_eq(rg_tape_len(), 0);
     cr_assert(!rg_tensor_requires_grad(y));
     rg_scope_end();
     rg_tensor_free(w);

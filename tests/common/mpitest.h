@@ -10,6 +10,8 @@
 #include <stdint.h>
 
 #include "ringgrad.h"
+#include "autograd/autograd_impl.h" /* tests are white-box */
+#include "tensor/backend_impl.h"
 
 #define MT_CHECK(cond, ...)                                                                        \
     do {                                                                                           \

@@ -8,7 +8,9 @@
 #include <stdint.h>
 
 #include "ringgrad.h"
-#include "autograd/gradcheck.h"
+#include "autograd/autograd_impl.h"
+#include "tensor/backend_impl.h"
+#include "tensor/scope_impl.h"
 
 /* A long-lived CPU float32 tensor with uniform values in [lo, hi) from Philox stream `seed`. */
 rg_tensor *rgt_uniform(int ndim, const int64_t *shape, float lo, float hi, uint64_t seed);

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "rgtest.h"
-#include "tensor/cuda_api.h"
+#include "ringgrad/device.h"
 
 #define RGT_REQUIRE_CUDA()                                                                         \
     do {                                                                                           \

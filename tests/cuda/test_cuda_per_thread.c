@@ -5,7 +5,7 @@
 
 #include "cudatest.h"
 #include "tensor/cuda/per_thread.h"
-#include "tensor/ops/op.h"
+#include "ops/op_impl.h"
 
 /* ---- broadcast index maps ---- */
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "ringgrad.h"
-#include "tensor/kernels.h"
+#include "core/kernels.h"
 
 /* Element i of buf as a double. */
 static inline double dt_get(const void *buf, rg_comm_dtype dt, int64_t i) {

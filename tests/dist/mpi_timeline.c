@@ -18,20 +18,20 @@ static void test_every_rank_lands_in_one_file(void) {
     int64_t n = 1 << 16;
     float *a = calloc(n, sizeof *a), *b = calloc(n, sizeof *b);
     for (int step = 0; step < 3; step++) {
-        rg_timeline_begin("step", "compute");
+        rg_trace_begin("step", "compute");
         rg_comm_req *ra, *rb;
-        rg_timeline_begin("backward", "compute");
+        rg_trace_begin("backward", "compute");
         MT_OK(rg_comm_allreduce_async(c, a, n, RG_COMM_F32, RG_REDUCE_AVG, &ra));
         usleep(2000 * (rank + 1)); /* ranks arrive at different times: "wait for ranks" shows it */
         MT_OK(rg_comm_allreduce_async(c, b, n / 2, RG_COMM_F32, RG_REDUCE_AVG, &rb));
-        rg_timeline_end();
+        rg_trace_end();
         MT_OK(rg_comm_wait(ra));
         MT_OK(rg_comm_wait(rb));
-        rg_timeline_end();
+        rg_trace_end();
     }
     free(a);
     free(b);
-    rg_timeline_stop();
+    rg_trace_stop();
     MT_OK(rg_timeline_write(c, path));
 }
 

@@ -6,7 +6,7 @@
 
 #include "dist/comm_impl.h"
 #include "rgtest.h"
-#include "tensor/kernels.h"
+#include "core/kernels.h"
 
 /* ctest might itself run under a launcher; these tests are about running without one. */
 static void no_launcher(void) {

@@ -34,10 +34,10 @@ static void check_with_python(const char *path, const char *extra) {
 }
 
 static void *worker(void *arg) {
-    rg_timeline_name_thread("worker");
+    rg_trace_name_thread("worker");
     for (int i = 0; i < 3000; i++) { /* more than one block of events */
-        rg_timeline_begin("work", "compute");
-        rg_timeline_end();
+        rg_trace_begin("work", "compute");
+        rg_trace_end();
     }
     return NULL;
 }
@@ -47,16 +47,16 @@ Test(dist_timeline, writes_valid_json_with_every_thread_and_event) {
     cr_assert(d, "%s", rg_last_error());
     rg_comm *c = rg_dist_comm(d);
     cr_assert_eq(rg_timeline_start(c), RG_OK);
-    rg_timeline_begin("step", "compute");
-    rg_timeline_begin("forward \"quoted\"\n", "compute"); /* escaped in the JSON */
-    rg_timeline_end();
+    rg_trace_begin("step", "compute");
+    rg_trace_begin("forward \"quoted\"\n", "compute"); /* escaped in the JSON */
+    rg_trace_end();
     float x[1000] = {0};
     cr_assert_eq(rg_comm_allreduce(c, x, 1000, RG_COMM_F32, RG_REDUCE_SUM), RG_OK);
-    rg_timeline_end();
-    int64_t t = rg_timeline_now();
-    rg_timeline_complete("explicit", "compute", t, t + 5000, 2,
-                         (rg_timeline_arg[]){{"a", 1}, {"b", -2}});
-    rg_timeline_async("pending", "queue", 7, t, t + 9000, 0, NULL);
+    rg_trace_end();
+    int64_t t = rg_trace_now();
+    rg_trace_complete("explicit", "compute", t, t + 5000, 2,
+                         (rg_trace_arg[]){{"a", 1}, {"b", -2}});
+    rg_trace_async("pending", "queue", 7, t, t + 9000, 0, NULL);
     pthread_t th;
     pthread_create(&th, NULL, worker, NULL);
     pthread_join(th, NULL);
@@ -77,21 +77,21 @@ Test(dist_timeline, writes_valid_json_with_every_thread_and_event) {
     cr_assert(strstr(s, "\"cat\":\"queue\",\"ph\":\"e\",\"id\":\"0x7\""));
     free(s);
     remove(path);
-    rg_timeline_stop();
+    rg_trace_stop();
     cr_assert_eq(rg_dist_finalize(d), RG_OK);
 }
 
 Test(dist_timeline, records_nothing_while_stopped) {
     rg_dist *d = rg_dist_init(NULL, NULL);
     cr_assert(d);
-    rg_timeline_begin("before", "compute"); /* begun while stopped: its end records nothing */
+    rg_trace_begin("before", "compute"); /* begun while stopped: its end records nothing */
     cr_assert_eq(rg_timeline_start(NULL), RG_OK);
-    rg_timeline_end();
-    rg_timeline_begin("during", "compute");
-    rg_timeline_end();
-    rg_timeline_stop();
-    rg_timeline_begin("after", "compute");
-    rg_timeline_end();
+    rg_trace_end();
+    rg_trace_begin("during", "compute");
+    rg_trace_end();
+    rg_trace_stop();
+    rg_trace_begin("after", "compute");
+    rg_trace_end();
     char path[4200];
     snprintf(path, sizeof path, "%s/t.json", rgt_tmpdir("timeline_stopped"));
     cr_assert_eq(rg_timeline_write(rg_dist_comm(d), path), RG_OK);
@@ -100,7 +100,7 @@ Test(dist_timeline, records_nothing_while_stopped) {
     cr_assert(!strstr(s, "before") && !strstr(s, "after"));
     free(s);
     remove(path);
-    rg_timeline_reset();
+    rg_trace_reset();
     cr_assert_eq(rg_timeline_write(rg_dist_comm(d), path), RG_OK);
     s = slurp(path);
     cr_assert(!strstr(s, "during"), "reset drops the events");
@@ -119,5 +119,5 @@ Test(dist_timeline, unwritable_path_is_an_io_error) {
 }
 
 Test(dist_timeline, end_without_begin_is_misuse, .signal = SIGABRT) {
-    rg_timeline_end();
+    rg_trace_end();
 }

@@ -35,20 +35,16 @@ foreach(f ${RG_FAULTS})
                        ENVIRONMENT "${env}" PROCESSORS ${np})
 endforeach()
 
-# The allreduce benchmark (bench/allreduce_bench.c), built with the tests, and a smoke test that
-# it runs and that every method's result is right (it checks each before timing).
-add_executable(allreduce_bench ${CMAKE_SOURCE_DIR}/bench/allreduce_bench.c)
-target_link_libraries(allreduce_bench PRIVATE ringgrad)
+# A smoke test that the allreduce benchmark (bench/allreduce_bench.c) runs and that every method's
+# result is right (it checks each before timing).
 add_test(NAME dist/allreduce_bench_smoke
          COMMAND ${RG_MPIRUN} -np 2 $<TARGET_FILE:allreduce_bench> --min 4 --max 1M --factor 16
                  --rounds 1 --budget 0.001)
 set_tests_properties(dist/allreduce_bench_smoke PROPERTIES LABELS "dist;mpi" TIMEOUT 120
                      ENVIRONMENT "${RG_MPI_TEST_ENV}" PROCESSORS 2)
 
-# The overlap benchmark (bench/overlap_bench.c, run by bench/overlap.sh), and a smoke test that it
-# trains its three DDP modes side by side and reports.
-add_executable(overlap_bench ${CMAKE_SOURCE_DIR}/bench/overlap_bench.c)
-target_link_libraries(overlap_bench PRIVATE ringgrad)
+# A smoke test that the overlap benchmark (bench/overlap_bench.c, run by bench/overlap.sh) trains
+# its three DDP modes side by side and reports.
 add_test(NAME dist/overlap_bench_smoke
          COMMAND ${RG_MPIRUN} -np 2 $<TARGET_FILE:overlap_bench> --steps 1 --warmup 0 --batch-size 4)
 set_tests_properties(dist/overlap_bench_smoke PROPERTIES LABELS "dist;mpi" TIMEOUT 120

@@ -1,8 +1,8 @@
-/* Tests for rg_bcast_plan (tensor/ops/op.h): how a broadcast operand lines up with the result,
+/* Tests for rg_bcast_plan (ops/op_impl.h): how a broadcast operand lines up with the result,
  * after size-1 dimensions are dropped and neighbours that step through b alike are merged. */
 #include "rgtest.h"
 
-#include "tensor/ops/op.h"
+#include "ops/op_impl.h"
 
 /* A header-only tensor: rg_bcast_plan reads ndim, shape and numel. */
 static rg_tensor shaped(int ndim, const int64_t *shape) {

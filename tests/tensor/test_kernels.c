@@ -1,4 +1,4 @@
-/* Tests for tensor/kernels.h, the per-element math shared by the CPU and CUDA backends: Philox
+/* Tests for core/kernels.h, the per-element math shared by the CPU and CUDA backends: Philox
  * against Random123's known answers, the uniform and normal streams, float16 conversion against
  * the compiler's _Float16, and one step of SGD and Adam worked out by hand. */
 #include "rgtest.h"

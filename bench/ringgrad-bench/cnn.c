@@ -1,0 +1,184 @@
+/* cnn.c — the Fashion-MNIST CNN's training step against its GEMM floor.
+ *
+ * The step is built here from ops, and mirrors the model in models/ (conv1 Conv2d(1,32,3) ->
+ * ReLU -> conv2 Conv2d(32,64,3) -> ReLU -> MaxPool2d(2) -> Dropout(0.25) -> Flatten -> fc1
+ * Linear(9216,128) -> ReLU -> Dropout(0.5) -> fc2 Linear(128,10) -> cross-entropy, then Adam on
+ * every parameter). If the two drift apart, this one is the copy to fix.
+ *
+ * The GEMM floor is the time of the matrix products an im2col implementation of the step needs,
+ * timed alone through cblas_sgemm over the whole batch (the largest and fastest form): conv2
+ * forward, weight gradient and input gradient; conv1 forward and weight gradient (its input needs
+ * no gradient); fc1 forward and both gradients. A step that reaches 100% of the floor would do
+ * everything else (im2col, ReLU, pooling, dropout, loss, Adam) for free. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench.h"
+#include "ringgrad.h"
+#include "tensor/backend_impl.h" /* kernels are timed through the backend table */
+
+#define BATCH 128
+#define NPARAM 8
+
+typedef struct {
+    rg_tensor *p[NPARAM], *m[NPARAM], *v[NPARAM]; /* parameters and Adam's moments */
+    rg_tensor *x, *labels;                        /* one fixed batch */
+    int64_t step;
+    uint64_t drop_offset;
+} cnn;
+
+static void cnn_init(cnn *net) {
+    static const int64_t shapes[NPARAM][4] = {{32, 1, 3, 3}, {32},  {64, 32, 3, 3}, {64},
+                                              {128, 9216},   {128}, {10, 128},      {10}};
+    static const int ndims[NPARAM] = {4, 1, 4, 1, 2, 1, 2, 1};
+    static const double fan_in[NPARAM] = {9, 9, 288, 288, 9216, 9216, 128, 128};
+    uint64_t off = 0;
+    for (int i = 0; i < NPARAM; i++) {
+        net->p[i] = rg_tensor_new(RG_F32, ndims[i], shapes[i], RG_CPU);
+        net->m[i] = rg_tensor_new(RG_F32, ndims[i], shapes[i], RG_CPU);
+        net->v[i] = rg_tensor_new(RG_F32, ndims[i], shapes[i], RG_CPU);
+        RG_CHECK(net->p[i] && net->m[i] && net->v[i], "cnn bench: %s", rg_last_error());
+        float bound = (float)(1.0 / sqrt(fan_in[i])); /* PyTorch's default initialisation range */
+        rg_tensor_uniform_(net->p[i], -bound, bound, 42, &off);
+        rg_tensor_set_requires_grad(net->p[i], true);
+    }
+    net->x = rg_tensor_new(RG_F32, RG_SHAPE(BATCH, 1, 28, 28), RG_CPU);
+    net->labels = rg_tensor_new(RG_I64, RG_SHAPE(BATCH), RG_CPU);
+    RG_CHECK(net->x && net->labels, "cnn bench: %s", rg_last_error());
+    rg_tensor_uniform_(net->x, 0.0f, 1.0f, 7, &off);
+    int64_t *lab = net->labels->data;
+    for (int i = 0; i < BATCH; i++) lab[i] = (i * 7) % 10;
+    net->step = 0, net->drop_offset = 0;
+}
+
+static void cnn_free(cnn *net) {
+    for (int i = 0; i < NPARAM; i++) {
+        rg_tensor_free(net->p[i]);
+        rg_tensor_free(net->m[i]);
+        rg_tensor_free(net->v[i]);
+    }
+    rg_tensor_free(net->x);
+    rg_tensor_free(net->labels);
+}
+
+/* One training step: forward, loss, backward, Adam (lr 1e-3), zero the gradients. */
+static float cnn_step(cnn *net) {
+    rg_tensor **p = net->p;
+    rg_scope_begin();
+    rg_tensor *h = rg_relu(rg_conv2d(net->x, p[0], p[1], 1, 0));         /* (N,32,26,26) */
+    h = rg_relu(rg_conv2d(h, p[2], p[3], 1, 0));                         /* (N,64,24,24) */
+    h = rg_max_pool2d(h, 2, 2, 0);                                       /* (N,64,12,12) */
+    h = rg_flatten(rg_dropout(h, 0.25f, true, 1234, &net->drop_offset)); /* (N,9216) */
+    h = rg_relu(rg_linear(h, p[4], p[5]));                               /* (N,128) */
+    h = rg_dropout(h, 0.5f, true, 1234, &net->drop_offset);
+    rg_tensor *loss = rg_cross_entropy(rg_linear(h, p[6], p[7]), net->labels);
+    rg_backward(loss);
+    float l = rg_tensor_item(loss);
+    net->step++;
+    rg_adam_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    hp.bias_correction1 = 1.0f - powf(hp.beta1, (float)net->step);
+    hp.bias_correction2 = 1.0f - powf(hp.beta2, (float)net->step);
+    for (int i = 0; i < NPARAM; i++) {
+        rg_cpu_backend.adam_step(p[i]->numel, &hp, p[i]->data, p[i]->grad->data, net->m[i]->data,
+                                 net->v[i]->data);
+        rg_zero_grad(p[i]);
+    }
+    rg_scope_end();
+    return l;
+}
+
+/* ---- the GEMM floor ---- */
+
+typedef struct {
+    const char *what;
+    bool ta, tb;
+    int64_t m, n, k;
+    float *a, *b, *c;
+} floor_gemm;
+
+#define NFLOOR 8
+
+static void floor_init(floor_gemm *g) {
+    const int64_t n2 = (int64_t)BATCH * 24 * 24, n1 = (int64_t)BATCH * 26 * 26;
+    floor_gemm list[NFLOOR] = {
+        {"conv2 forward  W (64,288) col (288,N*576)", false, false, 64, n2, 288, NULL, NULL, NULL},
+        {"conv2 dweight  dY (64,N*576) col^T", false, true, 64, 288, n2, NULL, NULL, NULL},
+        {"conv2 dinput   W^T (288,64) dY (64,N*576)", true, false, 288, n2, 64, NULL, NULL, NULL},
+        {"conv1 forward  W (32,9) col (9,N*676)", false, false, 32, n1, 9, NULL, NULL, NULL},
+        {"conv1 dweight  dY (32,N*676) col^T", false, true, 32, 9, n1, NULL, NULL, NULL},
+        {"fc1 forward    x (N,9216) W^T", false, true, BATCH, 128, 9216, NULL, NULL, NULL},
+        {"fc1 dinput     dY (N,128) W (128,9216)", false, false, BATCH, 9216, 128, NULL, NULL,
+         NULL},
+        {"fc1 dweight    dY^T (128,N) x (N,9216)", true, false, 128, 9216, BATCH, NULL, NULL, NULL},
+    };
+    for (int i = 0; i < NFLOOR; i++) {
+        g[i] = list[i];
+        g[i].a = rgb_random(g[i].m * g[i].k, 100 + (uint64_t)i);
+        g[i].b = rgb_random(g[i].k * g[i].n, 200 + (uint64_t)i);
+        g[i].c = rgb_random(g[i].m * g[i].n, 300 + (uint64_t)i);
+    }
+}
+
+static double floor_flops(const floor_gemm *g) {
+    double f = 0;
+    for (int i = 0; i < NFLOOR; i++) f += 2.0 * (double)g[i].m * (double)g[i].n * (double)g[i].k;
+    return f;
+}
+
+/* Runs every floor GEMM once; per-GEMM seconds into t[i]; returns the total. */
+static double floor_run(floor_gemm *g, double *t) {
+    double total = 0;
+    for (int i = 0; i < NFLOOR; i++) {
+        double t0 = rgb_now();
+        rgb_sgemm(g[i].ta, g[i].tb, g[i].m, g[i].n, g[i].k, g[i].a, g[i].b, g[i].c);
+        t[i] = rgb_now() - t0;
+        total += t[i];
+    }
+    return total;
+}
+
+static void floor_free(floor_gemm *g) {
+    for (int i = 0; i < NFLOOR; i++) rgb_free(g[i].a), rgb_free(g[i].b), rgb_free(g[i].c);
+}
+
+void rgb_run_cnn(const rgb_opts *o) {
+    cnn net;
+    floor_gemm g[NFLOOR];
+    cnn_init(&net);
+    floor_init(g);
+    double *ts = calloc((size_t)o->iters, sizeof *ts), *tf = calloc((size_t)o->iters, sizeof *tf);
+    double *tg = calloc((size_t)o->iters * NFLOOR, sizeof *tg), tgi[NFLOOR];
+    RG_CHECK(ts && tf && tg, "cnn bench: out of memory");
+    printf("\nCNN training step (batch %d, Adam), median of %d interleaved runs; %.2f GFLOP of "
+           "GEMM in the floor\n",
+           BATCH, o->iters, floor_flops(g) * 1e-9);
+    printf("%-8s %12s %10s %14s %10s %16s\n", "threads", "ringgrad ms", "img/s", "GEMM floor ms",
+           "img/s", "ringgrad/floor");
+    for (int ti = 0; ti < o->nthreads; ti++) {
+        int nt = rg_set_num_threads(o->threads[ti]);
+        cnn_step(&net), floor_run(g, tgi); /* warm up caches and the allocator */
+        float loss = 0;
+        for (int it = 0; it < o->iters; it++) {
+            double t0 = rgb_now();
+            loss = cnn_step(&net);
+            ts[it] = rgb_now() - t0;
+            tf[it] = floor_run(g, tgi);
+            for (int i = 0; i < NFLOOR; i++) tg[i * o->iters + it] = tgi[i];
+        }
+        RG_CHECK(isfinite(loss), "cnn bench: the loss is %g", (double)loss);
+        double step = rgb_median(ts, o->iters), fl = rgb_median(tf, o->iters);
+        printf("%-8d %12.1f %10.0f %14.1f %10.0f %15.0f%%\n", nt, step * 1e3, BATCH / step,
+               fl * 1e3, BATCH / fl, 100.0 * fl / step);
+        if (o->raw)
+            printf("raw cnn threads=%d step_ms=%.3f floor_ms=%.3f\n", nt, step * 1e3, fl * 1e3);
+        for (int i = 0; i < NFLOOR; i++) {
+            double t = rgb_median(tg + i * o->iters, o->iters);
+            printf("    floor %-44s %7.2f ms %6.1f GFLOP/s\n", g[i].what, t * 1e3,
+                   2.0 * (double)g[i].m * (double)g[i].n * (double)g[i].k / t * 1e-9);
+        }
+    }
+    free(ts), free(tf), free(tg);
+    floor_free(g);
+    cnn_free(&net);
+}

@@ -1,0 +1,159 @@
+/* kernels.h — per-element math shared by the CPU backend and the CUDA backend.
+ *
+ * Every formula that an elementwise kernel applies lives here once, as a static inline RG_HOSTDEV
+ * function: the CPU loop and the CUDA kernel call the same code. It also holds Philox-4x32-10, the
+ * counter-based random generator behind dropout and initialisation: element i of a stream draws
+ * from counter (offset + i), so the numbers do not depend on thread count or launch shape, and the
+ * CPU and the GPU produce the same dropout mask. */
+#ifndef RG_KERNELS_H
+#define RG_KERNELS_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/hostdev.h"
+
+/* ---- Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11) ---- */
+
+typedef struct {
+    uint32_t v[4];
+} rg_philox4;
+
+static RG_HOSTDEV uint32_t rg_mulhilo32(uint32_t a, uint32_t b, uint32_t *hi) {
+    uint64_t p = (uint64_t)a * (uint64_t)b;
+    *hi = (uint32_t)(p >> 32);
+    return (uint32_t)p;
+}
+
+/* Philox-4x32-10 proper: four random 32-bit words for the 128-bit counter ctr under the 64-bit
+ * key. Ten rounds of two multiplications; the key is bumped by the Weyl constants between rounds.
+ * Matches the known-answer vectors of Random123 (tests/tensor/test_kernels.c). */
+static RG_HOSTDEV rg_philox4 rg_philox4x32(const uint32_t ctr[4], const uint32_t key[2]) {
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
+    for (int r = 0; r < 10; r++) {
+        uint32_t hi0, hi1;
+        uint32_t lo0 = rg_mulhilo32(0xD2511F53u, c0, &hi0);
+        uint32_t lo1 = rg_mulhilo32(0xCD9E8D57u, c2, &hi1);
+        uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+        c0 = n0, c1 = lo1, c2 = n2, c3 = lo0;
+        k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+    }
+    rg_philox4 out = {{c0, c1, c2, c3}};
+    return out;
+}
+
+/* Four random 32-bit words for the 64-bit counter `ctr` (the upper two counter words are zero)
+ * under the 64-bit key `seed`: the form every stream in ringgrad uses. */
+static RG_HOSTDEV rg_philox4 rg_philox(uint64_t seed, uint64_t ctr) {
+    const uint32_t c[4] = {(uint32_t)ctr, (uint32_t)(ctr >> 32), 0u, 0u};
+    const uint32_t k[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    return rg_philox4x32(c, k);
+}
+
+/* Uniform in [0, 1) with 24 random bits, from stream element i (four elements per counter). */
+static RG_HOSTDEV float rg_philox_uniform(uint64_t seed, uint64_t i) {
+    rg_philox4 r = rg_philox(seed, i >> 2);
+    return (float)(r.v[i & 3] >> 8) * (1.0f / 16777216.0f);
+}
+
+/* Standard normal by Box-Muller from elements 2i and 2i+1. */
+static RG_HOSTDEV float rg_philox_normal(uint64_t seed, uint64_t i) {
+    float u1 = rg_philox_uniform(seed, 2 * i), u2 = rg_philox_uniform(seed, 2 * i + 1);
+    float r = sqrtf(-2.0f * logf(1.0f - u1)); /* 1 - u1 is in (0, 1] */
+    return r * cosf(6.28318530717958647692f * u2);
+}
+
+/* ---- activations --------------------------------------------------------------------------- */
+
+/* relu(x) = max(x, 0) */
+static RG_HOSTDEV float rg_k_relu(float x) { return x > 0.0f ? x : 0.0f; }
+/* d relu / dx = 1 if x > 0 else 0 (0 at x = 0, as PyTorch) */
+static RG_HOSTDEV float rg_k_relu_grad(float x, float dy) { return x > 0.0f ? dy : 0.0f; }
+
+/* ---- dropout: y = keep(i) ? x / (1 - p) : 0, keep(i) = u(seed, offset + i) >= p --------------- */
+static RG_HOSTDEV bool rg_dropout_keep(float p, uint64_t seed, uint64_t i) {
+    return rg_philox_uniform(seed, i) >= p;
+}
+
+/* ---- optimizer updates (exactly torch.optim's single-tensor rules) -------------------------- */
+
+typedef struct {
+    float lr, momentum, dampening, weight_decay;
+    bool nesterov;
+    bool first_step; /* the momentum buffer is empty: torch sets buf = d_p on the first step */
+} rg_sgd_hparams;
+
+/* d = g + wd*p;  buf = first ? d : mu*buf + (1-dampening)*d;  d = nesterov ? d + mu*buf : buf;
+ * p -= lr*d */
+static RG_HOSTDEV void rg_sgd_update(const rg_sgd_hparams *h, float *p, float g, float *buf) {
+    float d = g;
+    if (h->weight_decay != 0.0f) d += h->weight_decay * *p;
+    if (h->momentum != 0.0f) {
+        float b = h->first_step ? d : h->momentum * *buf + (1.0f - h->dampening) * d;
+        *buf = b;
+        d = h->nesterov ? d + h->momentum * b : b;
+    }
+    *p -= h->lr * d;
+}
+
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    bool decoupled;          /* AdamW: p *= 1 - lr*wd before the step; Adam: g += wd*p */
+    float bias_correction1;  /* 1 - beta1^t */
+    float bias_correction2;  /* 1 - beta2^t */
+} rg_adam_hparams;
+
+/* m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2;
+ * p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps) */
+static RG_HOSTDEV void rg_adam_update(const rg_adam_hparams *h, float *p, float g, float *m,
+                                      float *v) {
+    if (h->weight_decay != 0.0f) {
+        if (h->decoupled) *p *= 1.0f - h->lr * h->weight_decay;
+        else g += h->weight_decay * *p;
+    }
+    float mt = *m + (1.0f - h->beta1) * (g - *m); /* torch: m.lerp_(g, 1 - beta1) */
+    float vt = h->beta2 * *v + (1.0f - h->beta2) * g * g;
+    *m = mt, *v = vt;
+    float denom = sqrtf(vt) / sqrtf(h->bias_correction2) + h->eps;
+    *p -= (h->lr / h->bias_correction1) * (mt / denom);
+}
+
+/* ---- float16 for gradient compression on the wire (round to nearest even) ------------------ */
+
+static RG_HOSTDEV uint16_t rg_f32_to_f16(float f) {
+    union { float f; uint32_t u; } c = {f};
+    uint32_t x = c.u, sign = (x >> 16) & 0x8000u;
+    uint32_t absx = x & 0x7FFFFFFFu;
+    if (absx >= 0x7F800000u) /* inf or nan */
+        return (uint16_t)(sign | 0x7C00u | (absx > 0x7F800000u ? 0x200u : 0u));
+    if (absx >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u); /* rounds to >= 65520: inf */
+    if (absx < 0x38800000u) {                                    /* subnormal or zero in f16 */
+        if (absx < 0x33000000u) return (uint16_t)sign;           /* below half the smallest */
+        uint32_t e = absx >> 23, m = (absx & 0x7FFFFFu) | 0x800000u;
+        uint32_t shift = 126 - e; /* 14..24 */
+        uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1u))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = ((absx - 0x38000000u) >> 13);
+    uint32_t rem = absx & 0x1FFFu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r++;
+    return (uint16_t)(sign | r);
+}
+
+static RG_HOSTDEV float rg_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu, x;
+    if (e == 0x1Fu) x = sign | 0x7F800000u | (m << 13);
+    else if (e != 0) x = sign | ((e + 112u) << 23) | (m << 13);
+    else if (m == 0) x = sign;
+    else { /* subnormal: normalise */
+        e = 113;
+        while (!(m & 0x400u)) m <<= 1, e--;
+        x = sign | (e << 23) | ((m & 0x3FFu) << 13);
+    }
+    union { uint32_t u; float f; } c = {x};
+    return c.f;
+}
+
+#endif

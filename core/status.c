@@ -1,0 +1,55 @@
+/* status.c — error messages per thread, and the fatal path for API misuse. */
+#include "ringgrad/status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *const status_names[] = {
+#define RG_STATUS_NAME(name, msg) "RG_" #name,
+    RG_STATUS_MAP(RG_STATUS_NAME)
+#undef RG_STATUS_NAME
+};
+static const char *const status_msgs[] = {
+#define RG_STATUS_MSG(name, msg) msg,
+    RG_STATUS_MAP(RG_STATUS_MSG)
+#undef RG_STATUS_MSG
+};
+_Static_assert(sizeof(status_names) / sizeof(status_names[0]) == RG_STATUS_COUNT, "status names");
+_Static_assert(sizeof(status_msgs) / sizeof(status_msgs[0]) == RG_STATUS_COUNT, "status messages");
+
+static _Thread_local char last_error[1024];
+/* Installed once at start-up by the dist module, before any thread starts; read-only after. */
+static rg_fatal_handler fatal_handler;
+
+const char *rg_status_name(rg_status s) {
+    return (unsigned)s < RG_STATUS_COUNT ? status_names[s] : "RG_<unknown>";
+}
+
+const char *rg_status_str(rg_status s) {
+    return (unsigned)s < RG_STATUS_COUNT ? status_msgs[s] : "unknown status";
+}
+
+const char *rg_last_error(void) { return last_error; }
+
+rg_status rg_error(rg_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void rg_set_fatal_handler(rg_fatal_handler h) { fatal_handler = h; }
+
+RG_NORETURN void rg_fatal(const char *file, int line, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ringgrad: %s (%s:%d)\n", msg, file, line);
+    fflush(stderr);
+    if (fatal_handler) fatal_handler();
+    abort();
+}

@@ -1,0 +1,110 @@
+/* dataset.h — datasets: N images of (C,H,W) unsigned bytes and one integer label each.
+ *
+ * A dataset is long-lived: it is loaded once, shared by any number of loaders (which never
+ * modify it), and freed explicitly with rg_dataset_free(). Images stay as bytes in memory (a
+ * quarter of the float32 size); the loader converts each batch to float32 while the model runs.
+ *
+ * Sources: Fashion-MNIST (or MNIST) IDX files, a synthetic generator for tests and benchmarks,
+ * and an image folder (root/<class>/<image>.png). All loaders return an rg_status and say in
+ * rg_last_error() which file is wrong and how. */
+#ifndef RG_DATASET_H
+#define RG_DATASET_H
+
+#include <stdint.h>
+
+#include "ringgrad/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rg_dataset {
+    int64_t n;          /* number of items */
+    int64_t c, h, w;    /* every image is (C,H,W) */
+    int num_classes;    /* labels are in [0, num_classes) */
+    uint8_t *images;    /* (N,C,H,W) bytes, row-major; owned */
+    int32_t *labels;    /* (N); owned */
+    char **class_names; /* num_classes names, or NULL when the source has none; owned */
+} rg_dataset;
+
+/* ---- building and freeing ---- */
+
+/* A zero-filled dataset of n images of (c,h,w) with labels in [0, num_classes), for callers that
+ * fill it themselves. Returns NULL with rg_last_error() set when memory runs out; stops
+ * (RG_CHECK) on non-positive sizes. The caller frees it with rg_dataset_free(). */
+rg_dataset *rg_dataset_new(int64_t n, int64_t c, int64_t h, int64_t w, int num_classes);
+
+/* Frees the images, labels, class names and the struct. NULL is a no-op. */
+void rg_dataset_free(rg_dataset *ds);
+
+/* Copies num_classes names into ds->class_names (replacing any). Returns RG_ENOMEM on failure. */
+rg_status rg_dataset_set_class_names(rg_dataset *ds, const char *const *names);
+
+/* Bytes in one image: c*h*w. */
+static inline int64_t rg_dataset_image_size(const rg_dataset *ds) {
+    return ds->c * ds->h * ds->w;
+}
+
+/* ---- IDX files (MNIST, Fashion-MNIST) ---- */
+
+typedef enum { RG_SPLIT_TRAIN, RG_SPLIT_TEST, RG_SPLIT_COUNT } rg_split;
+
+/* Where Fashion-MNIST is looked for when the caller gives no folder: $RG_DATA_DIR if set and not
+ * empty, else /usr/share/datasets/fashion-mnist (where `apt-get install dataset-fashion-mnist`
+ * puts it). A program's --data-dir option overrides both by passing its own folder. The string
+ * is static or the environment's; do not free it. */
+const char *rg_data_default_dir(void);
+
+/* Loads a Fashion-MNIST split from `dir` (NULL: rg_data_default_dir()): train-images-idx3-ubyte
+ * and train-labels-idx1-ubyte (or t10k-* for RG_SPLIT_TEST), each gzipped (*.gz) or plain. The
+ * result is (N,1,H,W) images with 10 named classes (60000 train and 10000 test items of 28x28 in
+ * the real files); *out is owned by the caller. Returns RG_ENOENT when the folder or a file is
+ * missing (the message says how to install the dataset and mentions --data-dir and RG_DATA_DIR), or
+ * any status of rg_dataset_idx(); *out is NULL then. */
+rg_status rg_dataset_fmnist(const char *dir, rg_split split, rg_dataset **out);
+
+/* Loads an images file (IDX, N x H x W bytes) and a labels file (IDX, N bytes) into a dataset of
+ * (N,1,H,W) images. Fails with RG_ECORRUPT when the counts differ or a label is not below
+ * num_classes, and with any status of rg_idx_read() (idx.h). *out is owned by the caller, NULL on
+ * failure. */
+rg_status rg_dataset_idx(const char *images_path, const char *labels_path, int num_classes,
+                         rg_dataset **out);
+
+/* ---- synthetic data ---- */
+
+typedef struct {
+    int64_t n;       /* items */
+    int64_t c, h, w; /* image shape; 0 means 1, 28, 28 */
+    int num_classes; /* 0 means 10 */
+    uint64_t seed;   /* the same seed gives the same data */
+    float noise;     /* 0..1: weight of the per-pixel noise; 0 means 0.5 */
+} rg_synthetic_opts;
+
+/* A learnable synthetic dataset: each class has its own smooth pattern (a plane wave with
+ * class-dependent direction, frequency and phase, per channel), and each image is its class's
+ * pattern mixed with per-pixel noise. Labels are uniform random. Item i depends only on (seed, i),
+ * so the data does not depend on n or the thread count (only libm's sinf and the compiler's
+ * floating-point contraction could move a pixel by one step between builds). *out is owned by the
+ * caller; fails only with RG_ENOMEM. */
+rg_status rg_dataset_synthetic(const rg_synthetic_opts *opts, rg_dataset **out);
+
+/* ---- image folders ---- */
+
+typedef struct {
+    int channels; /* 1 (grayscale) or 3 (RGB); images are converted; 0 means 3 */
+    int64_t h, w; /* every image must have this size; 0 means "the size of the first image" */
+} rg_image_folder_opts;
+
+/* Loads root/<class>/<image> for every class folder in root, in sorted order (class k is the
+ * k-th folder name, as torchvision's ImageFolder), and every .png/.jpg/.jpeg/.bmp/.tga/.pgm/.ppm
+ * file in it, sorted by name. Returns RG_ENOENT when root is missing, RG_ECORRUPT when there is
+ * no class folder or image, an image cannot be decoded or has the wrong size; the message names
+ * the file. *out (with class_names set) is owned by the caller, NULL on failure. */
+rg_status rg_dataset_image_folder(const char *root, const rg_image_folder_opts *opts,
+                                  rg_dataset **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,73 @@
+/* ddp.h — the DDP reducer: data-parallel training with gradient buckets that are reduced while
+ * backward is still running (PyTorch DDP's Reducer, Horovod's tensor fusion).
+ *
+ *   rg_ddp *ddp = rg_ddp_new(rg_model_params(net), comm, &(rg_ddp_opts){.bucket_mb = 25});
+ *   for each step:
+ *       rg_backward(loss);      gradient-ready hooks fill buckets; full buckets start reducing
+ *       rg_ddp_wait(ddp);       every bucket reduced and averaged over the ranks
+ *       rg_optim_step(opt);
+ *
+ * Wrapping a model broadcasts rank 0's parameters and buffers, so every replica starts equal, and
+ * checks through an allgathered fingerprint that every rank built the same model (names, dtypes,
+ * shapes, which tensors train) with the same options: a mismatch is an error on every rank,
+ * naming the first tensor or setting that differs, instead of a hang or silently wrong sums. */
+#ifndef RG_DDP_H
+#define RG_DDP_H
+
+#include <stdbool.h>
+
+#include "ringgrad/comm.h"
+#include "ringgrad/params.h"
+
+typedef struct {
+    double bucket_mb;       /* bucket capacity in MiB (default 25, as PyTorch) */
+    double first_bucket_mb; /* the first bucket (the last layers) is small so that communication
+                               starts early (default 1) */
+    int accum_steps;        /* reduce only on every accum_steps-th backward (default 1) */
+    bool compress_fp16;     /* send gradients as float16 (half the bytes, ~3 significant digits) */
+    bool no_overlap;        /* the baseline without overlap: every gradient in one flat bucket,
+                               reduced by one allreduce after backward (for benchmarks) */
+    bool no_allreduce;      /* the compute-only baseline: no gradient is sent; rg_ddp_wait is a
+                               barrier, so the ranks keep in step as they otherwise would, while
+                               each keeps its own gradients and the replicas drift apart (for
+                               benchmarks: bench/overlap.sh) */
+} rg_ddp_opts;
+
+typedef struct rg_ddp rg_ddp;
+
+/* Wraps the tensors in `params` (borrowed: they must outlive the reducer): checks the model
+ * and the options match on every rank, broadcasts parameters and buffers from rank 0, builds the
+ * buckets and makes each parameter's gradient a view into its bucket. Collective. Returns NULL
+ * on failure, on every rank alike (a model or option mismatch: RG_EMISMATCH; a rank out of
+ * memory: RG_ENOMEM there, RG_EPEER elsewhere; a peer failure: RG_EPEER) with rg_last_error()
+ * set, and the gradients as they were. opts may be NULL for the defaults. */
+rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts *opts);
+
+/* Finishes the step's reduction: launches the buckets not yet launched (parameters unused in
+ * this backward contribute zeros), waits for all of them and averages. Collective. On a step
+ * that only accumulates (accum_steps > 1) it returns at once. Returns RG_OK or the
+ * communicator's failure.
+ * Call it after each rg_backward, and run each model's backward in a step scope of its own: a
+ * backward fires the hooks of every parameter its scope used, so a gradient made final twice
+ * before the wait stops the program (RG_CHECK) rather than send its bucket twice. */
+rg_status rg_ddp_wait(rg_ddp *ddp);
+
+/* True when the coming backward is the one that reduces (always, with accum_steps 1). */
+bool rg_ddp_will_sync(const rg_ddp *ddp);
+
+/* Number of buckets, and bucket i's parameter count and size in bytes (for tests and tools). */
+int rg_ddp_num_buckets(const rg_ddp *ddp);
+int rg_ddp_bucket_params(const rg_ddp *ddp, int i);
+size_t rg_ddp_bucket_bytes(const rg_ddp *ddp, int i);
+/* How many buckets had been launched when backward finished in the last step, i.e. reduced while
+ * backward was still running (the overlap). */
+int rg_ddp_launched_during_backward(const rg_ddp *ddp);
+/* Buckets launched so far in the running step (read it from a hook to watch the overlap). */
+int rg_ddp_num_launched(const rg_ddp *ddp);
+
+/* Restores ordinary gradient buffers (holding the current values) and frees the reducer.
+ * Buckets launched but not waited for are waited for first, as the comm thread may still write
+ * into them. NULL is a no-op. Not collective. */
+void rg_ddp_free(rg_ddp *ddp);
+
+#endif

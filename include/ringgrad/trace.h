@@ -1,0 +1,74 @@
+/* trace.h — the trace recorder: what every thread did and when, for Perfetto or chrome://tracing.
+ *
+ * Events are recorded into per-thread buffers (no lock, and no allocation per event once a
+ * thread's first block exists), from any module: the training loop marks forward, backward and
+ * the optimizer step; the comm thread marks each collective by itself, with the time it sat in the
+ * queue, the time it waited for the other ranks, and the time it ran. rg_timeline_write
+ * (ringgrad/timeline.h) gathers every rank's events into one Chrome-trace JSON file: one row per
+ * rank ("rank N") and per thread ("main", "comm").
+ *
+ * The recorder is process-wide on purpose: events come from every module, and threading a handle
+ * through all of them would cost more clarity than the one global it saves. When recording is
+ * off, each call is one relaxed atomic load. It sits in core/ so that any layer may mark events. */
+#ifndef RG_TRACE_H
+#define RG_TRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringgrad/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RG_TRACE_MAX_ARGS 2
+
+/* A named integer shown in the event's details ("bytes": 4194304). name is a static string. */
+typedef struct {
+    const char *name;
+    int64_t value;
+} rg_trace_arg;
+
+/* Starts recording on every thread, with time 0 = now (rg_timeline_start in ringgrad/timeline.h
+ * does it on every rank at the same moment). */
+void rg_trace_start(void);
+/* Stops recording; what was recorded stays until rg_timeline_write or rg_trace_reset. */
+void rg_trace_stop(void);
+bool rg_trace_enabled(void);
+
+/* Nanoseconds on a monotonic clock, for rg_trace_complete/async. */
+int64_t rg_trace_now(void);
+
+/* Names the calling thread's row ("main", "loader"). Copied; up to 31 characters. */
+void rg_trace_name_thread(const char *name);
+
+/* An event on this thread from begin to the matching end; pairs nest. name is copied (up to 47
+ * characters); cat must be a static string ("compute", "comm"). */
+void rg_trace_begin(const char *name, const char *cat);
+void rg_trace_end(void);
+
+/* An event on this thread with explicit times (rg_trace_now) and up to RG_TRACE_MAX_ARGS
+ * args (args may be NULL when nargs is 0). Events on one thread must nest, as begin/end do. */
+void rg_trace_complete(const char *name, const char *cat, int64_t t0, int64_t t1, int nargs,
+                       const rg_trace_arg *args);
+/* An interval that may overlap others on the same thread (a request waiting in a queue): shown
+ * on its own track, matched by id. */
+void rg_trace_async(const char *name, const char *cat, uint64_t id, int64_t t0, int64_t t1,
+                    int nargs, const rg_trace_arg *args);
+
+/* Drops every recorded event and frees the buffers of threads that have ended. Not while other
+ * threads record. */
+void rg_trace_reset(void);
+
+/* This process's events as Chrome-trace JSON objects separated by ",\n" (no brackets), with pid
+ * `pid`: a malloc'ed string of *len bytes (NUL-terminated) that the caller frees, or NULL when out
+ * of memory. */
+char *rg_trace_format(int pid, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,4 @@
+# The architecture's rules, checked on the source tree (no build output needed).
+#   layers: every #include points down or sideways in the layer order of LAYERS
+add_test(NAME architecture/layers COMMAND ${CMAKE_CURRENT_LIST_DIR}/test_layers.sh)
+set_tests_properties(architecture/layers PROPERTIES LABELS "architecture" TIMEOUT 60)
