@@ -94,7 +94,7 @@ rg_status rg_dataset_set_class_names(rg_dataset *ds, const char *const *names) {
 /* ---- IDX pairs ---------------------------------------------------------------------------- */
 
 /* Moves the checked labels of `lab` into ds->labels. */
-static rg_status take_labels(rg_dataset *ds, const rg_idx *lab, const char *path) {
+RG_NODISCARD static rg_status take_labels(rg_dataset *ds, const rg_idx *lab, const char *path) {
     for (int64_t i = 0; i < ds->n; i++) {
         if (lab->data[i] >= ds->num_classes)
             return rg_error(RG_ECORRUPT,
@@ -148,6 +148,7 @@ static bool file_exists(const char *path) {
 }
 
 /* dir/<prefix>-<kind>.gz if it exists, else dir/<prefix>-<kind> (an unpacked copy). */
+RG_NODISCARD
 static rg_status fmnist_file(const char *dir, const char *prefix, const char *kind, char *path,
                              size_t n) {
     snprintf(path, n, "%s/%s-%s.gz", dir, prefix, kind);

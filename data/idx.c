@@ -25,6 +25,7 @@ static const char *payload_name(int ndim) {
 /* Reads up to n bytes; *got is the count read, short at the end of the file. A gzip stream cut
  * short is not an error here: zlib reports it as a short read, and the caller turns that into
  * "truncated". */
+RG_NODISCARD
 static rg_status read_some(gzFile f, const char *path, void *buf, size_t n, size_t *got) {
     *got = 0;
     while (*got < n) {
@@ -56,6 +57,7 @@ static uint32_t load_be32(const uint8_t *p) {
 
 /* Reads and checks the magic number and the dimensions; fills a->ndim and a->dims and returns
  * the payload size in bytes through *nbytes. */
+RG_NODISCARD
 static rg_status read_header(gzFile f, const char *path, int ndim, rg_idx *a, int64_t *nbytes) {
     uint8_t head[4 + 4 * RG_IDX_MAX_DIMS];
     size_t head_len = 4 + 4 * (size_t)ndim;
@@ -96,7 +98,7 @@ static rg_status read_header(gzFile f, const char *path, int ndim, rg_idx *a, in
 }
 
 /* Reads exactly n payload bytes into a->data, growing the buffer as data arrives. */
-static rg_status read_payload(gzFile f, const char *path, rg_idx *a, size_t n) {
+RG_NODISCARD static rg_status read_payload(gzFile f, const char *path, rg_idx *a, size_t n) {
     size_t cap = n < IDX_INITIAL_CAPACITY ? n : IDX_INITIAL_CAPACITY, got = 0;
     a->data = malloc(cap);
     if (!a->data) return rg_error(RG_ENOMEM, "%s: out of memory for %zu bytes", path, cap);
@@ -118,7 +120,7 @@ static rg_status read_payload(gzFile f, const char *path, rg_idx *a, size_t n) {
 }
 
 /* The payload must end the file: extra bytes mean the header does not describe the data. */
-static rg_status check_end(gzFile f, const char *path, const rg_idx *a) {
+RG_NODISCARD static rg_status check_end(gzFile f, const char *path, const rg_idx *a) {
     uint8_t extra[4096];
     size_t r;
     RG_TRY(read_some(f, path, extra, sizeof extra, &r));

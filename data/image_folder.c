@@ -64,7 +64,7 @@ static bool is_dir(const char *path) {
 }
 
 /* The sorted names in dir that are folders (want_dirs) or image files; hidden entries skipped. */
-static rg_status list_dir(const char *dir, bool want_dirs, str_list *out) {
+RG_NODISCARD static rg_status list_dir(const char *dir, bool want_dirs, str_list *out) {
     DIR *d = opendir(dir);
     if (!d) {
         rg_status s = errno == ENOENT || errno == ENOTDIR ? RG_ENOENT : RG_EIO;
@@ -86,6 +86,7 @@ static rg_status list_dir(const char *dir, bool want_dirs, str_list *out) {
 
 /* Every image path under root, class by class; class k's images are paths[first[k] ..
  * first[k + 1]). Fails when there is no class or no image. */
+RG_NODISCARD
 static rg_status collect(const char *root, str_list *classes, str_list *paths, int64_t **first) {
     RG_TRY(list_dir(root, true, classes));
     if (classes->n == 0)
@@ -117,7 +118,7 @@ static rg_status collect(const char *root, str_list *classes, str_list *paths, i
 }
 
 /* Decodes one image into (C,H,W) bytes at dst, checking its size. */
-static rg_status decode(const char *path, const rg_dataset *ds, uint8_t *dst) {
+RG_NODISCARD static rg_status decode(const char *path, const rg_dataset *ds, uint8_t *dst) {
     int w, h, file_channels, c = (int)ds->c;
     uint8_t *px = stbi_load(path, &w, &h, &file_channels, c); /* (H,W,C), converted to c channels */
     if (!px)
@@ -137,6 +138,7 @@ static rg_status decode(const char *path, const rg_dataset *ds, uint8_t *dst) {
 }
 
 /* The size all images must have: the caller's, or the first image's. */
+RG_NODISCARD
 static rg_status image_size(const char *first, const rg_image_folder_opts *o, int64_t *h,
                             int64_t *w) {
     if (o->h && o->w) return *h = o->h, *w = o->w, RG_OK;
@@ -149,7 +151,7 @@ static rg_status image_size(const char *first, const rg_image_folder_opts *o, in
 }
 
 /* Builds the dataset from the collected paths and labels. */
-static rg_status load_images(const rg_image_folder_opts *o, const str_list *classes,
+RG_NODISCARD static rg_status load_images(const rg_image_folder_opts *o, const str_list *classes,
                              const str_list *paths, const int64_t *first, rg_dataset **out) {
     int64_t h = 0, w = 0, c = o->channels ? o->channels : 3;
     RG_TRY(image_size(paths->s[0], o, &h, &w));

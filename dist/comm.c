@@ -92,7 +92,7 @@ static void check_peer(const rg_comm *c, const char *what, int peer) {
 
 /* ---- requests ---- */
 
-static rg_status run_blocking(rg_comm *c, rg_coll coll) {
+RG_NODISCARD static rg_status run_blocking(rg_comm *c, rg_coll coll) {
     rg_comm_req r = {.comm = c, .coll = coll};
     rg_comm_submit(&r);
     return rg_comm_req_finish(&r);
@@ -242,5 +242,5 @@ rg_status rg_comm_close(rg_comm *c) {
 void rg_comm_free(rg_comm *c) {
     if (!c) return;
     RG_CHECK(c != c->dist->comm, "rg_comm_free: the dist's own comm is freed by rg_dist_finalize");
-    rg_comm_close(c);
+    RG_IGNORE(rg_comm_close(c)); /* a void free has no one to report to */
 }

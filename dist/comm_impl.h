@@ -156,21 +156,21 @@ struct rg_dist {
 };
 
 /* ---- comm_thread.c ---- */
-rg_status rg_comm_thread_start(rg_dist *d);
+RG_NODISCARD rg_status rg_comm_thread_start(rg_dist *d);
 void rg_comm_thread_stop(rg_dist *d); /* after the queue drains */
 /* Queues r (filled in by the caller) and returns at once. */
 void rg_comm_submit(rg_comm_req *r);
 /* Waits until r is done and returns its status, setting rg_last_error() from it. */
-rg_status rg_comm_req_finish(rg_comm_req *r);
+RG_NODISCARD rg_status rg_comm_req_finish(rg_comm_req *r);
 
 /* ---- comm.c ---- */
 /* Collective: closes c (a joined request) and frees it; returns the close's status. */
-rg_status rg_comm_close(rg_comm *c);
+RG_NODISCARD rg_status rg_comm_close(rg_comm *c);
 
 /* ---- join.c ---- */
 /* Before a collective: every rank checks in with rank 0, which checks that they called the same
  * collective and names the late ranks. RG_OK, RG_EMISMATCH or RG_ETIMEDOUT. */
-rg_status rg_comm_join(rg_comm *c, const rg_comm_req *r);
+RG_NODISCARD rg_status rg_comm_join(rg_comm *c, const rg_comm_req *r);
 void rg_comm_join_free(rg_comm *c);
 /* After a timeout: moves c's join buffers, which MPI may still touch, to a list kept until exit. */
 void rg_comm_join_abandon(rg_comm *c);
@@ -183,9 +183,10 @@ typedef void (*rg_give_up_fn)(rg_comm *c, void *ctx);
 /* Calls test(c, ctx) until it says done, sleeping politely between polls. Every stall_seconds it
  * reports the line that describe(c, dctx) writes; after stall_abort_seconds it calls give_up
  * (if not NULL) and returns RG_ETIMEDOUT with that line as the error. */
-rg_status rg_comm_poll(rg_comm *c, rg_poll_fn test, rg_give_up_fn give_up, void *ctx,
+RG_NODISCARD rg_status rg_comm_poll(rg_comm *c, rg_poll_fn test, rg_give_up_fn give_up, void *ctx,
                        rg_describe_fn describe, void *dctx);
 /* rg_comm_poll for n MPI requests, which are cancelled on giving up. */
+RG_NODISCARD
 rg_status rg_comm_mpi_wait(rg_comm *c, int n, MPI_Request *reqs, rg_describe_fn describe,
                            void *ctx);
 /* Reports a stall through the dist's policy (on_stall, or a line on stderr). Any thread. */
@@ -200,19 +201,21 @@ typedef rg_status (*rg_dispatch_fn)(rg_comm *c, const rg_coll *a);
 void rg_comm_dev_submit(rg_comm_req *r);
 /* On the comm thread: runs r->coll through run, ordered on the device after r->ready_ev, or with
  * its buffers copied to the side the backend works on (and the results copied back). */
-rg_status rg_comm_dev_run(rg_comm *c, rg_comm_req *r, rg_dispatch_fn run);
+RG_NODISCARD rg_status rg_comm_dev_run(rg_comm *c, rg_comm_req *r, rg_dispatch_fn run);
 /* On the waiting thread once r is done: the compute stream of r's device waits for the
  * collective (never the host); r's events are released. */
 void rg_comm_dev_finish(rg_comm_req *r);
 /* On the comm thread: waits until the work queued so far on c->device's comm stream has run,
  * polling c->ops->check, with stall reports and the stall timeout. `what` names it. */
-rg_status rg_comm_dev_sync(rg_comm *c, const char *what);
+RG_NODISCARD rg_status rg_comm_dev_sync(rg_comm *c, const char *what);
 
 /* ---- comm_mpi.c: shared by the host backends ---- */
 MPI_Datatype rg_comm_mpi_type(rg_comm_dtype dt);
-rg_status rg_comm_mpi_barrier(rg_comm *c);
+RG_NODISCARD rg_status rg_comm_mpi_barrier(rg_comm *c);
+RG_NODISCARD
 rg_status rg_comm_mpi_send(rg_comm *c, const void *buf, int64_t count, rg_comm_dtype dt, int peer,
                            int tag);
+RG_NODISCARD
 rg_status rg_comm_mpi_recv(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int peer,
                            int tag);
 

@@ -46,7 +46,7 @@ static MPI_Op sum_op(const rg_comm *c, rg_comm_dtype dt) {
     return dt == RG_COMM_F16 ? ((mpi_state *)c->impl)->f16_sum : MPI_SUM;
 }
 
-static rg_status mpi_init(rg_comm *c) {
+RG_NODISCARD static rg_status mpi_init(rg_comm *c) {
     mpi_state *st = calloc(1, sizeof *st);
     if (!st) return rg_error(RG_ENOMEM, "comm backend mpi: out of memory");
     MPI_Op_create(f16_sum, 1, &st->f16_sum);
@@ -62,11 +62,11 @@ static void mpi_deinit(rg_comm *c) {
     c->impl = NULL;
 }
 
-static rg_status too_large(const char *what, int64_t count) {
+RG_NODISCARD static rg_status too_large(const char *what, int64_t count) {
     return rg_error(RG_EINVAL, "%s: %lld elements exceed MPI's int count", what, (long long)count);
 }
 
-static rg_status mpi_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
+RG_NODISCARD static rg_status mpi_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
                                rg_reduce_op op) {
     size_t esz = rg_comm_dtype_size(dt);
     for (int64_t off = 0; off < count; off += CHUNK) {
@@ -78,6 +78,7 @@ static rg_status mpi_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dty
     return RG_OK;
 }
 
+RG_NODISCARD
 static rg_status mpi_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int root) {
     size_t esz = rg_comm_dtype_size(dt);
     for (int64_t off = 0; off < count; off += CHUNK) {
@@ -87,7 +88,7 @@ static rg_status mpi_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dty
     return RG_OK;
 }
 
-static rg_status mpi_allgather(rg_comm *c, const void *send, void *recv, int64_t count,
+RG_NODISCARD static rg_status mpi_allgather(rg_comm *c, const void *send, void *recv, int64_t count,
                                rg_comm_dtype dt) {
     if (count > INT_MAX) return too_large("rg_comm_allgather", count);
     const char *mine = (const char *)recv + (size_t)c->rank * count * rg_comm_dtype_size(dt);
@@ -96,6 +97,7 @@ static rg_status mpi_allgather(rg_comm *c, const void *send, void *recv, int64_t
     return RG_OK;
 }
 
+RG_NODISCARD
 static rg_status mpi_reduce_scatter(rg_comm *c, const void *send, void *recv, int64_t count,
                                     rg_comm_dtype dt, rg_reduce_op op) {
     if (count > INT_MAX) return too_large("rg_comm_reduce_scatter", count);

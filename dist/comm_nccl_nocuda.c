@@ -3,7 +3,7 @@
  * CUDA builds. */
 #include "dist/comm_impl.h"
 
-static rg_status nccl_init(rg_comm *c) {
+RG_NODISCARD static rg_status nccl_init(rg_comm *c) {
     return rg_error(RG_ENOTSUP, "comm backend \"nccl\": this build of ringgrad has no CUDA "
                                 "(rebuild with -DRG_CUDA=ON, or use --comm mpi or ring)");
 }

@@ -102,7 +102,7 @@ static int seg_len(const segs *s, int j) {
     return (int)(rest < s->seg ? rest : s->seg);
 }
 
-static rg_status grow(char **p, size_t *have, size_t want) {
+RG_NODISCARD static rg_status grow(char **p, size_t *have, size_t want) {
     if (*have >= want) return RG_OK;
     char *q = realloc(*p, want);
     if (!q) return rg_error(RG_ENOMEM, "ring: out of memory for %zu bytes of scratch", want);
@@ -110,6 +110,7 @@ static rg_status grow(char **p, size_t *have, size_t want) {
     return RG_OK;
 }
 
+RG_NODISCARD
 static rg_status ring_begin(ring *g, rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
                             int nblocks) {
     *g = (ring){.c = c,
@@ -129,7 +130,7 @@ static rg_status ring_begin(ring *g, rg_comm *c, void *buf, int64_t count, rg_co
 }
 
 /* The two scratch segments that recv_and_add receives into, kept from call to call. */
-static rg_status reserve_scratch(ring *g) {
+RG_NODISCARD static rg_status reserve_scratch(ring *g) {
     ring_state *st = g->c->impl;
     size_t seg_bytes = (size_t)block(g, 0).seg * g->esz;
     RG_TRY(grow(&st->scratch, &st->scratch_bytes, 2 * seg_bytes));
@@ -148,14 +149,14 @@ static void describe_wait(rg_comm *c, void *ctx, double waited, char *buf, size_
 }
 
 /* Waits politely for n requests (see Waiting above). */
-static rg_status wait_all(ring *g, int n, MPI_Request *reqs) {
+RG_NODISCARD static rg_status wait_all(ring *g, int n, MPI_Request *reqs) {
     return n > 0 ? rg_comm_mpi_wait(g->c, n, reqs, describe_wait, g) : RG_OK;
 }
 
 /* ---- one step: send a block to the right while receiving one from the left ---- */
 
 /* Receives `in` straight into place (allgather: the arriving block is final). */
-static rg_status recv_in_place(ring *g, const segs *in, MPI_Request *reqs) {
+RG_NODISCARD static rg_status recv_in_place(ring *g, const segs *in, MPI_Request *reqs) {
     for (int j = 0; j < in->nseg; j++)
         MPI_Irecv(at(g, in->off + j * in->seg), seg_len(in, j), g->type, g->left, TAG_RING,
                   g->c->mpi, &reqs[j]);
@@ -164,7 +165,7 @@ static rg_status recv_in_place(ring *g, const segs *in, MPI_Request *reqs) {
 
 /* Receives `in` segment by segment into two scratch buffers and adds each into place; segment
  * j+1 is already arriving while segment j is added. */
-static rg_status recv_and_add(ring *g, const segs *in, MPI_Request *reqs) {
+RG_NODISCARD static rg_status recv_and_add(ring *g, const segs *in, MPI_Request *reqs) {
     for (int j = 0; j < in->nseg; j++) {
         if (j == 0)
             MPI_Irecv(g->slot[0], seg_len(in, 0), g->type, g->left, TAG_RING, g->c->mpi, &reqs[0]);
@@ -179,7 +180,7 @@ static rg_status recv_and_add(ring *g, const segs *in, MPI_Request *reqs) {
 
 /* Sends block `out` to the right while receiving block `in` from the left; with `add` the
  * arriving data is added to ours (reduce-scatter), else it replaces ours (allgather). */
-static rg_status ring_step(ring *g, int64_t out, int64_t in, bool add) {
+RG_NODISCARD static rg_status ring_step(ring *g, int64_t out, int64_t in, bool add) {
     segs so = block(g, out), si = block(g, in);
     MPI_Request sends[RING_MAX_SEGS], recvs[RING_MAX_SEGS];
     for (int j = 0; j < so.nseg; j++) /* all at once: the right neighbour takes them in order */
@@ -193,19 +194,19 @@ static rg_status ring_step(ring *g, int64_t out, int64_t in, bool add) {
 
 /* Step s: pass block r-s-1 on and add the arriving block r-s-2 into ours. Block b starts at
  * rank b+1 and is complete when it reaches rank b, N-1 hops later. */
-static rg_status reduce_scatter_phase(ring *g) {
+RG_NODISCARD static rg_status reduce_scatter_phase(ring *g) {
     for (int s = 0; s < g->n - 1; s++) RG_TRY(ring_step(g, g->rank - s - 1, g->rank - s - 2, true));
     return RG_OK;
 }
 
 /* Step s: pass block r-s on (our own complete block first, then the one that just arrived)
  * and keep the arriving block r-s-1. */
-static rg_status allgather_phase(ring *g) {
+RG_NODISCARD static rg_status allgather_phase(ring *g) {
     for (int s = 0; s < g->n - 1; s++) RG_TRY(ring_step(g, g->rank - s, g->rank - s - 1, false));
     return RG_OK;
 }
 
-static rg_status ring_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
+RG_NODISCARD static rg_status ring_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
                                 rg_reduce_op op) {
     ring g;
     RG_TRY(ring_begin(&g, c, buf, count, dt, c->size));
@@ -219,6 +220,7 @@ static rg_status ring_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dt
 }
 
 /* The phase works in place, and send is const, so it runs on a copy of send. */
+RG_NODISCARD
 static rg_status ring_reduce_scatter(rg_comm *c, const void *send, void *recv, int64_t count,
                                      rg_comm_dtype dt, rg_reduce_op op) {
     ring_state *st = c->impl;
@@ -234,6 +236,7 @@ static rg_status ring_reduce_scatter(rg_comm *c, const void *send, void *recv, i
     return RG_OK;
 }
 
+RG_NODISCARD
 static rg_status ring_allgather(rg_comm *c, const void *send, void *recv, int64_t count,
                                 rg_comm_dtype dt) {
     size_t esz = rg_comm_dtype_size(dt);
@@ -247,6 +250,7 @@ static rg_status ring_allgather(rg_comm *c, const void *send, void *recv, int64_
 /* A pipelined chain root -> root+1 -> ... -> root-1: each rank passes segment j on as soon as it
  * has it, while segment j+1 is still arriving. For B bytes that takes about B/bandwidth plus N-2
  * segment times, where a binomial tree takes log2(N) * B/bandwidth. */
+RG_NODISCARD
 static rg_status ring_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int root) {
     ring g;
     RG_TRY(ring_begin(&g, c, buf, count, dt, 1)); /* one block: all of buf */
@@ -264,7 +268,7 @@ static rg_status ring_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dt
     return last ? RG_OK : wait_all(&g, (int)s.nseg, sends);
 }
 
-static rg_status ring_init(rg_comm *c) {
+RG_NODISCARD static rg_status ring_init(rg_comm *c) {
     c->impl = calloc(1, sizeof(ring_state));
     return c->impl ? RG_OK : rg_error(RG_ENOMEM, "comm backend ring: out of memory");
 }

@@ -5,46 +5,52 @@
 
 #include "dist/comm_impl.h"
 
-static rg_status self_init(rg_comm *c) {
+RG_NODISCARD static rg_status self_init(rg_comm *c) {
     return RG_OK;
 }
 static void self_deinit(rg_comm *c) {}
 
 /* The sum over one rank is the rank's own data, and so is the average. */
-static rg_status self_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
+RG_NODISCARD static rg_status self_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
                                 rg_reduce_op op) {
     return RG_OK;
 }
 
+RG_NODISCARD
 static rg_status self_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int root) {
     return RG_OK;
 }
 
+RG_NODISCARD
 static rg_status self_copy(const void *send, void *recv, int64_t count, rg_comm_dtype dt) {
     if (send != recv) memmove(recv, send, (size_t)count * rg_comm_dtype_size(dt));
     return RG_OK;
 }
 
+RG_NODISCARD
 static rg_status self_allgather(rg_comm *c, const void *send, void *recv, int64_t count,
                                 rg_comm_dtype dt) {
     return self_copy(send, recv, count, dt);
 }
 
+RG_NODISCARD
 static rg_status self_reduce_scatter(rg_comm *c, const void *send, void *recv, int64_t count,
                                      rg_comm_dtype dt, rg_reduce_op op) {
     return self_copy(send, recv, count, dt);
 }
 
-static rg_status self_barrier(rg_comm *c) {
+RG_NODISCARD static rg_status self_barrier(rg_comm *c) {
     return RG_OK;
 }
 
 /* Unreachable: comm.c refuses a message to oneself, the only peer there is. */
+RG_NODISCARD
 static rg_status self_send(rg_comm *c, const void *buf, int64_t count, rg_comm_dtype dt, int peer,
                            int tag) {
     return rg_error(RG_EINVAL, "rg_comm_send: a world of one has no peer");
 }
 
+RG_NODISCARD
 static rg_status self_recv(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int peer,
                            int tag) {
     return rg_error(RG_EINVAL, "rg_comm_recv: a world of one has no peer");

@@ -19,7 +19,7 @@
 
 /* ---- running one request ---- */
 
-static rg_status open_comm(rg_comm *c) {
+RG_NODISCARD static rg_status open_comm(rg_comm *c) {
     if (c->dist->launched) {
         MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi);
         MPI_Comm_dup(MPI_COMM_WORLD, &c->control);
@@ -47,7 +47,7 @@ static void close_comm(rg_comm *c) {
     }
 }
 
-static rg_status dispatch(rg_comm *c, const rg_coll *a) {
+RG_NODISCARD static rg_status dispatch(rg_comm *c, const rg_coll *a) {
     const rg_comm_ops *o = c->ops;
     switch (a->kind) {
     case RG_COLL_ALLREDUCE:
@@ -100,7 +100,7 @@ static void mark_broken(rg_comm *c, rg_status s) {
 }
 
 /* Runs r: check in with the other ranks (collectives only), then the backend's call. */
-static rg_status run_checked(rg_comm_req *r) {
+RG_NODISCARD static rg_status run_checked(rg_comm_req *r) {
     rg_comm *c = r->comm;
     rg_coll_kind kind = r->coll.kind;
     rg_status s = RG_OK;

@@ -106,6 +106,7 @@ static void agreement(const rg_ddp *d, const rg_param_list *params, rg_status st
 
 /* Collective, on a mismatch every rank saw: finds the first tensor where rank `bad` differs from
  * rank 0 and makes the message from both ranks' descriptions of it. */
+RG_NODISCARD
 static rg_status explain_model_mismatch(rg_comm *comm, const rg_param_list *params, int bad,
                                         int64_t n0) {
     int rank = rg_comm_rank(comm);
@@ -140,6 +141,7 @@ static void describe_setup(const int64_t *a, char *buf, size_t cap) {
 
 /* Collective: every rank fails alike when one rank's set-up failed (`mine`, with its message)
  * or differs from rank 0's. */
+RG_NODISCARD
 static rg_status check_same_everywhere(rg_ddp *d, const rg_param_list *params, rg_status mine_st) {
     int size = rg_comm_size(d->comm), rank = rg_comm_rank(d->comm), bad = -1, failed = -1;
     int64_t mine[AG_LEN], *all = calloc((size_t)size * AG_LEN, sizeof *all);
@@ -193,7 +195,7 @@ static rg_comm_dtype comm_dtype(rg_dtype dt) {
     }
 }
 
-static rg_status broadcast_from_rank0(rg_comm *comm, const rg_param_list *params) {
+RG_NODISCARD static rg_status broadcast_from_rank0(rg_comm *comm, const rg_param_list *params) {
     for (int i = 0; i < params->n; i++) {
         rg_tensor *t = params->items[i].tensor;
         int64_t count =
@@ -231,7 +233,7 @@ static int plan_buckets(rg_ddp *d) {
 static void on_grad_ready(rg_tensor *param, void *ctx);
 
 /* Allocates each bucket's buffer. */
-static rg_status alloc_buckets(rg_ddp *d) {
+RG_NODISCARD static rg_status alloc_buckets(rg_ddp *d) {
     for (int b = 0; b < d->n_buckets; b++) {
         bucket *bk = &d->buckets[b];
         size_t bytes = (size_t)bk->numel * sizeof(float);
@@ -397,7 +399,7 @@ void rg_ddp_free(rg_ddp *d) {
     if (!d) return;
     /* Buckets launched but never waited for: the comm thread may still write into them. */
     for (int b = 0; b < d->n_buckets; b++)
-        if (d->buckets[b].req) rg_comm_wait(d->buckets[b].req);
+        if (d->buckets[b].req) RG_IGNORE(rg_comm_wait(d->buckets[b].req)); /* a free cannot fail */
     for (int i = 0; i < d->n_entries; i++) {
         entry *e = &d->entries[i];
         if (!e->ddp) continue; /* never attached */

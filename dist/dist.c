@@ -12,7 +12,7 @@
 /* ---- options ---- */
 
 /* A positive or negative number of seconds from $name; *out untouched if the variable is unset. */
-static rg_status env_seconds(const char *name, double *out) {
+RG_NODISCARD static rg_status env_seconds(const char *name, double *out) {
     const char *v = getenv(name);
     if (!v || !*v) return RG_OK;
     char *end;
@@ -25,6 +25,7 @@ static rg_status env_seconds(const char *name, double *out) {
 }
 
 /* Fills in the defaults: the option if given, else the environment, else the built-in value. */
+RG_NODISCARD
 static rg_status resolve_opts(const rg_dist_opts *in, rg_dist_opts *o, rg_comm_backend *backend) {
     *o = in ? *in : (rg_dist_opts){0};
     if (!o->comm) o->comm = getenv("RG_COMM");
@@ -57,7 +58,7 @@ static void abort_job(void) {
     abort();
 }
 
-static rg_status start_mpi(rg_dist *d, int *argc, char ***argv) {
+RG_NODISCARD static rg_status start_mpi(rg_dist *d, int *argc, char ***argv) {
     int up = 0, provided = 0;
     MPI_Initialized(&up);
     if (up) {

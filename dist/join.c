@@ -91,7 +91,7 @@ static bool same_call(const join_msg *a, const join_msg *b) {
            a->op == b->op && a->root == b->root;
 }
 
-static rg_status mismatch_error(const join_go *go) {
+RG_NODISCARD static rg_status mismatch_error(const join_go *go) {
     char want[128], got[128];
     format_call(&go->root, want, sizeof want);
     format_call(&go->bad, got, sizeof got);
@@ -169,7 +169,7 @@ typedef struct {
     MPI_Request *reqs;
 } mpi_reqs;
 
-static rg_status test_mpi(rg_comm *c, void *ctx, bool *done) {
+RG_NODISCARD static rg_status test_mpi(rg_comm *c, void *ctx, bool *done) {
     mpi_reqs *m = ctx;
     int flag;
     MPI_Testall(m->n, m->reqs, &flag, MPI_STATUSES_IGNORE);
@@ -213,7 +213,7 @@ static void describe_member(rg_comm *c, void *ctx, double waited, char *buf, siz
              (long long)j->me.seq, call, waited, c->rank);
 }
 
-static rg_status join_root(rg_comm *c, rg_join *j) {
+RG_NODISCARD static rg_status join_root(rg_comm *c, rg_join *j) {
     int n = c->size - 1;
     for (int r = 1; r < c->size; r++)
         MPI_Irecv(&j->got[r], MSG_LEN, MPI_INT64_T, r, TAG_JOIN, c->control, &j->reqs[r - 1]);
@@ -228,7 +228,7 @@ static rg_status join_root(rg_comm *c, rg_join *j) {
     return j->go.bad_rank < 0 ? RG_OK : mismatch_error(&j->go);
 }
 
-static rg_status join_member(rg_comm *c, rg_join *j) {
+RG_NODISCARD static rg_status join_member(rg_comm *c, rg_join *j) {
     MPI_Isend(&j->me, MSG_LEN, MPI_INT64_T, 0, TAG_JOIN, c->control, &j->reqs[0]);
     MPI_Irecv(&j->go, GO_LEN, MPI_INT64_T, 0, TAG_GO, c->control, &j->reqs[1]);
     RG_TRY(rg_comm_mpi_wait(c, 2, j->reqs, describe_member, j));

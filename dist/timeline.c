@@ -28,6 +28,7 @@ static void emit(FILE *f, bool *first, const char *p, int64_t len) {
 }
 
 /* Rank 0: receives each rank's text in rank order and writes it (or drops it if f is NULL). */
+RG_NODISCARD
 static rg_status gather_to(FILE *f, rg_comm *c, const char *mine, const int64_t *lens) {
     bool first = true;
     emit(f, &first, mine, lens[0]);
@@ -42,6 +43,7 @@ static rg_status gather_to(FILE *f, rg_comm *c, const char *mine, const int64_t 
     return RG_OK;
 }
 
+RG_NODISCARD
 static rg_status write_root(rg_comm *c, const char *path, const char *mine, const int64_t *lens) {
     FILE *f = fopen(path, "w");
     if (f) fputs("{\"traceEvents\":[\n", f);

@@ -84,6 +84,7 @@ rg_status rg_checkpoint_save(const char *path, const rg_model *model, rg_optim *
 /* ---- checking ---- */
 
 /* Every tensor of `list` is in the file with its dtype and shape. */
+RG_NODISCARD
 static rg_status match_list(const rg_safetensors *f, const rg_param_list *list, const char *what) {
     for (int i = 0; i < list->n; i++) {
         const rg_named_tensor *t = &list->items[i];
@@ -98,7 +99,7 @@ static rg_status match_list(const rg_safetensors *f, const rg_param_list *list, 
 
 /* Every tensor of the file belongs to the model or, under "optim.", to the optimizer (any
  * "optim." tensor is accepted when state is NULL: it is not being loaded). */
-static rg_status check_extras(const rg_safetensors *f, const rg_model *model,
+RG_NODISCARD static rg_status check_extras(const rg_safetensors *f, const rg_model *model,
                               const rg_param_list *state) {
     for (int i = 0; i < rg_safetensors_count(f); i++) {
         const char *name = rg_safetensors_entry_at(f, i)->name;
@@ -113,6 +114,7 @@ static rg_status check_extras(const rg_safetensors *f, const rg_model *model,
 }
 
 /* The format version and the model name, when present; `required` makes them mandatory. */
+RG_NODISCARD
 static rg_status check_identity(const rg_safetensors *f, const rg_model *model, bool required) {
     const char *path = rg_safetensors_path(f);
     const char *version = rg_safetensors_meta(f, "ringgrad.format_version");
@@ -135,7 +137,7 @@ static rg_status check_identity(const rg_safetensors *f, const rg_model *model, 
 }
 
 /* Metadata key `key` as an unsigned decimal integer (no sign, no spaces). */
-static rg_status meta_u64(const rg_safetensors *f, const char *key, uint64_t *out) {
+RG_NODISCARD static rg_status meta_u64(const rg_safetensors *f, const char *key, uint64_t *out) {
     const char *v = rg_safetensors_meta(f, key);
     uint64_t x = 0;
     bool ok = v && *v;
@@ -150,7 +152,7 @@ static rg_status meta_u64(const rg_safetensors *f, const char *key, uint64_t *ou
     return RG_OK;
 }
 
-static rg_status meta_i64(const rg_safetensors *f, const char *key, int64_t *out) {
+RG_NODISCARD static rg_status meta_i64(const rg_safetensors *f, const char *key, int64_t *out) {
     uint64_t x;
     RG_TRY(meta_u64(f, key, &x));
     if (x > INT64_MAX)
@@ -161,6 +163,7 @@ static rg_status meta_i64(const rg_safetensors *f, const char *key, int64_t *out
 }
 
 /* The optimizer's kind must match; its learning rate is returned in *lr. */
+RG_NODISCARD
 static rg_status check_optim_meta(const rg_safetensors *f, rg_optim *optim, float *lr) {
     const char *path = rg_safetensors_path(f), *kind = rg_safetensors_meta(f, "optim");
     if (!kind)
@@ -181,6 +184,7 @@ static rg_status check_optim_meta(const rg_safetensors *f, rg_optim *optim, floa
 }
 
 /* The saved position of every random stream of the model, into out[0, n). */
+RG_NODISCARD
 static rg_status read_streams(const rg_safetensors *f, const rg_model *model, rg_rng_stream *out) {
     int n;
     const rg_named_stream *st = rg_model_streams(model, &n);
@@ -194,7 +198,7 @@ static rg_status read_streams(const rg_safetensors *f, const rg_model *model, rg
     return RG_OK;
 }
 
-static rg_status read_list(rg_safetensors *f, const rg_param_list *list) {
+RG_NODISCARD static rg_status read_list(rg_safetensors *f, const rg_param_list *list) {
     for (int i = 0; i < list->n; i++)
         RG_TRY(rg_safetensors_read_tensor(f, rg_safetensors_find(f, list->items[i].name),
                                           list->items[i].tensor));
@@ -202,7 +206,7 @@ static rg_status read_list(rg_safetensors *f, const rg_param_list *list) {
 }
 
 /* Checks the whole file against model and optim, then loads it. */
-static rg_status load_checked(rg_safetensors *f, rg_model *model, rg_optim *optim,
+RG_NODISCARD static rg_status load_checked(rg_safetensors *f, rg_model *model, rg_optim *optim,
                               rg_checkpoint_meta *meta, rg_rng_stream *streams) {
     const rg_param_list *state = optim ? rg_optim_state(optim) : NULL;
     float lr = 0.0f;

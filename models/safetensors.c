@@ -43,7 +43,7 @@ static rg_status fail(rg_status s, const char *path, const char *fmt, ...) {
 
 /* ---- one entry: {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]} ---- */
 
-static rg_status parse_shape(const char *path, const char *name, const rg_json *v,
+RG_NODISCARD static rg_status parse_shape(const char *path, const char *name, const rg_json *v,
                              rg_safetensors_entry *e) {
     if (v->kind != RG_JSON_ARRAY || v->count > RG_SAFETENSORS_MAX_DIMS)
         return fail(RG_ECORRUPT, path,
@@ -64,7 +64,7 @@ static rg_status parse_shape(const char *path, const char *name, const rg_json *
     return RG_OK;
 }
 
-static rg_status parse_offsets(const char *path, const char *name, const rg_json *v,
+RG_NODISCARD static rg_status parse_offsets(const char *path, const char *name, const rg_json *v,
                                rg_safetensors_entry *e) {
     const rg_json *b = v->kind == RG_JSON_ARRAY && v->count == 2 ? v->child : NULL;
     const rg_json *end = b ? b->next : NULL;
@@ -77,7 +77,7 @@ static rg_status parse_offsets(const char *path, const char *name, const rg_json
     return RG_OK;
 }
 
-static rg_status parse_entry(const char *path, const rg_json *m, uint64_t data_size,
+RG_NODISCARD static rg_status parse_entry(const char *path, const rg_json *m, uint64_t data_size,
                              rg_safetensors_entry *e) {
     const char *name = m->key;
     e->name = name;
@@ -134,7 +134,7 @@ static int by_key(const void *a, const void *b) {
 
 /* The data section must be covered exactly once: sorted by range, each tensor starts where the
  * previous one ended, and the last ends at the end of the section. */
-static rg_status check_coverage(rg_safetensors *f) {
+RG_NODISCARD static rg_status check_coverage(rg_safetensors *f) {
     rg_safetensors_entry **order = malloc(((size_t)f->n + 1) * sizeof *order);
     if (!order) return fail(RG_ENOMEM, f->path, "out of memory");
     for (int i = 0; i < f->n; i++) order[i] = &f->entries[i];
@@ -157,7 +157,7 @@ static rg_status check_coverage(rg_safetensors *f) {
     return s;
 }
 
-static rg_status parse_metadata(rg_safetensors *f, const rg_json *m) {
+RG_NODISCARD static rg_status parse_metadata(rg_safetensors *f, const rg_json *m) {
     if (f->meta) return fail(RG_ECORRUPT, f->path, "__metadata__ appears twice");
     if (m->kind != RG_JSON_OBJECT)
         return fail(RG_ECORRUPT, f->path, "__metadata__ must be an object");
@@ -178,7 +178,7 @@ static rg_status parse_metadata(rg_safetensors *f, const rg_json *m) {
     return RG_OK;
 }
 
-static rg_status parse_header(rg_safetensors *f, const char *text, size_t len) {
+RG_NODISCARD static rg_status parse_header(rg_safetensors *f, const char *text, size_t len) {
     char err[256];
     f->header = rg_json_parse(text, len, err, sizeof err);
     if (!f->header) return fail(RG_ECORRUPT, f->path, "header: %s", err);
@@ -221,6 +221,7 @@ const char *rg_safetensors_dtype_name(rg_dtype dt) {
 
 /* Reads the 8-byte length and the header text (malloc'ed into *text) after checking the length
  * against the file size. */
+RG_NODISCARD
 static rg_status read_header(rg_safetensors *f, uint64_t file_size, char **text, uint64_t *len) {
     unsigned char b[8];
     if (file_size < 8)
@@ -248,7 +249,7 @@ static rg_status read_header(rg_safetensors *f, uint64_t file_size, char **text,
     return RG_OK;
 }
 
-static rg_status open_checked(rg_safetensors *f) {
+RG_NODISCARD static rg_status open_checked(rg_safetensors *f) {
     struct stat st;
     if (fstat(fileno(f->fp), &st) != 0) return fail(RG_EIO, f->path, "%s", strerror(errno));
     if (!S_ISREG(st.st_mode)) return fail(RG_EIO, f->path, "not a regular file");

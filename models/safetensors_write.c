@@ -99,12 +99,12 @@ static void build_header(strbuf *b, const rg_named_tensor *ts, int n, const rg_s
 
 /* ---- writing ---- */
 
-static rg_status write_failed(const char *path, const char *what) {
+RG_NODISCARD static rg_status write_failed(const char *path, const char *what) {
     return rg_error(RG_EIO, "%s: %s: %s", path, what, strerror(errno ? errno : EIO));
 }
 
 /* Writes the length, the header and every tensor's bytes to fp. */
-static rg_status write_body(FILE *fp, const char *path, const strbuf *hdr,
+RG_NODISCARD static rg_status write_body(FILE *fp, const char *path, const strbuf *hdr,
                             const rg_named_tensor *ts, int n) {
     unsigned char len[8];
     for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)hdr->len >> (8 * i));
@@ -129,7 +129,7 @@ static rg_status write_body(FILE *fp, const char *path, const strbuf *hdr,
 }
 
 /* fsync of the directory holding path, so that the rename itself is durable. */
-static rg_status sync_dir(const char *path) {
+RG_NODISCARD static rg_status sync_dir(const char *path) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');

@@ -65,14 +65,19 @@ static bool train_step(trainer *t, const rg_batch *b, metrics *m) {
     return st == RG_OK;
 }
 
-/* Sums the epoch's metrics over the ranks. */
-static void reduce_metrics(trainer *t, metrics *m) {
+/* Sums the epoch's metrics over the ranks. A failure (a rank died) is reported and returned. */
+RG_NODISCARD static rg_status reduce_metrics(trainer *t, metrics *m) {
     float v[3] = {(float)m->loss_sum, (float)m->correct, (float)m->seen};
-    if (t->world > 1) rg_comm_allreduce(t->comm, v, 3, RG_COMM_F32, RG_REDUCE_SUM);
+    if (t->world > 1) {
+        rg_status s = rg_comm_allreduce(t->comm, v, 3, RG_COMM_F32, RG_REDUCE_SUM);
+        if (s != RG_OK) return trainer_error(t, "metrics allreduce failed: %s", rg_last_error()), s;
+    }
     m->loss_sum = v[0], m->correct = (int64_t)v[1], m->seen = (int64_t)v[2];
+    return RG_OK;
 }
 
-/* Test accuracy, shared out by batch index (see trainer_setup_loaders). */
+/* Test accuracy, shared out by batch index (see trainer_setup_loaders); -1 when the ranks could
+ * not sum it (already reported). */
 static double evaluate(trainer *t) {
     metrics m = {0};
     rg_batch b;
@@ -89,7 +94,7 @@ static double evaluate(trainer *t) {
     }
     rg_no_grad_end();
     rg_trace_end();
-    reduce_metrics(t, &m);
+    if (reduce_metrics(t, &m) != RG_OK) return -1.0;
     return m.seen ? (double)m.correct / (double)m.seen : 0.0;
 }
 
@@ -113,12 +118,12 @@ static bool run_epoch(trainer *t, int64_t epoch) {
         progress_update(&t->prog, batches, m.loss_sum / (double)m.seen,
                         (double)m.correct / (double)m.seen, (double)t->images / t->train_seconds);
     }
-    if (!ok) return false;
-    reduce_metrics(t, &m);
+    if (!ok || reduce_metrics(t, &m) != RG_OK) return false;
     bool finished = batches == spe;
     t->trained_any |= m.seen > 0;
     if (m.seen) t->last_loss = m.loss_sum / (double)m.seen, t->last_acc = (double)m.correct / (double)m.seen;
     t->test_acc = evaluate(t);
+    if (t->test_acc < 0) return false;
     progress_end_epoch(&t->prog, batches, t->last_loss, t->last_acc,
                        t->train_seconds > 0 ? (double)t->images / t->train_seconds : 0.0,
                        t->train_seconds - seconds_before, t->test_acc);
@@ -160,7 +165,7 @@ static int pick_threads(const trainer *t) {
 
 /* Whether --device names a device this process can use; checked before MPI starts so that the
  * message is about the device, not about the NCCL backend it would have chosen. */
-static rg_status check_device(trainer *t) {
+RG_NODISCARD static rg_status check_device(trainer *t) {
     rg_status st = rg_device_parse(t->a.device, &t->dev);
     if (st == RG_OK && t->dev.type == RG_DEV_CUDA && rg_cuda_device_count() == 0)
         st = rg_error(RG_EDEVICE, "--device %s: no CUDA device is available (this build %s); "
@@ -216,7 +221,7 @@ int main(int argc, char **argv) {
         return code;
     }
     if ((code = start(&t, &argc, &argv)) != 0) {
-        rg_dist_finalize(t.dist);
+        RG_IGNORE(rg_dist_finalize(t.dist)); /* start-up failed and said why; that is the error */
         return code;
     }
     bool ok = trainer_setup_data(&t) == RG_OK && trainer_setup_model(&t) == RG_OK &&

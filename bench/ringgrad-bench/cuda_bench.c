@@ -234,8 +234,8 @@ static int no_device(void) {
 }
 
 static void print_header(rgbc_ctx *b) {
-    char name[256] = "?";
-    rg_cuda_device_name(b->dev.index, name, sizeof name);
+    char name[256];
+    if (rg_cuda_device_name(b->dev.index, name, sizeof name) != RG_OK) snprintf(name, sizeof name, "?");
     const char *tf32 = getenv("RG_CUDA_TF32");
     printf("ringgrad-bench --device cuda: %s, %d rank%s (one GPU each), %s math\n", name, b->size,
            b->size == 1 ? "" : "s", tf32 && *tf32 && strcmp(tf32, "0") ? "TF32" : "FP32");
@@ -256,7 +256,7 @@ int rg_bench_cuda(int argc, char **argv) {
     if (rg_cuda_set_device(rg_dist_local_rank(b.dist), &b.dev) != RG_OK ||
         rg_cuda_timer_new(b.dev, &b.timer) != RG_OK) {
         fprintf(stderr, "ringgrad-bench: rank %d: %s\n", b.rank, rg_last_error());
-        rg_dist_finalize(b.dist);
+        RG_IGNORE(rg_dist_finalize(b.dist)); /* the error above is the one to report */
         return 1;
     }
     b.gpu = rg_backend_for(b.dev);

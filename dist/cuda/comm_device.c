@@ -124,7 +124,7 @@ typedef struct {
     const char *what;
 } event_wait;
 
-static rg_status test_event(rg_comm *c, void *ctx, bool *done) {
+RG_NODISCARD static rg_status test_event(rg_comm *c, void *ctx, bool *done) {
     event_wait *w = ctx;
     if (c->ops->check) RG_TRY(c->ops->check(c));
     cudaError_t e = cudaEventQuery(w->ev);
@@ -145,7 +145,7 @@ static void describe_event(rg_comm *c, void *ctx, double waited, char *buf, size
 }
 
 /* Waits for the work queued so far on device's comm stream. */
-static rg_status sync_comm_stream(rg_comm *c, int device, const char *what) {
+RG_NODISCARD static rg_status sync_comm_stream(rg_comm *c, int device, const char *what) {
     event_wait w = {NULL, device, what};
     RG_DIST_CUDA(cudaEventCreateWithFlags(&w.ev, cudaEventDisableTiming));
     cudaError_t e = cudaEventRecord(w.ev, rg_cuda_stream(device, RG_CUDA_STREAM_COMM));
@@ -161,7 +161,7 @@ rg_status rg_comm_dev_sync(rg_comm *c, const char *what) {
 
 /* ---- GPU buffers, device backend: ordered by events ---- */
 
-static rg_status run_on_device(rg_comm *c, rg_comm_req *r, rg_dispatch_fn run) {
+RG_NODISCARD static rg_status run_on_device(rg_comm *c, rg_comm_req *r, rg_dispatch_fn run) {
     if (r->device != c->device)
         return rg_error(RG_EDEVICE,
                         "rg_comm_%s: the buffers are on cuda:%d, but rank %d's %s communicator "
@@ -199,6 +199,7 @@ static size_t staged_bytes(const layout *l) {
 }
 
 /* Copies the inputs of a (the caller's buffers) into b (staging), queued on stream s. */
+RG_NODISCARD
 static rg_status copy_inputs(const layout *l, const rg_coll *a, const rg_coll *b, cudaStream_t s) {
     if (l->recv_in) RG_DIST_CUDA(cudaMemcpyAsync(b->recv, a->recv, l->recv, cudaMemcpyDefault, s));
     if (l->send)
@@ -208,6 +209,7 @@ static rg_status copy_inputs(const layout *l, const rg_coll *a, const rg_coll *b
 
 /* GPU data, host backend: the inputs come down once the caller's kernels have written them,
  * the backend runs on the host, and the results go back up. */
+RG_NODISCARD
 static rg_status run_through_host(rg_comm *c, rg_comm_req *r, const layout *l, char *host,
                                   rg_dispatch_fn run) {
     cudaStream_t s = rg_cuda_stream(r->device, RG_CUDA_STREAM_COMM);
@@ -222,6 +224,7 @@ static rg_status run_through_host(rg_comm *c, rg_comm_req *r, const layout *l, c
 }
 
 /* Host data, device backend: host → page-locked → device scratch, the collective, and back. */
+RG_NODISCARD
 static rg_status run_through_device(rg_comm *c, rg_comm_req *r, const layout *l, char *host,
                                     char *gpu, rg_dispatch_fn run) {
     cudaStream_t s = rg_cuda_stream(c->device, RG_CUDA_STREAM_COMM);
@@ -236,6 +239,7 @@ static rg_status run_through_device(rg_comm *c, rg_comm_req *r, const layout *l,
     return RG_OK;
 }
 
+RG_NODISCARD
 static rg_status run_staged(rg_comm *c, rg_comm_req *r, const layout *l, rg_dispatch_fn run) {
     const bool to_device = c->ops->device_buffers;
     const int device = to_device ? c->device : r->device;

@@ -45,7 +45,7 @@ typedef struct {
     const char *call;
 } pending;
 
-static rg_status test_settled(rg_comm *c, void *ctx, bool *done) {
+RG_NODISCARD static rg_status test_settled(rg_comm *c, void *ctx, bool *done) {
     pending *p = ctx;
     rg_nccl *n = p->n;
     pthread_mutex_lock(&n->mu);
@@ -81,7 +81,7 @@ static void describe_settle(rg_comm *c, void *ctx, double waited, char *buf, siz
 /* Finishes a call made under n->mu (and unlocked since) that returned r: a nonblocking
  * communicator may answer ncclInProgress, and must then be polled until it has settled before
  * any other NCCL call is made on it. Any failure aborts the communicator. */
-static rg_status settle(rg_nccl *n, ncclResult_t r, const char *call) {
+RG_NODISCARD static rg_status settle(rg_nccl *n, ncclResult_t r, const char *call) {
     if (r == ncclInProgress) {
         pending p = {n, call};
         return rg_comm_poll(n->c, test_settled, give_up_settle, &p, describe_settle, &p);
@@ -97,7 +97,7 @@ static rg_status settle(rg_nccl *n, ncclResult_t r, const char *call) {
 
 /* Before a collective: the device current, n->mu held, and the communicator healthy. On
  * failure mu is not held. */
-static rg_status begin(rg_nccl *n) {
+RG_NODISCARD static rg_status begin(rg_nccl *n) {
     rg_dist_cuda_use(n->device);
     pthread_mutex_lock(&n->mu);
     rg_status s = rg_nccl_health_locked(n);
@@ -106,7 +106,7 @@ static rg_status begin(rg_nccl *n) {
 }
 
 /* After it: settle the call and watch the work it queued until the GPU has run it. */
-static rg_status end(rg_nccl *n, ncclResult_t r, const char *call, rg_coll_kind kind) {
+RG_NODISCARD static rg_status end(rg_nccl *n, ncclResult_t r, const char *call, rg_coll_kind kind) {
     pthread_mutex_unlock(&n->mu);
     RG_TRY(settle(n, r, call));
     const rg_comm_req *req = n->c->current;
@@ -115,7 +115,7 @@ static rg_status end(rg_nccl *n, ncclResult_t r, const char *call, rg_coll_kind 
 
 /* ---- the collectives (device buffers on n->device; count may be 0) ---- */
 
-static rg_status nccl_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
+RG_NODISCARD static rg_status nccl_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
                                 rg_reduce_op op) {
     rg_nccl *n = c->impl;
     if (count == 0) return RG_OK;
@@ -125,6 +125,7 @@ static rg_status nccl_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dt
     return end(n, r, "ncclAllReduce", RG_COLL_ALLREDUCE);
 }
 
+RG_NODISCARD
 static rg_status nccl_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int root) {
     rg_nccl *n = c->impl;
     if (count == 0) return RG_OK;
@@ -135,6 +136,7 @@ static rg_status nccl_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dt
 }
 
 /* send may be recv + rank * count: NCCL's in-place allgather. */
+RG_NODISCARD
 static rg_status nccl_allgather(rg_comm *c, const void *send, void *recv, int64_t count,
                                 rg_comm_dtype dt) {
     rg_nccl *n = c->impl;
@@ -144,6 +146,7 @@ static rg_status nccl_allgather(rg_comm *c, const void *send, void *recv, int64_
     return end(n, r, "ncclAllGather", RG_COLL_ALLGATHER);
 }
 
+RG_NODISCARD
 static rg_status nccl_reduce_scatter(rg_comm *c, const void *send, void *recv, int64_t count,
                                      rg_comm_dtype dt, rg_reduce_op op) {
     rg_nccl *n = c->impl;
@@ -156,7 +159,7 @@ static rg_status nccl_reduce_scatter(rg_comm *c, const void *send, void *recv, i
 
 /* An allreduce of one zero, then a wait for it: the host returns only once every rank's GPU
  * has reached the barrier. */
-static rg_status nccl_barrier(rg_comm *c) {
+RG_NODISCARD static rg_status nccl_barrier(rg_comm *c) {
     rg_nccl *n = c->impl;
     RG_TRY(begin(n));
     ncclResult_t r = ncclAllReduce(n->one, n->one, 1, ncclInt32, ncclSum, n->comm, n->stream);
@@ -164,6 +167,7 @@ static rg_status nccl_barrier(rg_comm *c) {
     return rg_comm_dev_sync(c, "barrier");
 }
 
+RG_NODISCARD
 static rg_status nccl_send(rg_comm *c, const void *buf, int64_t count, rg_comm_dtype dt, int peer,
                            int tag) {
     rg_nccl *n = c->impl;
@@ -173,6 +177,7 @@ static rg_status nccl_send(rg_comm *c, const void *buf, int64_t count, rg_comm_d
     return end(n, r, "ncclSend", RG_COLL_SEND);
 }
 
+RG_NODISCARD
 static rg_status nccl_recv(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int peer,
                            int tag) {
     rg_nccl *n = c->impl;
@@ -182,7 +187,7 @@ static rg_status nccl_recv(rg_comm *c, void *buf, int64_t count, rg_comm_dtype d
     return end(n, r, "ncclRecv", RG_COLL_RECV);
 }
 
-static rg_status nccl_check(rg_comm *c) {
+RG_NODISCARD static rg_status nccl_check(rg_comm *c) {
     rg_nccl *n = c->impl;
     pthread_mutex_lock(&n->mu);
     rg_status s = rg_nccl_health_locked(n);
@@ -193,7 +198,7 @@ static rg_status nccl_check(rg_comm *c) {
 /* ---- set-up: a GPU on every rank, the id, the communicator ---- */
 
 /* This rank's GPU (current on the comm thread from now on), and an NCCL that is new enough. */
-static rg_status pick_device(rg_comm *c, int *device) {
+RG_NODISCARD static rg_status pick_device(rg_comm *c, int *device) {
     rg_device dev;
     if (rg_cuda_set_device(c->local_rank, &dev) != RG_OK) {
         char why[512]; /* rg_error must not read the buffer it writes */
@@ -220,7 +225,7 @@ static void describe_setup(rg_comm *c, void *ctx, double waited, char *buf, size
 }
 
 /* Every rank learns whether all of them can go on; then rank 0's id reaches every rank. */
-static rg_status exchange_id(rg_comm *c, rg_status mine, ncclUniqueId *id) {
+RG_NODISCARD static rg_status exchange_id(rg_comm *c, rg_status mine, ncclUniqueId *id) {
     if (c->mpi == MPI_COMM_NULL) return mine; /* a world of one: rank 0 made the id itself */
     char why[512];
     snprintf(why, sizeof why, "%s", rg_last_error());
@@ -247,7 +252,7 @@ static rg_status exchange_id(rg_comm *c, rg_status mine, ncclUniqueId *id) {
     return rg_comm_mpi_wait(c, 1, &req, describe_setup, "the NCCL id from rank 0");
 }
 
-static rg_status create_comm(rg_comm *c, rg_nccl *n) {
+RG_NODISCARD static rg_status create_comm(rg_comm *c, rg_nccl *n) {
     rg_status mine = pick_device(c, &n->device);
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
@@ -290,7 +295,7 @@ static void release(rg_nccl *n, bool clean) {
     free(n);
 }
 
-static rg_status nccl_init(rg_comm *c) {
+RG_NODISCARD static rg_status nccl_init(rg_comm *c) {
     rg_nccl *n = calloc(1, sizeof *n);
     if (!n) return rg_error(RG_ENOMEM, "comm backend \"nccl\": out of host memory");
     n->c = c;

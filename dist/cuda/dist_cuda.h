@@ -12,7 +12,7 @@
 #include "dist/comm_impl.h"
 #include "tensor/cuda/streams.h"
 
-static inline rg_status rg_dist_cuda_error(cudaError_t e, const char *call) {
+RG_NODISCARD static inline rg_status rg_dist_cuda_error(cudaError_t e, const char *call) {
     return rg_error(RG_EDEVICE, "CUDA: %s failed: %s (%s)", call, cudaGetErrorString(e),
                     cudaGetErrorName(e));
 }

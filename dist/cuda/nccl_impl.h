@@ -43,7 +43,7 @@ typedef struct {
 
 /* NCCL's failure as a status: a CUDA error is the device's, a bad argument the caller's, and
  * anything else (a system, network or remote error) the peers'. */
-static inline rg_status rg_nccl_status(ncclResult_t r) {
+RG_NODISCARD static inline rg_status rg_nccl_status(ncclResult_t r) {
     if (r == ncclUnhandledCudaError) return RG_EDEVICE;
     if (r == ncclInvalidArgument || r == ncclInvalidUsage) return RG_EINVAL;
     return RG_EPEER;
@@ -51,15 +51,15 @@ static inline rg_status rg_nccl_status(ncclResult_t r) {
 
 /* ---- nccl_watchdog.c ---- */
 /* Creates the events and starts the thread. RG_EDEVICE / RG_ENOMEM on failure. */
-rg_status rg_nccl_watch_start(rg_nccl *n);
+RG_NODISCARD rg_status rg_nccl_watch_start(rg_nccl *n);
 /* Stops the thread and releases the events. Safe on a half-started watchdog. */
 void rg_nccl_watch_stop(rg_nccl *n);
 /* Comm thread, after a collective was queued on n->stream: watch it. Waits (politely, with stall
  * reports) while RG_NCCL_WATCH_SLOTS collectives are still unfinished. */
-rg_status rg_nccl_watch(rg_nccl *n, rg_coll_kind kind, uint64_t seq);
+RG_NODISCARD rg_status rg_nccl_watch(rg_nccl *n, rg_coll_kind kind, uint64_t seq);
 /* Under mu: RG_OK, or the failure of work already queued (an NCCL async error; a collective
  * that never finished, after which the communicator has been aborted), with rg_error set. */
-rg_status rg_nccl_health_locked(rg_nccl *n);
+RG_NODISCARD rg_status rg_nccl_health_locked(rg_nccl *n);
 /* Under mu: aborts the communicator once (kernels in flight exit, so no stream waits for them
  * forever), records why and returns s with rg_error set. */
 rg_status rg_nccl_fail_locked(rg_nccl *n, rg_status s, const char *fmt, ...)

@@ -150,7 +150,7 @@ void rg_nccl_watch_stop(rg_nccl *n) {
 
 /* ---- the comm thread hands over each queued collective ---- */
 
-static rg_status test_slot_free(rg_comm *c, void *ctx, bool *done) {
+RG_NODISCARD static rg_status test_slot_free(rg_comm *c, void *ctx, bool *done) {
     rg_nccl *n = ctx;
     pthread_mutex_lock(&n->mu);
     reap_locked(n);

@@ -4,6 +4,8 @@
 #ifndef RG_AUTOGRAD_H
 #define RG_AUTOGRAD_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -22,22 +24,22 @@ extern "C" {
  * as each parameter's gradient becomes final. `loss` must come from the current scope.
  * Not thread-safe over shared parameters: two threads may not run backward into the same
  * gradients at once (nor may one run backward while another reads those gradients). */
-void rg_backward(rg_tensor *loss);
+RG_API void rg_backward(rg_tensor *loss);
 
 /* Backward from an output of any shape, seeded with dy (float32, y's shape and device): every
  * tensor t that led to y gets d<y, dy>/dt added into t->grad, as torch.autograd.backward(y, dy).
  * rg_backward(loss) is this with dy = 1. A pipeline stage runs it with the activation gradient it
  * received from the next stage. dy is copied; it may be freed or reused afterwards. */
-void rg_backward_grad(rg_tensor *y, const rg_tensor *dy);
+RG_API void rg_backward_grad(rg_tensor *y, const rg_tensor *dy);
 
 /* Sets t->grad to zero if it exists. */
-void rg_zero_grad(rg_tensor *t);
+RG_API void rg_zero_grad(rg_tensor *t);
 
 /* ---- grad mode ---- */
 /* Inside rg_no_grad_begin()/rg_no_grad_end() (nestable, per thread) ops record nothing. */
-void rg_no_grad_begin(void);
-void rg_no_grad_end(void);
-bool rg_grad_enabled(void);
+RG_API void rg_no_grad_begin(void);
+RG_API void rg_no_grad_end(void);
+RG_API bool rg_grad_enabled(void);
 
 /* ---- gradient-ready hooks ----
  * A hook registered on a parameter runs exactly once per rg_backward whose loss depends on the
@@ -52,9 +54,9 @@ typedef void (*rg_grad_hook_fn)(rg_tensor *param, void *ctx);
 /* Registers fn(param, ctx) on a leaf tensor that requires a gradient. Hooks of one parameter run
  * in registration order. Returns an id for rg_grad_hook_remove (ids start at 1). The hooks are
  * freed with the tensor. */
-int rg_grad_hook_add(rg_tensor *param, rg_grad_hook_fn fn, void *ctx);
+RG_API int rg_grad_hook_add(rg_tensor *param, rg_grad_hook_fn fn, void *ctx);
 /* Removes a hook; an unknown id is ignored. */
-void rg_grad_hook_remove(rg_tensor *param, int id);
+RG_API void rg_grad_hook_remove(rg_tensor *param, int id);
 
 /* ---- gradient checking ----
  * Compares an op's analytic gradients with central finite differences. The function under test
@@ -76,6 +78,7 @@ typedef struct {
 /* Checks every input that requires a gradient (CPU float32, long-lived). Returns RG_OK, or
  * RG_EMISMATCH with rg_last_error() naming the input, element, analytic and numeric values.
  * Must be called outside any scope; opens its own. */
+RG_API RG_NODISCARD
 rg_status rg_gradcheck(rg_gradcheck_fn f, void *ctx, int n_inputs, rg_tensor *const *inputs,
                        const rg_gradcheck_opts *opts);
 

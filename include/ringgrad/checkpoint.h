@@ -14,10 +14,16 @@
 #ifndef RG_CHECKPOINT_H
 #define RG_CHECKPOINT_H
 
+#include "ringgrad/export.h"
+
 #include <stdint.h>
 
 #include "ringgrad/model.h"
 #include "ringgrad/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define RG_CHECKPOINT_FORMAT_VERSION 1
 
@@ -31,6 +37,7 @@ typedef struct {
 /* Writes the model's tensors, optim's state (optim may be NULL) and meta (may be NULL: zeros) to
  * `path`, atomically (see rg_safetensors_save). Under MPI only rank 0 should call it. Returns
  * RG_OK or RG_EIO / RG_ENOMEM with rg_last_error() naming the path. */
+RG_API RG_NODISCARD
 rg_status rg_checkpoint_save(const char *path, const rg_model *model, rg_optim *optim,
                              const rg_checkpoint_meta *meta);
 
@@ -40,13 +47,17 @@ rg_status rg_checkpoint_save(const char *path, const rg_model *model, rg_optim *
  * RG_ECORRUPT (not a valid safetensors file, bad metadata) or RG_EMISMATCH (another model or
  * optimizer, a missing, extra or differently shaped tensor), with rg_last_error() naming the file
  * and the tensor or key. */
-rg_status rg_checkpoint_load(const char *path, rg_model *model, rg_optim *optim,
+RG_API RG_NODISCARD rg_status rg_checkpoint_load(const char *path, rg_model *model, rg_optim *optim,
                              rg_checkpoint_meta *meta);
 
 /* Loads only the model's weights (the trainer's --init FILE): the file may come from PyTorch
  * (no metadata needed) or be a full checkpoint (its optimizer state is ignored; a checkpoint of
  * another model is RG_EMISMATCH). Every model tensor must be present with its shape and no other
  * non-"optim." tensor may be. Errors as rg_checkpoint_load. */
-rg_status rg_checkpoint_load_weights(const char *path, rg_model *model);
+RG_API RG_NODISCARD rg_status rg_checkpoint_load_weights(const char *path, rg_model *model);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

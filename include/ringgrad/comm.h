@@ -26,6 +26,8 @@
 #ifndef RG_COMM_H
 #define RG_COMM_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -60,62 +62,69 @@ typedef struct rg_comm_req rg_comm_req;
 
 /* ---- names and sizes ---- */
 /* Parses "mpi", "ring" or "nccl" into *out. RG_EINVAL (listing the valid names) otherwise. */
-rg_status rg_comm_backend_parse(const char *name, rg_comm_backend *out);
+RG_API RG_NODISCARD rg_status rg_comm_backend_parse(const char *name, rg_comm_backend *out);
 /* "mpi", "ring", "nccl". Static string. */
-const char *rg_comm_backend_name(rg_comm_backend b);
+RG_API const char *rg_comm_backend_name(rg_comm_backend b);
 /* Bytes per element: 4, 2, 4, 8, 1. */
-size_t rg_comm_dtype_size(rg_comm_dtype dt);
+RG_API size_t rg_comm_dtype_size(rg_comm_dtype dt);
 
 /* ---- lifecycle ---- */
 /* Collective over the dist's world: a new communicator on backend b, served by d's comm thread.
  * Its messages never mix with another communicator's. On success *out is owned by the caller
  * (rg_comm_free); on failure (RG_ENOTSUP for nccl without CUDA) *out is NULL. */
-rg_status rg_comm_new(rg_dist *d, rg_comm_backend b, rg_comm **out);
+RG_API RG_NODISCARD rg_status rg_comm_new(rg_dist *d, rg_comm_backend b, rg_comm **out);
 /* Collective. Requests queued earlier on c finish first; async handles must still be waited on.
  * NULL is a no-op. The dist's own communicator (rg_dist_comm) is freed by rg_dist_finalize. */
-void rg_comm_free(rg_comm *c);
+RG_API void rg_comm_free(rg_comm *c);
 
 /* ---- queries (local, not collective) ---- */
-int rg_comm_rank(const rg_comm *c);
-int rg_comm_size(const rg_comm *c);
-int rg_comm_local_rank(const rg_comm *c); /* rank among the processes on this host */
-int rg_comm_local_size(const rg_comm *c);
-rg_comm_backend rg_comm_kind(const rg_comm *c);
+RG_API int rg_comm_rank(const rg_comm *c);
+RG_API int rg_comm_size(const rg_comm *c);
+RG_API int rg_comm_local_rank(const rg_comm *c); /* rank among the processes on this host */
+RG_API int rg_comm_local_size(const rg_comm *c);
+RG_API rg_comm_backend rg_comm_kind(const rg_comm *c);
 
 /* ---- collectives; count is in elements; buffers on the host or a GPU (see above) ---- */
 /* In place: buf = op over ranks of buf.                       buf: (count) */
+RG_API RG_NODISCARD
 rg_status rg_comm_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
                             rg_reduce_op op);
 /* Starts an allreduce and returns at once; *req must be waited on exactly once (rg_comm_wait).
  * The buffer must not be touched until the wait returns. Requests finish in the order they were
  * started. On failure to start, *req is NULL. */
+RG_API RG_NODISCARD
 rg_status rg_comm_allreduce_async(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
                                   rg_reduce_op op, rg_comm_req **req);
 /* Waits for req, frees it and returns its status. */
-rg_status rg_comm_wait(rg_comm_req *req);
+RG_API RG_NODISCARD rg_status rg_comm_wait(rg_comm_req *req);
 /* *done = whether req has finished (not collective, never blocks); a finished req must still be
  * waited on to free it. With GPU buffers on nccl, "finished" means queued on the GPU. */
-rg_status rg_comm_test(rg_comm_req *req, bool *done);
+RG_API RG_NODISCARD rg_status rg_comm_test(rg_comm_req *req, bool *done);
 /* buf on root is copied to buf on every rank.                    buf: (count) */
+RG_API RG_NODISCARD
 rg_status rg_comm_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int root);
 /* recv = the concatenation of every rank's send, rank r's at r * count.
  * send: (count); recv: (size * count). send may be recv + rank * count (in place). */
+RG_API RG_NODISCARD
 rg_status rg_comm_allgather(rg_comm *c, const void *send, void *recv, int64_t count,
                             rg_comm_dtype dt);
 /* Rank r receives block r of the reduction: recv = op over ranks of send[r*count, (r+1)*count).
  * send: (size * count); recv: (count); they must not overlap. */
+RG_API RG_NODISCARD
 rg_status rg_comm_reduce_scatter(rg_comm *c, const void *send, void *recv, int64_t count,
                                  rg_comm_dtype dt, rg_reduce_op op);
 /* Returns once every rank has entered it. */
-rg_status rg_comm_barrier(rg_comm *c);
+RG_API RG_NODISCARD rg_status rg_comm_barrier(rg_comm *c);
 /* Point-to-point, not collective: peer is another rank of c, tag in [0, RG_COMM_TAG_MAX). They
  * run on the comm thread in order with the collectives, so a send must not wait for a recv that
  * this rank queues later. recv takes a message of at most count elements (a longer one is an MPI
  * error, which aborts the job). A wait longer than the stall times is reported, then fails with
  * RG_ETIMEDOUT like a stalled collective. nccl has no tags: messages between two ranks match in
  * the order they were sent, and recv must ask for exactly the count that was sent. */
+RG_API RG_NODISCARD
 rg_status rg_comm_send(rg_comm *c, const void *buf, int64_t count, rg_comm_dtype dt, int peer,
                        int tag);
+RG_API RG_NODISCARD
 rg_status rg_comm_recv(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int peer, int tag);
 
 #ifdef __cplusplus

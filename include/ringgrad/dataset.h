@@ -10,6 +10,8 @@
 #ifndef RG_DATASET_H
 #define RG_DATASET_H
 
+#include "ringgrad/export.h"
+
 #include <stdint.h>
 
 #include "ringgrad/status.h"
@@ -32,13 +34,13 @@ typedef struct rg_dataset {
 /* A zero-filled dataset of n images of (c,h,w) with labels in [0, num_classes), for callers that
  * fill it themselves. Returns NULL with rg_last_error() set when memory runs out; stops
  * (RG_CHECK) on non-positive sizes. The caller frees it with rg_dataset_free(). */
-rg_dataset *rg_dataset_new(int64_t n, int64_t c, int64_t h, int64_t w, int num_classes);
+RG_API rg_dataset *rg_dataset_new(int64_t n, int64_t c, int64_t h, int64_t w, int num_classes);
 
 /* Frees the images, labels, class names and the struct. NULL is a no-op. */
-void rg_dataset_free(rg_dataset *ds);
+RG_API void rg_dataset_free(rg_dataset *ds);
 
 /* Copies num_classes names into ds->class_names (replacing any). Returns RG_ENOMEM on failure. */
-rg_status rg_dataset_set_class_names(rg_dataset *ds, const char *const *names);
+RG_API RG_NODISCARD rg_status rg_dataset_set_class_names(rg_dataset *ds, const char *const *names);
 
 /* Bytes in one image: c*h*w. */
 static inline int64_t rg_dataset_image_size(const rg_dataset *ds) {
@@ -53,7 +55,7 @@ typedef enum { RG_SPLIT_TRAIN, RG_SPLIT_TEST, RG_SPLIT_COUNT } rg_split;
  * empty, else /usr/share/datasets/fashion-mnist (where `apt-get install dataset-fashion-mnist`
  * puts it). A program's --data-dir option overrides both by passing its own folder. The string
  * is static or the environment's; do not free it. */
-const char *rg_data_default_dir(void);
+RG_API const char *rg_data_default_dir(void);
 
 /* Loads a Fashion-MNIST split from `dir` (NULL: rg_data_default_dir()): train-images-idx3-ubyte
  * and train-labels-idx1-ubyte (or t10k-* for RG_SPLIT_TEST), each gzipped (*.gz) or plain. The
@@ -61,12 +63,13 @@ const char *rg_data_default_dir(void);
  * the real files); *out is owned by the caller. Returns RG_ENOENT when the folder or a file is
  * missing (the message says how to install the dataset and mentions --data-dir and RG_DATA_DIR), or
  * any status of rg_dataset_idx(); *out is NULL then. */
-rg_status rg_dataset_fmnist(const char *dir, rg_split split, rg_dataset **out);
+RG_API RG_NODISCARD rg_status rg_dataset_fmnist(const char *dir, rg_split split, rg_dataset **out);
 
 /* Loads an images file (IDX, N x H x W bytes) and a labels file (IDX, N bytes) into a dataset of
  * (N,1,H,W) images. Fails with RG_ECORRUPT when the counts differ or a label is not below
  * num_classes, and with any status of rg_idx_read() (idx.h). *out is owned by the caller, NULL on
  * failure. */
+RG_API RG_NODISCARD
 rg_status rg_dataset_idx(const char *images_path, const char *labels_path, int num_classes,
                          rg_dataset **out);
 
@@ -86,7 +89,7 @@ typedef struct {
  * so the data does not depend on n or the thread count (only libm's sinf and the compiler's
  * floating-point contraction could move a pixel by one step between builds). *out is owned by the
  * caller; fails only with RG_ENOMEM. */
-rg_status rg_dataset_synthetic(const rg_synthetic_opts *opts, rg_dataset **out);
+RG_API RG_NODISCARD rg_status rg_dataset_synthetic(const rg_synthetic_opts *opts, rg_dataset **out);
 
 /* ---- image folders ---- */
 
@@ -100,6 +103,7 @@ typedef struct {
  * file in it, sorted by name. Returns RG_ENOENT when root is missing, RG_ECORRUPT when there is
  * no class folder or image, an image cannot be decoded or has the wrong size; the message names
  * the file. *out (with class_names set) is owned by the caller, NULL on failure. */
+RG_API RG_NODISCARD
 rg_status rg_dataset_image_folder(const char *root, const rg_image_folder_opts *opts,
                                   rg_dataset **out);
 

@@ -14,10 +14,16 @@
 #ifndef RG_DDP_H
 #define RG_DDP_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 
 #include "ringgrad/comm.h"
 #include "ringgrad/params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct {
     double bucket_mb;       /* bucket capacity in MiB (default 25, as PyTorch) */
@@ -41,7 +47,7 @@ typedef struct rg_ddp rg_ddp;
  * on failure, on every rank alike (a model or option mismatch: RG_EMISMATCH; a rank out of
  * memory: RG_ENOMEM there, RG_EPEER elsewhere; a peer failure: RG_EPEER) with rg_last_error()
  * set, and the gradients as they were. opts may be NULL for the defaults. */
-rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts *opts);
+RG_API rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts *opts);
 
 /* Finishes the step's reduction: launches the buckets not yet launched (parameters unused in
  * this backward contribute zeros), waits for all of them and averages. Collective. On a step
@@ -50,24 +56,28 @@ rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts
  * Call it after each rg_backward, and run each model's backward in a step scope of its own: a
  * backward fires the hooks of every parameter its scope used, so a gradient made final twice
  * before the wait stops the program (RG_CHECK) rather than send its bucket twice. */
-rg_status rg_ddp_wait(rg_ddp *ddp);
+RG_API RG_NODISCARD rg_status rg_ddp_wait(rg_ddp *ddp);
 
 /* True when the coming backward is the one that reduces (always, with accum_steps 1). */
-bool rg_ddp_will_sync(const rg_ddp *ddp);
+RG_API bool rg_ddp_will_sync(const rg_ddp *ddp);
 
 /* Number of buckets, and bucket i's parameter count and size in bytes (for tests and tools). */
-int rg_ddp_num_buckets(const rg_ddp *ddp);
-int rg_ddp_bucket_params(const rg_ddp *ddp, int i);
-size_t rg_ddp_bucket_bytes(const rg_ddp *ddp, int i);
+RG_API int rg_ddp_num_buckets(const rg_ddp *ddp);
+RG_API int rg_ddp_bucket_params(const rg_ddp *ddp, int i);
+RG_API size_t rg_ddp_bucket_bytes(const rg_ddp *ddp, int i);
 /* How many buckets had been launched when backward finished in the last step, i.e. reduced while
  * backward was still running (the overlap). */
-int rg_ddp_launched_during_backward(const rg_ddp *ddp);
+RG_API int rg_ddp_launched_during_backward(const rg_ddp *ddp);
 /* Buckets launched so far in the running step (read it from a hook to watch the overlap). */
-int rg_ddp_num_launched(const rg_ddp *ddp);
+RG_API int rg_ddp_num_launched(const rg_ddp *ddp);
 
 /* Restores ordinary gradient buffers (holding the current values) and frees the reducer.
  * Buckets launched but not waited for are waited for first, as the comm thread may still write
  * into them. NULL is a no-op. Not collective. */
-void rg_ddp_free(rg_ddp *ddp);
+RG_API void rg_ddp_free(rg_ddp *ddp);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,6 +5,8 @@
 #ifndef RG_DEVICE_H
 #define RG_DEVICE_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,8 +21,8 @@ extern "C" {
 /* ---- CPU threads ---- */
 /* Threads used by CPU kernels (OpenMP and OpenBLAS). n <= 0 means: RG_NUM_THREADS, else the
  * number of cores. Returns the count now in effect. */
-int rg_set_num_threads(int n);
-int rg_num_threads(void);
+RG_API int rg_set_num_threads(int n);
+RG_API int rg_num_threads(void);
 
 /* ---- memory ---- */
 /* Statistics of a backend's caching allocator, in bytes. */
@@ -32,15 +34,15 @@ typedef struct rg_mem_stats {
     uint64_t reuses;     /* allocations served from the cache */
 } rg_mem_stats;
 
-rg_mem_stats rg_mem_stats_get(rg_device dev);
+RG_API rg_mem_stats rg_mem_stats_get(rg_device dev);
 /* Returns every cached block to the system. */
-void rg_mem_release_cached(rg_device dev);
+RG_API void rg_mem_release_cached(rg_device dev);
 
 /* ---- CUDA ---- */
 /* Number of CUDA devices usable by this process: 0 in a build without CUDA or with no GPU. */
-int rg_cuda_device_count(void);
+RG_API int rg_cuda_device_count(void);
 /* Whether this build contains the CUDA backend. */
-bool rg_cuda_compiled(void);
+RG_API bool rg_cuda_compiled(void);
 
 /* Picks the GPU of this MPI local rank (rg_comm_local_rank) and makes it the calling thread's
  * current device: cuda:local_rank, or cuda:0 when exactly one GPU is visible (a launcher that
@@ -48,10 +50,10 @@ bool rg_cuda_compiled(void);
  * when there is no GPU or this rank has none of its own, RG_ENOTSUP in a build without CUDA;
  * rg_last_error() says which. Other threads (loader, comm thread) get their device through
  * rg_backend_for(dev), which makes dev current for the thread that calls it. */
-rg_status rg_cuda_set_device(int local_rank, rg_device *dev);
+RG_API RG_NODISCARD rg_status rg_cuda_set_device(int local_rank, rg_device *dev);
 
 /* The name of cuda:index ("NVIDIA H100 80GB HBM3") into buf (n bytes, NUL-terminated). */
-rg_status rg_cuda_device_name(int index, char *buf, size_t n);
+RG_API RG_NODISCARD rg_status rg_cuda_device_name(int index, char *buf, size_t n);
 
 /* ---- timing with CUDA events (for ringgrad-bench) ----
  * A timer brackets work queued on dev's compute stream; reading it waits for the stop event
@@ -63,12 +65,13 @@ rg_status rg_cuda_device_name(int index, char *buf, size_t n);
 typedef struct rg_cuda_timer rg_cuda_timer;
 
 /* *out = a new timer on cuda device dev (caller frees it), or NULL with RG_EDEVICE / RG_ENOTSUP. */
-rg_status rg_cuda_timer_new(rg_device dev, rg_cuda_timer **out);
-void rg_cuda_timer_free(rg_cuda_timer *t);  /* NULL is a no-op */
+RG_API RG_NODISCARD rg_status rg_cuda_timer_new(rg_device dev, rg_cuda_timer **out);
+RG_API void rg_cuda_timer_free(rg_cuda_timer *t);  /* NULL is a no-op */
+RG_API
 void rg_cuda_timer_start(rg_cuda_timer *t); /* records the start event on the compute stream */
-void rg_cuda_timer_stop(rg_cuda_timer *t);  /* records the stop event */
+RG_API void rg_cuda_timer_stop(rg_cuda_timer *t);  /* records the stop event */
 /* Milliseconds between start and stop; blocks until the stop event has completed. */
-float rg_cuda_timer_elapsed_ms(rg_cuda_timer *t);
+RG_API float rg_cuda_timer_elapsed_ms(rg_cuda_timer *t);
 
 #ifdef __cplusplus
 }

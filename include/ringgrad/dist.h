@@ -20,6 +20,8 @@
 #ifndef RG_DIST_H
 #define RG_DIST_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 
 #include "ringgrad/comm.h"
@@ -42,28 +44,28 @@ typedef struct {
 } rg_dist_opts;
 
 /* Joins the job (or makes a world of one) with default options; see rg_dist_init_opts. */
-rg_dist *rg_dist_init(int *argc, char ***argv);
+RG_API rg_dist *rg_dist_init(int *argc, char ***argv);
 /* argc/argv are passed to MPI_Init_thread (may be NULL). opts may be NULL. Returns the world,
  * owned by the caller (rg_dist_finalize), or NULL with rg_last_error() set: a bad backend name or
  * environment variable, or "nccl" in a build without CUDA (RG_ENOTSUP). Call it once per process,
  * before starting threads that use the library. */
-rg_dist *rg_dist_init_opts(int *argc, char ***argv, const rg_dist_opts *opts);
+RG_API rg_dist *rg_dist_init_opts(int *argc, char ***argv, const rg_dist_opts *opts);
 /* Collective. Closes the default communicator, stops the comm thread and finalises MPI (if
  * rg_dist_init started it). The close is checked in like a collective, so MPI_Finalize runs only
  * once every rank has arrived; a rank that is still missing after stall_abort_seconds (or a
  * default communicator that timed out before) makes it abort the job instead, as MPI_Finalize
  * would wait forever. Returns RG_OK, or the error that broke the world (for example a rank that
  * finalised while another was in a collective: RG_EMISMATCH). NULL is a no-op. */
-rg_status rg_dist_finalize(rg_dist *d);
+RG_API RG_NODISCARD rg_status rg_dist_finalize(rg_dist *d);
 
 /* The default communicator, owned by d. */
-rg_comm *rg_dist_comm(rg_dist *d);
-int rg_dist_rank(const rg_dist *d);
-int rg_dist_size(const rg_dist *d);
-int rg_dist_local_rank(const rg_dist *d); /* rank among the processes on this host */
-int rg_dist_local_size(const rg_dist *d);
+RG_API rg_comm *rg_dist_comm(rg_dist *d);
+RG_API int rg_dist_rank(const rg_dist *d);
+RG_API int rg_dist_size(const rg_dist *d);
+RG_API int rg_dist_local_rank(const rg_dist *d); /* rank among the processes on this host */
+RG_API int rg_dist_local_size(const rg_dist *d);
 /* Whether this process was started by an MPI launcher (and MPI is initialised). */
-bool rg_dist_launched(const rg_dist *d);
+RG_API bool rg_dist_launched(const rg_dist *d);
 
 #ifdef __cplusplus
 }

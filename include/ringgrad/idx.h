@@ -14,6 +14,8 @@
 #ifndef RG_IDX_H
 #define RG_IDX_H
 
+#include "ringgrad/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,10 +47,10 @@ typedef struct {
  *                a damaged gzip stream,
  *   RG_ENOMEM    no memory for the data;
  * rg_last_error() names the file and what is wrong. */
-rg_status rg_idx_read(const char *path, int ndim, rg_idx *out);
+RG_API RG_NODISCARD rg_status rg_idx_read(const char *path, int ndim, rg_idx *out);
 
 /* Frees the data and empties a. NULL and empty structs are fine. */
-void rg_idx_deinit(rg_idx *a);
+RG_API void rg_idx_deinit(rg_idx *a);
 
 #ifdef __cplusplus
 }

@@ -16,11 +16,17 @@
 #ifndef RG_LAYER_H
 #define RG_LAYER_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "ringgrad/params.h"
 #include "ringgrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Training (dropout active) or evaluation (dropout is the identity). */
 typedef enum { RG_EVAL, RG_TRAIN, RG_MODE_COUNT } rg_mode;
@@ -54,34 +60,34 @@ struct rg_layer {
 /* ---- using layers ---- */
 
 /* Runs l->vt->forward. x is borrowed; the result belongs to the current step scope. */
-rg_tensor *rg_layer_forward(rg_layer *l, rg_tensor *x, rg_mode mode);
+RG_API rg_tensor *rg_layer_forward(rg_layer *l, rg_tensor *x, rg_mode mode);
 /* The layer's tensors with their state_dict names, in registration order. Borrowed from l. */
-const rg_param_list *rg_layer_params(const rg_layer *l);
+RG_API const rg_param_list *rg_layer_params(const rg_layer *l);
 /* Frees l, its parameters and its children. NULL is a no-op. */
-void rg_layer_free(rg_layer *l);
+RG_API void rg_layer_free(rg_layer *l);
 /* Calls fn(layer, ctx) on l and then on every descendant, depth first in order. */
-void rg_layer_visit(rg_layer *l, void (*fn)(rg_layer *layer, void *ctx), void *ctx);
+RG_API void rg_layer_visit(rg_layer *l, void (*fn)(rg_layer *layer, void *ctx), void *ctx);
 
 /* ---- writing layers ---- */
 
 /* Allocates a zeroed layer of `size` bytes (the concrete struct, rg_layer first) with a copy of
  * `name` (NULL means ""). Stops (RG_CHECK) when host memory runs out. The caller owns it. */
-rg_layer *rg_layer_alloc(size_t size, const rg_layer_vtable *vt, const char *name);
+RG_API rg_layer *rg_layer_alloc(size_t size, const rg_layer_vtable *vt, const char *name);
 /* Registers t as "<l->name>.<local>" (or "<local>" when the name is empty); l takes ownership of
  * t. A parameter (is_buffer false) is marked as requiring a gradient. Returns t. */
-rg_tensor *rg_layer_add_param(rg_layer *l, const char *local, rg_tensor *t, bool is_buffer);
+RG_API rg_tensor *rg_layer_add_param(rg_layer *l, const char *local, rg_tensor *t, bool is_buffer);
 /* Appends child to the container l (l takes ownership) and its tensors to l's list. Returns
  * child, so that a builder can keep a handle. */
-rg_layer *rg_layer_add(rg_layer *l, rg_layer *child);
+RG_API rg_layer *rg_layer_add(rg_layer *l, rg_layer *child);
 
 /* ---- the layers (each in layers/<name>.c) ---- */
 
 /* Children run in order: y = child_n(... child_1(x)). Add them with rg_layer_add. */
-rg_layer *rg_sequential_new(const char *name);
+RG_API rg_layer *rg_sequential_new(const char *name);
 
 /* y = x w^T + b;  x (N,in) -> (N,out); weight (out,in), bias (out), both initialised as
  * PyTorch's nn.Linear: U(-1/sqrt(in), 1/sqrt(in)) drawn from *init (advanced). */
-rg_layer *rg_linear_new(const char *name, int64_t in, int64_t out, rg_rng_stream *init);
+RG_API rg_layer *rg_linear_new(const char *name, int64_t in, int64_t out, rg_rng_stream *init);
 
 typedef struct {
     int stride;   /* 0 means 1 */
@@ -92,40 +98,44 @@ typedef struct {
 /* y = conv(x, w) + b;  x (N,in_ch,H,W) -> (N,out_ch,P,Q); weight (out_ch,in_ch,k,k) (OIHW),
  * bias (out_ch), initialised as nn.Conv2d: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in =
  * in_ch*k*k, drawn from *init (advanced). opts may be NULL (stride 1, no padding, a bias). */
-rg_layer *rg_conv2d_new(const char *name, int64_t in_ch, int64_t out_ch, int kernel,
+RG_API rg_layer *rg_conv2d_new(const char *name, int64_t in_ch, int64_t out_ch, int kernel,
                         const rg_conv2d_opts *opts, rg_rng_stream *init);
 
 /* y = max over each kernel x kernel window;  x (N,C,H,W) -> (N,C,P,Q). stride 0 means `kernel`
  * (PyTorch's default). */
-rg_layer *rg_maxpool2d_new(const char *name, int kernel, int stride, int padding);
+RG_API rg_layer *rg_maxpool2d_new(const char *name, int kernel, int stride, int padding);
 
 /* y = max(x, 0) */
-rg_layer *rg_relu_new(const char *name);
+RG_API rg_layer *rg_relu_new(const char *name);
 /* (N, d1, d2, ...) -> (N, d1*d2*...) in C,H,W order */
-rg_layer *rg_flatten_new(const char *name);
+RG_API rg_layer *rg_flatten_new(const char *name);
 
 /* Inverted dropout with probability p (0 <= p <= 1; 0 disables). The mask comes from the Philox
  * stream (seed, offset); the offset starts at 0 and advances on every training forward, so a run
  * is reproducible and a checkpoint that saves the stream resumes it exactly. */
-rg_layer *rg_dropout_new(const char *name, float p, uint64_t seed);
+RG_API rg_layer *rg_dropout_new(const char *name, float p, uint64_t seed);
 /* The dropout layer's stream (read or restore it), or NULL when l is not a Dropout. Borrowed. */
-rg_rng_stream *rg_dropout_stream(rg_layer *l);
+RG_API rg_rng_stream *rg_dropout_stream(rg_layer *l);
 /* Sets a Dropout's probability (0 <= p <= 1, else RG_CHECK). Returns false, changing nothing,
  * when l is not a Dropout. */
-bool rg_dropout_set_p(rg_layer *l, float p);
+RG_API bool rg_dropout_set_p(rg_layer *l, float p);
 /* A Dropout's probability; -1 when l is not a Dropout. */
-float rg_dropout_p(const rg_layer *l);
+RG_API float rg_dropout_p(const rg_layer *l);
 
 /* ---- initialisation (layers/init.c) ---- */
 
 /* U(-bound, bound) with bound = gain * sqrt(3 / fan_in), gain = sqrt(2 / (1 + a^2)): PyTorch's
  * kaiming_uniform_. With a = sqrt(5) (nn.Linear's and nn.Conv2d's default) bound = 1/sqrt(fan_in).
  * Draws t->numel numbers from *rng (advanced). */
-void rg_init_kaiming_uniform_(rg_tensor *t, double a, int64_t fan_in, rg_rng_stream *rng);
+RG_API void rg_init_kaiming_uniform_(rg_tensor *t, double a, int64_t fan_in, rg_rng_stream *rng);
 /* The bias of nn.Linear and nn.Conv2d: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (0 when fan_in is 0). */
-void rg_init_fan_in_uniform_(rg_tensor *t, int64_t fan_in, rg_rng_stream *rng);
+RG_API void rg_init_fan_in_uniform_(rg_tensor *t, int64_t fan_in, rg_rng_stream *rng);
 /* An independent seed for sub-stream k of `seed` (SplitMix64 of both), e.g. one per dropout layer
  * so that no two layers draw the same mask. */
-uint64_t rg_seed_derive(uint64_t seed, uint64_t k);
+RG_API uint64_t rg_seed_derive(uint64_t seed, uint64_t k);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -18,6 +18,8 @@
 #ifndef RG_LOADER_H
 #define RG_LOADER_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -56,27 +58,27 @@ typedef struct {
  * preparing the first batches at once. Stops (RG_CHECK) on bad options (batch <= 0, rank outside
  * [0, world), prefetch < 0). Returns NULL with rg_last_error() set when memory or the thread
  * cannot be had. The caller frees it with rg_loader_free(). */
-rg_loader *rg_loader_new(const rg_dataset *ds, const rg_loader_opts *opts);
+RG_API rg_loader *rg_loader_new(const rg_dataset *ds, const rg_loader_opts *opts);
 
 /* Fills *b with the epoch's next batch and returns true, or returns false at the end of the epoch
  * (then the next call starts the following epoch). Blocks only while the batch is not ready yet. */
-bool rg_loader_next(rg_loader *l, rg_batch *b);
+RG_API bool rg_loader_next(rg_loader *l, rg_batch *b);
 
 /* Makes `epoch` the current epoch from its first batch, as PyTorch's sampler.set_epoch(). A no-op
  * when that epoch is current and no batch of it has been taken; otherwise the epoch in progress
  * is abandoned (the batch last returned becomes invalid). */
-void rg_loader_set_epoch(rg_loader *l, int64_t epoch);
+RG_API void rg_loader_set_epoch(rg_loader *l, int64_t epoch);
 
 /* The epoch that rg_loader_next() takes batches from. */
-int64_t rg_loader_epoch(const rg_loader *l);
+RG_API int64_t rg_loader_epoch(const rg_loader *l);
 
 /* Batches per epoch on this rank: ceil(len / batch), or floor with drop_last, where
  * len = ceil(N / world) is the rank's shard size. The same on every rank. */
-int64_t rg_loader_steps_per_epoch(const rg_loader *l);
+RG_API int64_t rg_loader_steps_per_epoch(const rg_loader *l);
 
 /* Stops the prefetch thread (also in the middle of an epoch) and frees the batch buffers. The
  * dataset is not freed. NULL is a no-op. */
-void rg_loader_free(rg_loader *l);
+RG_API void rg_loader_free(rg_loader *l);
 
 #ifdef __cplusplus
 }

@@ -13,10 +13,16 @@
 #ifndef RG_MODEL_H
 #define RG_MODEL_H
 
+#include "ringgrad/export.h"
+
 #include <stdint.h>
 
 #include "ringgrad/layer.h"
 #include "ringgrad/params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct rg_model rg_model;
 
@@ -28,47 +34,51 @@ typedef struct {
 
 /* Wraps a layer tree as a model named `name` ("cnn"; checkpoints record it). Takes ownership of
  * root. `seed` is recorded for checkpoints and reports. Free with rg_model_free. */
-rg_model *rg_model_new(const char *name, rg_layer *root, uint64_t seed);
+RG_API rg_model *rg_model_new(const char *name, rg_layer *root, uint64_t seed);
 
 /* The Fashion-MNIST CNN of PyTorch's MNIST example:
  * conv1 Conv2d(1,32,3) -> ReLU -> conv2 Conv2d(32,64,3) -> ReLU -> MaxPool2d(2) -> dropout1(0.25)
  * -> Flatten -> fc1 Linear(9216,128) -> ReLU -> dropout2(0.5) -> fc2 Linear(128,10).
  * Weights from Philox stream (seed, 0); dropout k uses seed rg_seed_derive(seed, k). */
-rg_model *rg_model_cnn(uint64_t seed);
+RG_API rg_model *rg_model_cnn(uint64_t seed);
 
 /* A multilayer perceptron: Flatten -> fc1 Linear(784,256) -> ReLU -> dropout1(0.2)
  * -> fc2 Linear(256,128) -> ReLU -> fc3 Linear(128,10). Seeds as rg_model_cnn. */
-rg_model *rg_model_mlp(uint64_t seed);
+RG_API rg_model *rg_model_mlp(uint64_t seed);
 
 /* The bundled model called `name` ("cnn", "mlp"), for the trainer's --model. Returns NULL with
  * RG_EINVAL and a message listing the known names when there is none. */
-rg_model *rg_model_new_by_name(const char *name, uint64_t seed);
+RG_API rg_model *rg_model_new_by_name(const char *name, uint64_t seed);
 /* The i-th name rg_model_new_by_name knows, or NULL past the last. Static string. */
-const char *rg_model_known_name(int i);
+RG_API const char *rg_model_known_name(int i);
 
 /* Frees the model, its layers and their tensors. NULL is a no-op. */
-void rg_model_free(rg_model *m);
+RG_API void rg_model_free(rg_model *m);
 
 /* The logits for a batch: x (N,1,28,28) for the bundled models -> (N,10). mode RG_TRAIN applies
  * dropout (advancing the streams), RG_EVAL does not. The result and everything made on the way
  * belong to the current step scope. */
-rg_tensor *rg_model_forward(rg_model *m, rg_tensor *x, rg_mode mode);
+RG_API rg_tensor *rg_model_forward(rg_model *m, rg_tensor *x, rg_mode mode);
 
 /* The model's tensors with PyTorch state_dict names, in forward order. Borrowed from m. */
-const rg_param_list *rg_model_params(const rg_model *m);
+RG_API const rg_param_list *rg_model_params(const rg_model *m);
 
 /* Sets the probability of every Dropout in the model (the trainer's --dropout; 0 disables). */
-void rg_model_set_dropout(rg_model *m, float p);
+RG_API void rg_model_set_dropout(rg_model *m, float p);
 
 /* The model's random streams, *n of them. Borrowed from m. */
-const rg_named_stream *rg_model_streams(const rg_model *m, int *n);
+RG_API const rg_named_stream *rg_model_streams(const rg_model *m, int *n);
 
 /* Moves every parameter and buffer to dev (see rg_param_list_to_device). */
-rg_status rg_model_to_device(rg_model *m, rg_device dev);
+RG_API RG_NODISCARD rg_status rg_model_to_device(rg_model *m, rg_device dev);
 
 /* The model's name ("cnn"), seed and root layer. Borrowed from m. */
-const char *rg_model_name(const rg_model *m);
-uint64_t rg_model_seed(const rg_model *m);
-rg_layer *rg_model_root(rg_model *m);
+RG_API const char *rg_model_name(const rg_model *m);
+RG_API uint64_t rg_model_seed(const rg_model *m);
+RG_API rg_layer *rg_model_root(rg_model *m);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,56 +7,66 @@
 #ifndef RG_OPS_H
 #define RG_OPS_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "ringgrad/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- matrix products (ops/matmul.c) ---- */
 /* y = a b;                    a (M,K), b (K,N) -> (M,N) */
-rg_tensor *rg_matmul(rg_tensor *a, rg_tensor *b);
+RG_API rg_tensor *rg_matmul(rg_tensor *a, rg_tensor *b);
 /* y = x w^T + bias;           x (N,in), w (out,in), bias (out) or NULL -> (N,out) */
-rg_tensor *rg_linear(rg_tensor *x, rg_tensor *w, rg_tensor *bias);
+RG_API rg_tensor *rg_linear(rg_tensor *x, rg_tensor *w, rg_tensor *bias);
 
 /* ---- elementwise (ops/elementwise.c) ---- */
 /* y = a + b, y = a * b;  b broadcasts against a with NumPy's rules (either operand may be the
  * smaller one, as long as one of them has the result's shape) */
-rg_tensor *rg_add(rg_tensor *a, rg_tensor *b);
-rg_tensor *rg_mul(rg_tensor *a, rg_tensor *b);
+RG_API rg_tensor *rg_add(rg_tensor *a, rg_tensor *b);
+RG_API rg_tensor *rg_mul(rg_tensor *a, rg_tensor *b);
 /* y = s x */
-rg_tensor *rg_scale(rg_tensor *x, float s);
+RG_API rg_tensor *rg_scale(rg_tensor *x, float s);
 /* y = max(x, 0) */
-rg_tensor *rg_relu(rg_tensor *x);
+RG_API rg_tensor *rg_relu(rg_tensor *x);
 
 /* ---- reductions (ops/reduce.c) ---- */
 /* sum and mean of all elements -> one element (shape ()) */
-rg_tensor *rg_sum(rg_tensor *x);
-rg_tensor *rg_mean(rg_tensor *x);
+RG_API rg_tensor *rg_sum(rg_tensor *x);
+RG_API rg_tensor *rg_mean(rg_tensor *x);
 /* index of the largest element along the last dimension; x (..., C) -> int64 (...); no gradient */
-rg_tensor *rg_argmax(rg_tensor *x);
+RG_API rg_tensor *rg_argmax(rg_tensor *x);
 
 /* ---- shape (ops/reshape.c): views, no copy ---- */
 /* one dimension of `shape` may be -1 (inferred) */
-rg_tensor *rg_reshape(rg_tensor *x, int ndim, const int64_t *shape);
+RG_API rg_tensor *rg_reshape(rg_tensor *x, int ndim, const int64_t *shape);
 /* (N, d1, d2, ...) -> (N, d1*d2*...), in C,H,W order */
-rg_tensor *rg_flatten(rg_tensor *x);
+RG_API rg_tensor *rg_flatten(rg_tensor *x);
 
 /* ---- convolution and pooling (ops/conv2d.c, ops/maxpool2d.c) ---- */
 /* y = conv(x, w) + bias;  x (N,C,H,W), w (K,C,R,S), bias (K) or NULL -> (N,K,P,Q) with
  * P = (H + 2 padding - R) / stride + 1 and likewise Q */
-rg_tensor *rg_conv2d(rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride, int padding);
+RG_API rg_tensor *rg_conv2d(rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride, int padding);
 /* y[n,c,p,q] = max over the kernel window;  x (N,C,H,W) -> (N,C,P,Q); padding counts as -inf */
-rg_tensor *rg_max_pool2d(rg_tensor *x, int kernel, int stride, int padding);
+RG_API rg_tensor *rg_max_pool2d(rg_tensor *x, int kernel, int stride, int padding);
 
 /* ---- regularisation (ops/dropout.c) ---- */
 /* Training: y = keep ? x / (1-p) : 0 with P(keep) = 1-p, the mask drawn from Philox stream
  * (seed, *offset) (*offset advances); evaluation (train false) or p == 0: y = x. */
-rg_tensor *rg_dropout(rg_tensor *x, float p, bool train, uint64_t seed, uint64_t *offset);
+RG_API rg_tensor *rg_dropout(rg_tensor *x, float p, bool train, uint64_t seed, uint64_t *offset);
 
 /* ---- loss (ops/cross_entropy.c) ---- */
 /* Fused, numerically stable log-softmax + negative log-likelihood, mean over the batch:
  * loss = -1/N sum_n log softmax(logits[n])[labels[n]];  logits (N,C) float32, labels (N) int64
  * with values in [0, C) (checked) -> one element */
-rg_tensor *rg_cross_entropy(rg_tensor *logits, rg_tensor *labels);
+RG_API rg_tensor *rg_cross_entropy(rg_tensor *logits, rg_tensor *labels);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

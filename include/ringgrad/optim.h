@@ -12,10 +12,16 @@
 #ifndef RG_OPTIM_H
 #define RG_OPTIM_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "ringgrad/params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct rg_optim rg_optim;
 
@@ -43,26 +49,26 @@ typedef struct {
  * device, so create the optimizer after moving the model. Options are copied; NULL opts selects
  * the defaults (not allowed for SGD, whose lr has none). Returns NULL with RG_ENOMEM when the
  * state does not fit. Free with rg_optim_free. */
-rg_optim *rg_sgd_new(const rg_param_list *params, const rg_sgd_opts *opts);
-rg_optim *rg_adam_new(const rg_param_list *params, const rg_adam_opts *opts);
+RG_API rg_optim *rg_sgd_new(const rg_param_list *params, const rg_sgd_opts *opts);
+RG_API rg_optim *rg_adam_new(const rg_param_list *params, const rg_adam_opts *opts);
 /* Adam with decoupled weight decay (opts->decoupled is forced on). Unlike torch, weight_decay
  * stays 0 unless given; torch's AdamW default is 0.01. */
-rg_optim *rg_adamw_new(const rg_param_list *params, const rg_adam_opts *opts);
+RG_API rg_optim *rg_adamw_new(const rg_param_list *params, const rg_adam_opts *opts);
 
 /* Updates every parameter that has a gradient, with the current learning rate; then, if a
  * schedule is set, moves the learning rate to the schedule's value for the next step. */
-void rg_optim_step(rg_optim *opt);
+RG_API void rg_optim_step(rg_optim *opt);
 /* Sets every existing gradient to zero in place (memset). Gradients are never freed or
  * reallocated: under DDP they are views into a bucket. */
-void rg_optim_zero_grad(rg_optim *opt);
+RG_API void rg_optim_zero_grad(rg_optim *opt);
 
 /* The learning rate the next rg_optim_step uses, and setting it (>= 0). */
-float rg_optim_get_lr(const rg_optim *opt);
-void rg_optim_set_lr(rg_optim *opt, float lr);
+RG_API float rg_optim_get_lr(const rg_optim *opt);
+RG_API void rg_optim_set_lr(rg_optim *opt, float lr);
 /* Number of rg_optim_step calls so far (restored by a checkpoint). */
-int64_t rg_optim_num_steps(const rg_optim *opt);
+RG_API int64_t rg_optim_num_steps(const rg_optim *opt);
 /* "sgd", "adam" or "adamw". Static string. */
-const char *rg_optim_kind(const rg_optim *opt);
+RG_API const char *rg_optim_kind(const rg_optim *opt);
 
 /* ---- learning-rate schedules: step -> lr ---- */
 
@@ -88,12 +94,12 @@ typedef struct {
 
 /* The learning rate at step (or epoch) t >= 0. Stops (RG_CHECK) on an invalid schedule
  * (step_size or t_max < 1 for their kinds). */
-float rg_lr_schedule_at(const rg_lr_schedule *s, int64_t t);
+RG_API float rg_lr_schedule_at(const rg_lr_schedule *s, int64_t t);
 
 /* Lets the optimizer apply a schedule by itself (copied; NULL removes it): the learning rate
  * becomes the schedule's value at rg_optim_num_steps(), now and after every step. To schedule
  * per epoch instead, call rg_optim_set_lr(opt, rg_lr_schedule_at(&s, epoch)) yourself. */
-void rg_optim_set_schedule(rg_optim *opt, const rg_lr_schedule *s);
+RG_API void rg_optim_set_schedule(rg_optim *opt, const rg_lr_schedule *s);
 
 /* ---- state, for checkpoints ---- */
 
@@ -101,9 +107,13 @@ void rg_optim_set_schedule(rg_optim *opt, const rg_lr_schedule *s);
  * "optim.state.<name>.step" (int64, shape ()) plus "<...>.momentum_buffer" (SGD with momentum)
  * or "<...>.exp_avg" and "<...>.exp_avg_sq" (Adam). Writing into these tensors (a checkpoint
  * load) restores the state. Borrowed from opt, valid until rg_optim_free. */
-const rg_param_list *rg_optim_state(rg_optim *opt);
+RG_API const rg_param_list *rg_optim_state(rg_optim *opt);
 
 /* Frees the optimizer and its state (not the parameters). NULL is a no-op. */
-void rg_optim_free(rg_optim *opt);
+RG_API void rg_optim_free(rg_optim *opt);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,9 +7,15 @@
 #ifndef RG_PARAMS_H
 #define RG_PARAMS_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 
 #include "ringgrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct {
     const char *name;  /* "fc1.weight"; owned by the model */
@@ -23,15 +29,19 @@ typedef struct {
 } rg_param_list;
 
 /* The entry named `name`, or NULL. Borrowed from the list. */
-const rg_named_tensor *rg_param_list_find(const rg_param_list *list, const char *name);
+RG_API const rg_named_tensor *rg_param_list_find(const rg_param_list *list, const char *name);
 
 /* Total number of elements of the parameters (buffers not counted). */
-int64_t rg_param_list_numel(const rg_param_list *list);
+RG_API int64_t rg_param_list_numel(const rg_param_list *list);
 
 /* Moves every tensor of the list to dev in place: each rg_tensor keeps its address (so the
  * list, the layers and any hook registrations stay valid) and gets new storage on dev holding
  * the same values. Existing gradients are dropped (call it before training and before DDP).
  * Returns RG_OK, or RG_ENOMEM with nothing moved past the failing tensor. */
-rg_status rg_param_list_to_device(const rg_param_list *list, rg_device dev);
+RG_API RG_NODISCARD rg_status rg_param_list_to_device(const rg_param_list *list, rg_device dev);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -14,6 +14,8 @@
 #ifndef RG_SAMPLER_H
 #define RG_SAMPLER_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -31,18 +33,19 @@ typedef struct {
 } rg_sampler;
 
 /* Sets up a sampler over n items. Stops (RG_CHECK) unless n > 0 and 0 <= rank < world. */
+RG_API
 void rg_sampler_init(rg_sampler *s, int64_t n, bool shuffle, uint64_t seed, int rank, int world);
 
 /* Items per rank per epoch: ceil(n / world). */
-int64_t rg_sampler_len(const rg_sampler *s);
+RG_API int64_t rg_sampler_len(const rg_sampler *s);
 
 /* Writes this rank's rg_sampler_len(s) item indices for `epoch` into idx, in visiting order.
  * scratch holds s->n int64s for the permutation when shuffling (NULL is fine otherwise); the
  * caller provides it so that a loader allocates once, not every epoch. */
-void rg_sampler_indices(const rg_sampler *s, uint64_t epoch, int64_t *scratch, int64_t *idx);
+RG_API void rg_sampler_indices(const rg_sampler *s, uint64_t epoch, int64_t *scratch, int64_t *idx);
 
 /* The full permutation of [0, n) for (seed, epoch): perm[i] is the item at position i. */
-void rg_sampler_permutation(int64_t n, uint64_t seed, uint64_t epoch, int64_t *perm);
+RG_API void rg_sampler_permutation(int64_t n, uint64_t seed, uint64_t epoch, int64_t *perm);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,8 @@
 #ifndef RG_SCOPE_H
 #define RG_SCOPE_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,11 +24,11 @@ extern "C" {
 
 #define RG_SCOPE_MAX_DEPTH 8
 
-void rg_scope_begin(void);
+RG_API void rg_scope_begin(void);
 /* Frees every tensor and tape node made since the matching rg_scope_begin(). */
-void rg_scope_end(void);
+RG_API void rg_scope_end(void);
 /* 0 when no scope is open on this thread. */
-int rg_scope_depth(void);
+RG_API int rg_scope_depth(void);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 #ifndef RG_STATUS_H
 #define RG_STATUS_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 
 #ifdef __cplusplus
@@ -42,25 +44,25 @@ typedef enum {
 } rg_status;
 
 /* Name of a status ("RG_ECORRUPT") and its one-line meaning. Static strings. */
-const char *rg_status_name(rg_status s);
-const char *rg_status_str(rg_status s);
+RG_API const char *rg_status_name(rg_status s);
+RG_API const char *rg_status_str(rg_status s);
 
 /* The message of the last failure on this thread: "<what>: <detail>". Never NULL; "" if none.
  * Owned by the library, valid until the next failure on this thread. */
-const char *rg_last_error(void);
+RG_API const char *rg_last_error(void);
 
 /* Records a message for rg_last_error() and returns s, so that library code can write
  *   return rg_error(RG_ECORRUPT, "%s: header length %llu exceeds file size", path, n); */
-rg_status rg_error(rg_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+RG_API rg_status rg_error(rg_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Tier 2. Prints "ringgrad: <op>: <message> (file:line)" to stderr, then calls the fatal handler
  * (abort() unless one was installed). Does not return. */
-RG_NORETURN void rg_fatal(const char *file, int line, const char *fmt, ...)
+RG_API RG_NORETURN void rg_fatal(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* The function rg_fatal calls after printing; NULL restores abort(). The handler must not return. */
 typedef void (*rg_fatal_handler)(void);
-void rg_set_fatal_handler(rg_fatal_handler h);
+RG_API void rg_set_fatal_handler(rg_fatal_handler h);
 
 #define RG_CHECK(cond, ...)                                                                        \
     do {                                                                                           \

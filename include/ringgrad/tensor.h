@@ -12,6 +12,8 @@
 #ifndef RG_TENSOR_H
 #define RG_TENSOR_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -74,65 +76,68 @@ typedef struct rg_tensor {
 } rg_tensor;
 
 /* ---- dtypes and devices ---- */
-size_t rg_dtype_size(rg_dtype dt);
-const char *rg_dtype_name(rg_dtype dt);
+RG_API size_t rg_dtype_size(rg_dtype dt);
+RG_API const char *rg_dtype_name(rg_dtype dt);
 /* "cpu" or "cuda:N", written into buf (at least 16 bytes); returns buf. */
-const char *rg_device_str(rg_device dev, char *buf, size_t n);
-bool rg_device_eq(rg_device a, rg_device b);
+RG_API const char *rg_device_str(rg_device dev, char *buf, size_t n);
+RG_API bool rg_device_eq(rg_device a, rg_device b);
 /* Parses "cpu", "cuda" or "cuda:N". */
-rg_status rg_device_parse(const char *s, rg_device *out);
+RG_API RG_NODISCARD rg_status rg_device_parse(const char *s, rg_device *out);
 
 /* ---- long-lived tensors (the caller frees) ---- */
 
 /* A zero-filled tensor. Stops (RG_CHECK) on a bad shape; returns NULL with rg_last_error() set
  * when memory runs out. */
-rg_tensor *rg_tensor_new(rg_dtype dt, int ndim, const int64_t *shape, rg_device dev);
+RG_API rg_tensor *rg_tensor_new(rg_dtype dt, int ndim, const int64_t *shape, rg_device dev);
 /* A tensor over memory the caller owns and keeps alive (a bucket slice, a pinned batch). */
+RG_API
 rg_tensor *rg_tensor_wrap(rg_dtype dt, int ndim, const int64_t *shape, rg_device dev, void *data);
 /* Frees t, its data if it owns it, its gradient and its hooks. NULL is a no-op. A scoped tensor
  * may not be freed this way (RG_CHECK). */
-void rg_tensor_free(rg_tensor *t);
+RG_API void rg_tensor_free(rg_tensor *t);
 /* Takes t out of its scope: it becomes long-lived and detached from the tape. Returns t. */
-rg_tensor *rg_tensor_keep(rg_tensor *t);
+RG_API rg_tensor *rg_tensor_keep(rg_tensor *t);
 
 /* ---- scoped tensors (freed by rg_scope_end) ---- */
 
 /* Uninitialised tensor in the current scope. */
-rg_tensor *rg_tensor_empty(rg_dtype dt, int ndim, const int64_t *shape, rg_device dev);
-rg_tensor *rg_tensor_zeros(rg_dtype dt, int ndim, const int64_t *shape, rg_device dev);
-rg_tensor *rg_tensor_empty_like(const rg_tensor *t);
+RG_API rg_tensor *rg_tensor_empty(rg_dtype dt, int ndim, const int64_t *shape, rg_device dev);
+RG_API rg_tensor *rg_tensor_zeros(rg_dtype dt, int ndim, const int64_t *shape, rg_device dev);
+RG_API rg_tensor *rg_tensor_empty_like(const rg_tensor *t);
 /* A scoped tensor that shares t's data with another shape of the same element count. */
-rg_tensor *rg_tensor_view(const rg_tensor *t, int ndim, const int64_t *shape);
+RG_API rg_tensor *rg_tensor_view(const rg_tensor *t, int ndim, const int64_t *shape);
 /* A scoped copy of t on dev. */
-rg_tensor *rg_tensor_to(const rg_tensor *t, rg_device dev);
+RG_API rg_tensor *rg_tensor_to(const rg_tensor *t, rg_device dev);
 /* A scoped float32 tensor holding host data (n = product of shape). */
+RG_API
 rg_tensor *rg_tensor_from_f32(int ndim, const int64_t *shape, const float *host, rg_device dev);
 
 /* ---- contents ---- */
-size_t rg_tensor_nbytes(const rg_tensor *t);
+RG_API size_t rg_tensor_nbytes(const rg_tensor *t);
+RG_API
 void rg_tensor_copy_(rg_tensor *dst, const rg_tensor *src); /* same shape and dtype, any devices */
-void rg_tensor_copy_from_host(rg_tensor *t, const void *src); /* rg_tensor_nbytes(t) bytes */
-void rg_tensor_copy_to_host(const rg_tensor *t, void *dst);
-void rg_tensor_zero_(rg_tensor *t);
-void rg_tensor_fill_(rg_tensor *t, float v); /* float32 */
+RG_API void rg_tensor_copy_from_host(rg_tensor *t, const void *src); /* rg_tensor_nbytes(t) bytes */
+RG_API void rg_tensor_copy_to_host(const rg_tensor *t, void *dst);
+RG_API void rg_tensor_zero_(rg_tensor *t);
+RG_API void rg_tensor_fill_(rg_tensor *t, float v); /* float32 */
 /* Counter-based random fills. A (seed, offset) pair names a position in an endless stream of
  * uniform numbers (core/kernels.h); element i of t uses stream element *offset + i (two of them
  * per normal). *offset advances past what was used, so consecutive calls give fresh numbers. */
-void rg_tensor_uniform_(rg_tensor *t, float lo, float hi, uint64_t seed, uint64_t *offset);
-void rg_tensor_normal_(rg_tensor *t, float mean, float std, uint64_t seed, uint64_t *offset);
+RG_API void rg_tensor_uniform_(rg_tensor *t, float lo, float hi, uint64_t seed, uint64_t *offset);
+RG_API void rg_tensor_normal_(rg_tensor *t, float mean, float std, uint64_t seed, uint64_t *offset);
 /* The value of a one-element float32 tensor, copied to the host. */
-float rg_tensor_item(const rg_tensor *t);
+RG_API float rg_tensor_item(const rg_tensor *t);
 /* Host pointer to a float32 CPU tensor's data (RG_CHECK otherwise). */
-float *rg_tensor_f32(const rg_tensor *t);
+RG_API float *rg_tensor_f32(const rg_tensor *t);
 
 /* ---- shapes ---- */
-bool rg_tensor_same_shape(const rg_tensor *a, const rg_tensor *b);
+RG_API bool rg_tensor_same_shape(const rg_tensor *a, const rg_tensor *b);
 /* "(128,1,28,28)" into buf; returns buf. */
-const char *rg_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
-int64_t rg_shape_numel(int ndim, const int64_t *shape);
+RG_API const char *rg_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
+RG_API int64_t rg_shape_numel(int ndim, const int64_t *shape);
 
 /* ---- autograd flags ---- */
-void rg_tensor_set_requires_grad(rg_tensor *t, bool on);
+RG_API void rg_tensor_set_requires_grad(rg_tensor *t, bool on);
 static inline bool rg_tensor_requires_grad(const rg_tensor *t) {
     return (t->flags & RG_TENSOR_REQUIRES_GRAD) != 0;
 }

@@ -7,6 +7,8 @@
 #ifndef RG_TIMELINE_H
 #define RG_TIMELINE_H
 
+#include "ringgrad/export.h"
+
 #include "ringgrad/comm.h"
 #include "ringgrad/status.h"
 #include "ringgrad/trace.h"
@@ -18,12 +20,12 @@ extern "C" {
 /* Starts recording on every thread, with time 0 = now. With a communicator it is collective: a
  * barrier first, so that every rank's time 0 is the same moment and the rows line up. c may be
  * NULL (one process, or clocks aligned some other way). Returns the barrier's status. */
-rg_status rg_timeline_start(rg_comm *c);
+RG_API RG_NODISCARD rg_status rg_timeline_start(rg_comm *c);
 
 /* Collective over c: rank 0 writes every rank's events to path as one JSON file; every rank
  * returns rank 0's status (RG_EIO naming the path if it cannot write). Recording goes on; call
  * rg_trace_stop first for a trace that ends here. */
-rg_status rg_timeline_write(rg_comm *c, const char *path);
+RG_API RG_NODISCARD rg_status rg_timeline_write(rg_comm *c, const char *path);
 #ifdef __cplusplus
 }
 #endif

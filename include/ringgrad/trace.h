@@ -13,6 +13,8 @@
 #ifndef RG_TRACE_H
 #define RG_TRACE_H
 
+#include "ringgrad/export.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,39 +35,39 @@ typedef struct {
 
 /* Starts recording on every thread, with time 0 = now (rg_timeline_start in ringgrad/timeline.h
  * does it on every rank at the same moment). */
-void rg_trace_start(void);
+RG_API void rg_trace_start(void);
 /* Stops recording; what was recorded stays until rg_timeline_write or rg_trace_reset. */
-void rg_trace_stop(void);
-bool rg_trace_enabled(void);
+RG_API void rg_trace_stop(void);
+RG_API bool rg_trace_enabled(void);
 
 /* Nanoseconds on a monotonic clock, for rg_trace_complete/async. */
-int64_t rg_trace_now(void);
+RG_API int64_t rg_trace_now(void);
 
 /* Names the calling thread's row ("main", "loader"). Copied; up to 31 characters. */
-void rg_trace_name_thread(const char *name);
+RG_API void rg_trace_name_thread(const char *name);
 
 /* An event on this thread from begin to the matching end; pairs nest. name is copied (up to 47
  * characters); cat must be a static string ("compute", "comm"). */
-void rg_trace_begin(const char *name, const char *cat);
-void rg_trace_end(void);
+RG_API void rg_trace_begin(const char *name, const char *cat);
+RG_API void rg_trace_end(void);
 
 /* An event on this thread with explicit times (rg_trace_now) and up to RG_TRACE_MAX_ARGS
  * args (args may be NULL when nargs is 0). Events on one thread must nest, as begin/end do. */
-void rg_trace_complete(const char *name, const char *cat, int64_t t0, int64_t t1, int nargs,
+RG_API void rg_trace_complete(const char *name, const char *cat, int64_t t0, int64_t t1, int nargs,
                        const rg_trace_arg *args);
 /* An interval that may overlap others on the same thread (a request waiting in a queue): shown
  * on its own track, matched by id. */
-void rg_trace_async(const char *name, const char *cat, uint64_t id, int64_t t0, int64_t t1,
+RG_API void rg_trace_async(const char *name, const char *cat, uint64_t id, int64_t t0, int64_t t1,
                     int nargs, const rg_trace_arg *args);
 
 /* Drops every recorded event and frees the buffers of threads that have ended. Not while other
  * threads record. */
-void rg_trace_reset(void);
+RG_API void rg_trace_reset(void);
 
 /* This process's events as Chrome-trace JSON objects separated by ",\n" (no brackets), with pid
  * `pid`: a malloc'ed string of *len bytes (NUL-terminated) that the caller frees, or NULL when out
  * of memory. */
-char *rg_trace_format(int pid, size_t *len);
+RG_API char *rg_trace_format(int pid, size_t *len);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,7 @@ static int rank, size;
 
 /* One step of the MLP: net under DDP (backward and wait), then ref alone, each in its own scope
  * (a backward fires the hooks of every parameter its scope used). */
-static rg_status mlp_step(rg_model *net, rg_ddp *ddp, rg_model *ref, int step) {
+RG_NODISCARD static rg_status mlp_step(rg_model *net, rg_ddp *ddp, rg_model *ref, int step) {
     rg_scope_begin();
     rg_backward(mlp_loss(net, rank, step));
     rg_status st = rg_ddp_wait(ddp);

@@ -257,5 +257,5 @@ Test(models_safetensors, save_into_a_missing_directory_is_an_io_error) {
 Test(models_safetensors, duplicate_names_on_save_abort, .signal = SIGABRT) {
     rg_tensor *a = rgt_uniform(RG_SHAPE(2), -1, 1, 1);
     rg_named_tensor ts[] = {{"a", a, false}, {"a", a, false}};
-    rg_safetensors_save("/tmp/never-written.safetensors", ts, 2, NULL, 0);
+    RG_IGNORE(rg_safetensors_save("/tmp/never-written.safetensors", ts, 2, NULL, 0)); /* stops */
 }

@@ -71,7 +71,7 @@ static void set_schedule(trainer *t, int64_t total_steps) {
 
 /* --init (rank 0 reads, DDP broadcasts) or --resume (every rank reads: the optimizer state is
  * per rank). */
-static rg_status load_checkpoint(trainer *t) {
+RG_NODISCARD static rg_status load_checkpoint(trainer *t) {
     rg_status st = RG_OK;
     if (t->a.init && t->rank == 0) st = rg_checkpoint_load_weights(t->a.init, t->net);
     if (t->a.resume) {

@@ -36,13 +36,13 @@ void trainer_error(const trainer *t, const char *fmt, ...) __attribute__((format
 
 /* Collective: the worst status over all ranks, so that every rank stops together when one cannot
  * go on (a missing file on one host). Each failing rank has already printed its message. */
-rg_status trainer_agree(trainer *t, rg_status mine);
+RG_NODISCARD rg_status trainer_agree(trainer *t, rg_status mine);
 
 /* Set-up steps (setup.c); each returns RG_OK or prints its error and returns the status. */
-rg_status trainer_setup_data(trainer *t);
-rg_status trainer_setup_model(trainer *t);
-rg_status trainer_setup_loaders(trainer *t);
+RG_NODISCARD rg_status trainer_setup_data(trainer *t);
+RG_NODISCARD rg_status trainer_setup_model(trainer *t);
+RG_NODISCARD rg_status trainer_setup_loaders(trainer *t);
 /* Rank 0 writes a checkpoint of the current state (others return RG_OK). */
-rg_status trainer_save(trainer *t, int64_t epoch);
+RG_NODISCARD rg_status trainer_save(trainer *t, int64_t epoch);
 
 #endif
