@@ -3,7 +3,7 @@
  *   ringgrad-train                              the CNN, Adam, batch 128, 2 epochs
  *   mpirun -np 4 ringgrad-train --epochs 8      four ranks; global batch 4 x 128
  *
- * Read main() top to bottom: it is DESIGN.md's data path. Set-up lives in ringgrad-train/setup.c;
+ * Read main() top to bottom: it is the data path of docs/ARCHITECTURE.md. Set-up lives in ringgrad-train/setup.c;
  * each training step is train_step() below: forward, loss, backward (gradient-ready hooks hand
  * full buckets to the comm thread), wait for the buckets, optimizer step. */
 #include <math.h>

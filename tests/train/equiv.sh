@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# N-rank equivalence, the proof that data parallelism is right (DESIGN.md, "Batch size"): with
-# --no-shuffle and --dropout 0, N ranks at per-rank batch B/N see between them exactly the images
+# N-rank equivalence, the proof that data parallelism is right (docs/ARCHITECTURE.md,
+# "Distribution"): with --no-shuffle and --dropout 0, N ranks at per-rank batch B/N see between them exactly the images
 # of 1 rank's batch B (the sampler deals position i to rank i mod N), and the averaged gradient of
 # their B/N-image means is the B-image mean. So after the same steps every weight and every
 # optimizer state tensor must match the 1-rank run's, up to float rounding: the N ranks add each
