@@ -11,13 +11,15 @@ find_library(RG_CUDNN_LIB cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_L
 find_library(RG_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
              ${CUDAToolkit_LIBRARY_ROOT}/lib64 REQUIRED)
 
-function(rg_add_cuda target)
+# rg_add_cuda(target scope): scope is PUBLIC for the static library (its users link the CUDA
+# libraries too) and PRIVATE for the shared one.
+function(rg_add_cuda target scope)
   target_compile_definitions(${target} PUBLIC RG_CUDA=1)
   # Warnings are errors on the host side of .cu files and in device code alike.
   # C++20 for designated initialisers (the backend table reads like the C ones); CMake 3.25 does
   # not know nvcc's C++20 flag, so it is passed directly.
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror,-Wno-unused-parameter>)
-  target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::cublas ${RG_CUDNN_LIB} ${RG_NCCL_LIB})
+  target_link_libraries(${target} ${scope} CUDA::cudart CUDA::cublas ${RG_CUDNN_LIB} ${RG_NCCL_LIB})
   set_target_properties(${target} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
 endfunction()
