@@ -9,6 +9,7 @@
 #include "autograd/autograd_impl.h"
 #include "core/kernels.h"
 #include "ringgrad/scope.h"
+#include "core/alloc.h"
 
 /* L = sum(out * r) in double, with r drawn from Philox (seed, 0): the same r on every call. */
 static double projected(rg_gradcheck_fn f, void *ctx, rg_tensor *const *inputs, uint64_t seed) {
@@ -27,8 +28,7 @@ static double projected(rg_gradcheck_fn f, void *ctx, rg_tensor *const *inputs, 
 /* Runs backward through L and copies each input's gradient out (NULL where none is wanted). */
 static float **analytic(rg_gradcheck_fn f, void *ctx, int n, rg_tensor *const *inputs,
                         uint64_t seed) {
-    float **grads = calloc((size_t)n, sizeof *grads);
-    RG_CHECK(grads, "gradcheck: out of memory");
+    float **grads = rg_xcalloc((size_t)n, sizeof *grads, "gradcheck: gradient list");
     for (int i = 0; i < n; i++) rg_zero_grad(inputs[i]);
     rg_scope_begin();
     rg_tensor *out = f(inputs, ctx);
@@ -40,8 +40,7 @@ static float **analytic(rg_gradcheck_fn f, void *ctx, int n, rg_tensor *const *i
     for (int i = 0; i < n; i++) {
         rg_tensor *x = inputs[i];
         if (!rg_tensor_requires_grad(x)) continue;
-        grads[i] = calloc((size_t)x->numel, sizeof(float));
-        RG_CHECK(grads[i], "gradcheck: out of memory");
+        grads[i] = rg_xcalloc((size_t)x->numel, sizeof(float), "gradcheck: an analytic gradient");
         if (x->grad) rg_tensor_copy_to_host(x->grad, grads[i]); /* no grad: the output ignores x */
     }
     rg_scope_end();

@@ -3,6 +3,7 @@
  * The list hangs off the tensor's extension slot (rg_tensor.ext). It carries its own free
  * function, so the tensor layer frees it with the tensor without knowing what autograd keeps. */
 #include "autograd/autograd_impl.h"
+#include "core/alloc.h"
 
 #include <stdlib.h>
 
@@ -37,15 +38,13 @@ int rg_grad_hook_add(rg_tensor *param, rg_grad_hook_fn fn, void *ctx) {
     hook_list *h = hooks_of(param);
     if (!h) {
         RG_CHECK(!param->ext, "rg_grad_hook_add: the tensor's extension slot holds something else");
-        h = calloc(1, sizeof *h);
-        RG_CHECK(h, "rg_grad_hook_add: out of host memory");
+        h = rg_xcalloc(1, sizeof *h, "rg_grad_hook_add: a hook list");
         h->base.free = hook_list_free;
         param->ext = &h->base;
     }
     if (h->n == h->cap) {
         int cap = h->cap ? 2 * h->cap : 2;
-        hook *items = realloc(h->items, (size_t)cap * sizeof *items);
-        RG_CHECK(items, "rg_grad_hook_add: out of host memory");
+        hook *items = rg_xrealloc(h->items, (size_t)cap * sizeof *items, "rg_grad_hook_add: hooks");
         h->items = items, h->cap = cap;
     }
     h->items[h->n] = (hook){fn, ctx, ++h->next_id};

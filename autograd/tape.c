@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "tensor/scope_impl.h"
+#include "core/alloc.h"
 
 typedef struct {
     rg_node **nodes;
@@ -39,8 +40,7 @@ static int64_t tape_push(const char *op, rg_node *node) {
     RG_CHECK(t, "%s: no step scope is open; wrap the step in rg_scope_begin()/rg_scope_end()", op);
     if (t->n == t->cap) {
         int64_t cap = t->cap ? 2 * t->cap : 256;
-        rg_node **nodes = realloc(t->nodes, (size_t)cap * sizeof *nodes);
-        RG_CHECK(nodes, "%s: out of host memory for the tape (%lld nodes)", op, (long long)cap);
+        rg_node **nodes = rg_xrealloc(t->nodes, (size_t)cap * sizeof *nodes, "the tape's nodes");
         t->nodes = nodes, t->cap = cap;
     }
     t->nodes[t->n] = node;

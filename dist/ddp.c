@@ -20,6 +20,7 @@
 
 #include "ringgrad/autograd.h"
 #include "tensor/backend_impl.h"
+#include "core/alloc.h"
 
 typedef struct {
     rg_tensor *param;
@@ -110,8 +111,7 @@ RG_NODISCARD
 static rg_status explain_model_mismatch(rg_comm *comm, const rg_param_list *params, int bad,
                                         int64_t n0) {
     int rank = rg_comm_rank(comm);
-    uint64_t *h0 = calloc((size_t)n0 + 1, sizeof *h0);
-    RG_CHECK(h0, "rg_ddp_new: out of host memory");
+    uint64_t *h0 = rg_xcalloc((size_t)n0 + 1, sizeof *h0, "ddp: tensor hashes");
     for (int i = 0; rank == 0 && i < n0; i++) h0[i] = tensor_hash(params, i);
     int64_t k = 0;
     char mine[512], d0[512] = "", dbad[512] = "";
@@ -144,8 +144,7 @@ static void describe_setup(const int64_t *a, char *buf, size_t cap) {
 RG_NODISCARD
 static rg_status check_same_everywhere(rg_ddp *d, const rg_param_list *params, rg_status mine_st) {
     int size = rg_comm_size(d->comm), rank = rg_comm_rank(d->comm), bad = -1, failed = -1;
-    int64_t mine[AG_LEN], *all = calloc((size_t)size * AG_LEN, sizeof *all);
-    RG_CHECK(all, "rg_ddp_new: out of host memory");
+    int64_t mine[AG_LEN], *all = rg_xcalloc((size_t)size * AG_LEN, sizeof *all, "ddp: set-up agreement");
     agreement(d, params, mine_st, mine);
     rg_status st = rg_comm_allgather(d->comm, mine, all, AG_LEN, RG_COMM_I64);
     for (int r = 0; st == RG_OK && r < size; r++) {
@@ -275,13 +274,11 @@ static rg_ddp_opts defaults(const rg_ddp_opts *o) {
 
 rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts *opts) {
     RG_CHECK(params && comm, "rg_ddp_new: NULL parameters or communicator");
-    rg_ddp *d = calloc(1, sizeof *d);
-    RG_CHECK(d, "rg_ddp_new: out of host memory");
+    rg_ddp *d = rg_xcalloc(1, sizeof *d, "rg_ddp_new: the reducer");
     d->comm = comm;
     d->opts = defaults(opts);
-    d->entries = calloc((size_t)params->n + 1, sizeof *d->entries);
-    d->buckets = calloc((size_t)params->n + 1, sizeof *d->buckets);
-    RG_CHECK(d->entries && d->buckets, "rg_ddp_new: out of host memory");
+    d->entries = rg_xcalloc((size_t)params->n + 1, sizeof *d->entries, "rg_ddp_new: its entries");
+    d->buckets = rg_xcalloc((size_t)params->n + 1, sizeof *d->buckets, "rg_ddp_new: its buckets");
     for (int i = params->n - 1; i >= 0; i--) { /* reverse registration order */
         rg_tensor *t = params->items[i].tensor;
         if (params->items[i].is_buffer || !rg_tensor_requires_grad(t)) continue;

@@ -242,7 +242,7 @@ static rg_join *join_state(rg_comm *c) {
     if (j) j->got = calloc((size_t)c->size, sizeof *j->got);
     if (j) j->reqs = calloc((size_t)nreq, sizeof *j->reqs);
     if (!j || !j->got || !j->reqs) {
-        if (j) free(j->got);
+        if (j) free(j->got), free(j->reqs);
         free(j);
         return NULL;
     }

@@ -5,6 +5,7 @@
  * once, when a tensor is registered, so a container's list is a plain concatenation of its
  * children's and a state_dict is just that list. */
 #include "ringgrad/layer.h"
+#include "core/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,15 +13,13 @@
 
 static char *dup_str(const char *s) {
     size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    RG_CHECK(d, "layer: out of host memory");
+    char *d = rg_xmalloc(n, "layer: a name");
     return memcpy(d, s, n);
 }
 
 rg_layer *rg_layer_alloc(size_t size, const rg_layer_vtable *vt, const char *name) {
     RG_CHECK(size >= sizeof(rg_layer) && vt && vt->forward, "rg_layer_alloc: bad layer type");
-    rg_layer *l = calloc(1, size);
-    RG_CHECK(l, "layer %s: out of host memory", name ? name : "");
+    rg_layer *l = rg_xcalloc(1, size, "layer: its struct");
     l->vt = vt;
     l->name = dup_str(name ? name : "");
     return l;
@@ -31,8 +30,7 @@ static void list_append(rg_param_list *list, rg_named_tensor item) {
     int n = list->n;
     if ((n & (n - 1)) == 0) { /* n is 0 or a power of two: the array is full */
         size_t cap = n ? 2 * (size_t)n : 4;
-        rg_named_tensor *items = realloc(list->items, cap * sizeof *items);
-        RG_CHECK(items, "layer: out of host memory");
+        rg_named_tensor *items = rg_xrealloc(list->items, cap * sizeof *items, "layer: its tensor list");
         list->items = items;
     }
     list->items[list->n++] = item;
@@ -43,8 +41,7 @@ rg_tensor *rg_layer_add_param(rg_layer *l, const char *local, rg_tensor *t, bool
     RG_CHECK(!l->children, "layer %s: a container holds its children's tensors, not its own",
              l->name);
     size_t n = strlen(l->name) + strlen(local) + 2;
-    char *name = malloc(n);
-    RG_CHECK(name, "layer %s: out of host memory", l->name);
+    char *name = rg_xmalloc(n, "layer: a tensor name");
     snprintf(name, n, "%s%s%s", l->name, l->name[0] ? "." : "", local);
     if (!is_buffer) rg_tensor_set_requires_grad(t, true);
     list_append(&l->params, (rg_named_tensor){.name = name, .tensor = t, .is_buffer = is_buffer});
@@ -58,8 +55,7 @@ rg_layer *rg_layer_add(rg_layer *l, rg_layer *child) {
     int n = l->n_children;
     if ((n & (n - 1)) == 0) {
         size_t cap = n ? 2 * (size_t)n : 4;
-        rg_layer **c = realloc(l->children, cap * sizeof *c);
-        RG_CHECK(c, "layer %s: out of host memory", l->name);
+        rg_layer **c = rg_xrealloc(l->children, cap * sizeof *c, "layer: its children");
         l->children = c;
     }
     l->children[l->n_children++] = child;

@@ -1,6 +1,7 @@
 /* model.c — a model is a root layer plus what a training job needs around it: a name for
  * checkpoints and --model, the seed, and the list of random streams that a checkpoint saves. */
 #include "ringgrad/model.h"
+#include "core/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,17 +19,15 @@ static void collect_stream(rg_layer *l, void *ctx) {
     rg_model *m = ctx;
     rg_rng_stream *s = rg_dropout_stream(l);
     if (!s) return;
-    rg_named_stream *ns = realloc(m->streams, (size_t)(m->n_streams + 1) * sizeof *ns);
-    RG_CHECK(ns, "model %s: out of host memory", m->name);
+    rg_named_stream *ns = rg_xrealloc(m->streams, (size_t)(m->n_streams + 1) * sizeof *ns, "model: its streams");
     m->streams = ns;
     m->streams[m->n_streams++] = (rg_named_stream){.name = l->name, .stream = s};
 }
 
 rg_model *rg_model_new(const char *name, rg_layer *root, uint64_t seed) {
     RG_CHECK(name && root, "rg_model_new: NULL name or root layer");
-    rg_model *m = calloc(1, sizeof *m);
-    char *nm = malloc(strlen(name) + 1);
-    RG_CHECK(m && nm, "rg_model_new: out of host memory");
+    rg_model *m = rg_xcalloc(1, sizeof *m, "rg_model_new: the model");
+    char *nm = rg_xmalloc(strlen(name) + 1, "rg_model_new: its name");
     m->name = strcpy(nm, name);
     m->seed = seed;
     m->root = root;

@@ -8,6 +8,7 @@
 
 #include "ringgrad/autograd.h"
 #include "tensor/backend_impl.h"
+#include "core/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +16,7 @@
 
 static char *state_name(const char *param, const char *what) {
     size_t n = strlen("optim.state.") + strlen(param) + strlen(what) + 2;
-    char *s = malloc(n);
-    RG_CHECK(s, "optimizer: out of host memory");
+    char *s = rg_xmalloc(n, "optimizer: a state name");
     snprintf(s, n, "optim.state.%s.%s", param, what);
     return s;
 }

@@ -13,6 +13,7 @@
 
 #include "tensor/backend_impl.h"
 #include "tensor/scope_impl.h"
+#include "core/alloc.h"
 
 #define RG_MAX_NUMEL (INT64_C(1) << 40) /* elements of one tensor, and of one dimension */
 
@@ -122,8 +123,7 @@ rg_tensor *rg_tensor_new(rg_dtype dt, int ndim, const int64_t *shape, rg_device 
 }
 
 rg_tensor *rg_tensor_wrap(rg_dtype dt, int ndim, const int64_t *shape, rg_device dev, void *data) {
-    rg_tensor *t = calloc(1, sizeof *t);
-    RG_CHECK(t, "rg_tensor_wrap: out of host memory");
+    rg_tensor *t = rg_xcalloc(1, sizeof *t, "rg_tensor_wrap: a tensor header");
     init_header(t, dt, ndim, shape, dev);
     t->data = data;
     return t;
@@ -143,8 +143,7 @@ rg_tensor *rg_tensor_keep(rg_tensor *t) {
     RG_CHECK(t, "rg_tensor_keep: NULL tensor");
     if (!(t->flags & RG_TENSOR_SCOPED)) return t;
     RG_CHECK(t->flags & RG_TENSOR_OWNS_DATA, "rg_tensor_keep: a view cannot outlive its scope");
-    rg_tensor *k = calloc(1, sizeof *k);
-    RG_CHECK(k, "rg_tensor_keep: out of host memory");
+    rg_tensor *k = rg_xcalloc(1, sizeof *k, "rg_tensor_keep: a tensor header");
     init_header(k, t->dtype, t->ndim, t->shape, t->device);
     k->data = t->data;
     k->flags = RG_TENSOR_OWNS_DATA;

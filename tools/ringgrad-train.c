@@ -155,9 +155,9 @@ static void print_summary(const trainer *t, double seconds) {
     fflush(stdout);
 }
 
-static int pick_threads(const trainer *t) {
+static int pick_threads(const trainer *t, int env_threads) {
     if (t->a.threads > 0) return t->a.threads;
-    if (getenv("RG_NUM_THREADS")) return rg_set_num_threads(0);
+    if (env_threads > 0) return env_threads;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int n = (int)(cores / rg_dist_local_size(t->dist));
     return n > 0 ? n : 1;
@@ -177,6 +177,11 @@ RG_NODISCARD static rg_status check_device(trainer *t) {
 
 /* Device, MPI and threads; returns 0 or an exit code. */
 static int start(trainer *t, int *argc, char ***argv) {
+    int env_threads = 0;
+    if (rg_env_num_threads(&env_threads) != RG_OK) { /* a usage error, as a bad --threads is */
+        if (env_rank() == 0) fprintf(stderr, "ringgrad-train: %s\n", rg_last_error());
+        return 2;
+    }
     if (check_device(t) != RG_OK) {
         if (env_rank() == 0) fprintf(stderr, "ringgrad-train: error: %s\n", rg_last_error());
         return 1;
@@ -191,7 +196,7 @@ static int start(trainer *t, int *argc, char ***argv) {
     }
     t->comm = rg_dist_comm(t->dist);
     t->rank = rg_dist_rank(t->dist), t->world = rg_dist_size(t->dist);
-    t->threads = rg_set_num_threads(pick_threads(t));
+    t->threads = rg_set_num_threads(pick_threads(t, env_threads));
     progress_init(&t->prog, stdout, t->rank == 0);
     /* "--device cuda": the GPU of this rank's local rank (one GPU per rank) */
     if (t->dev.type == RG_DEV_CUDA && strcmp(t->a.device, "cuda") == 0 &&

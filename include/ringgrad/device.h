@@ -18,11 +18,23 @@
 extern "C" {
 #endif
 
-/* ---- CPU threads ---- */
-/* Threads used by CPU kernels (OpenMP and OpenBLAS). n <= 0 means: RG_NUM_THREADS, else the
- * number of cores. Returns the count now in effect. */
+/* ---- CPU threads ----
+ * Threads used by CPU kernels (OpenMP and OpenBLAS). Set it from the main thread before training
+ * (the OpenMP setting belongs to the thread that makes it, and kernels run on the main thread);
+ * reading it is safe from any thread. Thread safety in general: see docs/ARCHITECTURE.md
+ * ("Threads"): one training step (forward, rg_backward, optimizer) runs on one thread at a time;
+ * concurrent rg_backward calls over shared parameters are not supported. */
+#define RG_MAX_THREADS 1024
+
+/* Sets the count: n in 1..RG_MAX_THREADS (more is a tier-2 error), or n <= 0 for RG_NUM_THREADS,
+ * else one per core (an invalid RG_NUM_THREADS is ignored with a warning on stderr). Returns the
+ * count now in effect. */
 RG_API int rg_set_num_threads(int n);
+/* The count in effect; the first call without a prior rg_set_num_threads picks the default once. */
 RG_API int rg_num_threads(void);
+/* RG_NUM_THREADS, validated: *n = its value, or 0 when it is unset. RG_EINVAL with a message when
+ * it is not a whole number from 1 to RG_MAX_THREADS ("abc", "0", "-3", "100000"). */
+RG_API RG_NODISCARD rg_status rg_env_num_threads(int *n);
 
 /* ---- memory ---- */
 /* Statistics of a backend's caching allocator, in bytes. */

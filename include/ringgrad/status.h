@@ -8,6 +8,17 @@
  * program is wrong, so it stops with a message naming the op, the shapes and file:line. Under MPI
  * the dist module installs a fatal handler that calls MPI_Abort, so no rank is left hanging.
  *
+ * Running out of host memory, one policy, decided by what the size depends on:
+ *  - Sizes that come from the user or the data (tensor storage, datasets, loader slots,
+ *    checkpoints, DDP buckets, optimizer state, comm scratch) are tier 1: the function returns
+ *    RG_ENOMEM, or NULL with rg_last_error(), and the message names the bytes and their purpose.
+ *  - Bookkeeping (names, small structs, list and tape growth) and the per-call scratch of ops and
+ *    kernels, which return no status, go through core/alloc.h (rg_xmalloc and friends) and stop
+ *    the process as tier 2, with the same kind of message; under MPI every rank stops. With
+ *    Linux's overcommit these fail only when the process is already lost; PyTorch raises and ggml
+ *    aborts in the same places.
+ *  No other malloc in the library goes unchecked.
+ *
  * Library code never calls exit(). Status codes come from one X-macro, as in libuv. */
 #ifndef RG_STATUS_H
 #define RG_STATUS_H

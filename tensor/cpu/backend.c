@@ -1,6 +1,11 @@
 /* backend.c — the CPU backend's table, plain memory operations and thread control. */
 #include <cblas.h>
+#include <ctype.h>
+#include <errno.h>
 #include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,18 +34,52 @@ const rg_backend rg_cpu_backend = {
 #undef RG_CPU_ENTRY
 };
 
-static int num_threads; /* 0 until rg_set_num_threads runs */
+/* The thread count: set by rg_set_num_threads, or once, lazily, from RG_NUM_THREADS or the core
+ * count by the first rg_num_threads (pthread_once, so two threads asking first agree). Atomic,
+ * because the loader and comm threads read it while the main thread may set it. */
+static _Atomic int num_threads; /* 0 until set */
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+rg_status rg_env_num_threads(int *out) {
+    *out = 0;
+    const char *env = getenv("RG_NUM_THREADS");
+    if (!env) return RG_OK;
+    char *end;
+    errno = 0;
+    long n = strtol(env, &end, 10);
+    while (end != env && isspace((unsigned char)*end)) end++;
+    if (end == env || *end || errno || n < 1 || n > RG_MAX_THREADS)
+        return rg_error(RG_EINVAL, "RG_NUM_THREADS='%.40s': expected a whole number of threads "
+                        "from 1 to %d (unset it for one per core)", env, RG_MAX_THREADS);
+    *out = (int)n;
+    return RG_OK;
+}
+
+static int default_threads(void) {
+    int n = 0;
+    if (rg_env_num_threads(&n) != RG_OK) {
+        n = omp_get_num_procs();
+        fprintf(stderr, "ringgrad: warning: %s; using %d\n", rg_last_error(), n);
+    }
+    return n > 0 ? n : omp_get_num_procs();
+}
 
 int rg_set_num_threads(int n) {
-    if (n <= 0) {
-        const char *env = getenv("RG_NUM_THREADS");
-        n = env ? atoi(env) : 0;
-        if (n <= 0) n = omp_get_num_procs();
-    }
+    RG_CHECK(n <= RG_MAX_THREADS, "rg_set_num_threads: %d threads; at most %d", n, RG_MAX_THREADS);
+    if (n <= 0) n = default_threads();
     omp_set_num_threads(n);
     openblas_set_num_threads(n);
-    num_threads = n;
+    atomic_store(&num_threads, n);
     return n;
 }
 
-int rg_num_threads(void) { return num_threads ? num_threads : rg_set_num_threads(0); }
+static void set_default(void) {
+    if (atomic_load(&num_threads) == 0) rg_set_num_threads(0);
+}
+
+int rg_num_threads(void) {
+    int n = atomic_load(&num_threads);
+    if (n) return n;
+    pthread_once(&default_once, set_default);
+    return atomic_load(&num_threads);
+}

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "tensor/cpu/conv2d_impl.h"
+#include "core/alloc.h"
 
 #define NR RG_CONV_NR
 #define MR RG_CONV_MR
@@ -214,8 +215,7 @@ void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, con
     int64_t chw = s->c * s->h * s->w, kpq = s->k * g.pq;
     int32_t *row_off = rg_conv_window_offsets(s, &g, true, rows);
     int nthreads = ch.count > 1 ? omp_get_max_threads() : 1;
-    filter_partial *part = calloc((size_t)nthreads, sizeof *part);
-    RG_CHECK(part, "conv2d: out of host memory");
+    filter_partial *part = rg_xcalloc((size_t)nthreads, sizeof *part, "conv2d: per-thread partials");
 #pragma omp parallel num_threads(nthreads)
     {
         filter_partial *mine = &part[omp_get_thread_num()];
@@ -224,8 +224,7 @@ void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, con
         memset(dyt, 0, (size_t)dyn * sizeof(float)); /* columns past K stay zero */
         mine->acc = rg_conv_scratch(accn);
         memset(mine->acc, 0, (size_t)accn * sizeof(float));
-        mine->db = calloc((size_t)s->k + 1, sizeof(double));
-        RG_CHECK(mine->db, "conv2d: out of host memory");
+        mine->db = rg_xcalloc((size_t)s->k + 1, sizeof(double), "conv2d: bias-gradient partials");
 #pragma omp for schedule(dynamic, 1)
         for (int64_t ci = 0; ci < ch.count; ci++) {
             int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;

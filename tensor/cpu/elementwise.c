@@ -7,6 +7,7 @@
 #endif
 
 #include "tensor/cpu/cpu.h"
+#include "core/alloc.h"
 
 void rg_cpu_fill(int64_t n, float v, float *x) {
 #pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)
@@ -64,8 +65,7 @@ void rg_cpu_reduce_bcast(const rg_bcast *bc, const float *dy, const float *x, fl
     if (rows == 0) return;
     if (bc->bstride[bc->ndim - 1] == 0) {
         /* each row sums to one element of b: row sums in parallel, then a serial scatter */
-        double *sums = malloc((size_t)rows * sizeof *sums);
-        RG_CHECK(sums, "reduce_bcast: out of host memory");
+        double *sums = rg_xmalloc((size_t)rows * sizeof *sums, "reduce_bcast: row sums");
 #pragma omp parallel for if (bc->n > RG_CPU_PAR_MIN) schedule(static)
         for (int64_t r = 0; r < rows; r++) {
             const float *d = dy + r * len, *xr = x ? x + r * len : NULL;

@@ -11,3 +11,7 @@ add_test(NAME tools/train_cuda_device_without_gpu
                  ${RG_HAVE_CUDA} ${_bench})
 set_tests_properties(tools/train_cuda_device_without_gpu PROPERTIES LABELS "tools;mpi" TIMEOUT 300
                      ENVIRONMENT "${RG_MPI_TEST_ENV}" SKIP_RETURN_CODE 77 PROCESSORS 2)
+
+#   threads_env.sh: a bad RG_NUM_THREADS (abc, -3, 0, 100000) or --threads is exit 2 and a message
+add_test(NAME tools/threads_env COMMAND ${CMAKE_CURRENT_LIST_DIR}/threads_env.sh $<TARGET_FILE:ringgrad-train>)
+set_tests_properties(tools/threads_env PROPERTIES LABELS "tools" TIMEOUT 300)

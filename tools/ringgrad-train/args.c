@@ -40,7 +40,7 @@ static const opt options[] = {
     {"seed", "N", "seed for initialisation, shuffling and dropout", OPT_I64, F(seed), 0, 9e15, NULL},
     {"no-shuffle", NULL, "take batches in file order (batch i holds images iB .. iB+B-1)", OPT_FLAG, F(no_shuffle), 0, 0, NULL},
     {"dropout", "P", "override every dropout rate (0 disables dropout)", OPT_DBL, F(dropout), 0, 1, NULL},
-    {"threads", "N", "CPU threads per rank (default: $RG_NUM_THREADS, else cores / ranks on this host)", OPT_INT, F(threads), 0, 4096, NULL},
+    {"threads", "N", "CPU threads per rank (default: $RG_NUM_THREADS, else cores / ranks on this host)", OPT_INT, F(threads), 0, 1024, NULL},
     {"init", "FILE", "start from the weights in a safetensors checkpoint", OPT_STR, F(init), 0, 0, NULL},
     {"save", "FILE", "write a checkpoint (weights, optimizer, position) after each epoch and at the end", OPT_STR, F(save), 0, 0, NULL},
     {"resume", "FILE", "continue exactly from a checkpoint written by --save", OPT_STR, F(resume), 0, 0, NULL},
