@@ -27,17 +27,24 @@
 
 #include "tensor/cuda/cuda_impl.h"
 
+/* The three directions of a convolution, each with its own algorithm family in cuDNN. */
+typedef enum { DIR_FWD, DIR_BWD_DATA, DIR_BWD_FILTER, DIR_COUNT } conv_dir;
+static const char *const dir_name[DIR_COUNT] = {"forward", "backward-data", "backward-filter"};
+
+/* The algorithm chosen for one direction: the cuDNN enum of that direction, held as an int. */
+typedef struct {
+    bool have;
+    int algo;
+    cudnnMathType_t math;
+    size_t ws; /* workspace bytes */
+} algo_choice;
+
 typedef struct conv_plan {
     rg_conv2d_shape key; /* n is this plan's chunk of images */
     cudnnTensorDescriptor_t x, y, bias;
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
-    bool have_fwd, have_bwd_data, have_bwd_filter;
-    cudnnConvolutionFwdAlgo_t fwd;
-    cudnnConvolutionBwdDataAlgo_t bwd_data;
-    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
-    cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
-    size_t fwd_ws, bwd_data_ws, bwd_filter_ws; /* workspace bytes of each algorithm */
+    algo_choice dir[DIR_COUNT]; /* made on first use of each direction */
     struct conv_plan *next;
 } conv_plan;
 
@@ -78,7 +85,7 @@ static conv_plan *plan_new(const rg_cuda_ctx *ctx, const rg_conv2d_shape *s) {
                                                    CUDNN_DATA_FLOAT));
     cudnnMathType_t math = ctx->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
     RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, math));
-    pl->fwd_math = pl->bwd_data_math = pl->bwd_filter_math = math;
+    for (int d = 0; d < DIR_COUNT; d++) pl->dir[d].math = math;
     int n, k, p, q; /* cuDNN must agree with the op layer on the output shape */
     RG_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(pl->conv, pl->x, pl->w, &n, &k, &p, &q));
     RG_CHECK(n == s->n && k == s->k && p == s->p && q == s->q,
@@ -94,71 +101,99 @@ static size_t workspace_limit(void) {
     return (size_t)(mb < 0 ? 0 : mb) << 20;
 }
 
-/* The first algorithm of cuDNN's ranking `perf` (n entries) that ran, is deterministic when
- * required and needs at most the workspace limit; `workspace(algo, &bytes)` asks cuDNN the exact
- * size. Writes the algorithm, its math type and its workspace; false if none qualifies. */
-template <typename Perf, typename Algo, typename WorkspaceFn>
-static bool pick(const rg_cuda_ctx *ctx, const Perf *perf, int n, WorkspaceFn workspace, Algo *algo,
-                 cudnnMathType_t *math, size_t *ws) {
+/* One row of cuDNN's ranking, whatever the direction. */
+typedef struct {
+    int algo;
+    cudnnStatus_t status;
+    cudnnDeterminism_t determinism;
+    cudnnMathType_t math;
+} ranked_algo;
+
+static constexpr int MAX_ALGOS = 16;
+static_assert((int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= MAX_ALGOS &&
+                  (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT <= MAX_ALGOS &&
+                  (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT <= MAX_ALGOS,
+              "MAX_ALGOS must hold every direction's ranking");
+
+/* cuDNN's heuristic ranking for direction d (cudnnGet*Algorithm_v7), into out; returns its length. */
+template <typename Perf> static int copy_ranking(const Perf *perf, int n, ranked_algo *out) {
+    for (int i = 0; i < n; i++)
+        out[i] = {(int)perf[i].algo, perf[i].status, perf[i].determinism, perf[i].mathType};
+    return n;
+}
+
+static int rank_algos(const rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, ranked_algo *out) {
+    int n = 0;
+    switch (d) {
+    case DIR_FWD: {
+        cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
+        RG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+            ctx->cudnn, pl->x, pl->w, pl->conv, pl->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
+        return copy_ranking(perf, n, out);
+    }
+    case DIR_BWD_DATA: {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[MAX_ALGOS];
+        RG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+            ctx->cudnn, pl->w, pl->y, pl->conv, pl->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
+            perf));
+        return copy_ranking(perf, n, out);
+    }
+    case DIR_BWD_FILTER: {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[MAX_ALGOS];
+        RG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+            ctx->cudnn, pl->x, pl->y, pl->conv, pl->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
+            perf));
+        return copy_ranking(perf, n, out);
+    }
+    default:
+        RG_CHECK(false, "cuda conv2d: direction %d", (int)d);
+    }
+}
+
+/* The exact workspace of algorithm `algo` of direction d. */
+static cudnnStatus_t workspace_size(const rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d,
+                                    int algo, size_t *bytes) {
+    switch (d) {
+    case DIR_FWD:
+        return cudnnGetConvolutionForwardWorkspaceSize(ctx->cudnn, pl->x, pl->w, pl->conv, pl->y,
+                                                       (cudnnConvolutionFwdAlgo_t)algo, bytes);
+    case DIR_BWD_DATA:
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            ctx->cudnn, pl->w, pl->y, pl->conv, pl->x, (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
+    case DIR_BWD_FILTER:
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            ctx->cudnn, pl->x, pl->y, pl->conv, pl->w, (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
+    default:
+        return CUDNN_STATUS_BAD_PARAM;
+    }
+}
+
+/* The one algorithm picker, for every direction: the first algorithm of cuDNN's ranking that ran,
+ * is deterministic when required, is not a tensor-core one unless TF32 is allowed, and needs at
+ * most the workspace limit. Made once per plan and direction; caller holds cudnn_lock. */
+static const algo_choice *choose(const rg_cuda_ctx *ctx, conv_plan *pl, conv_dir d) {
+    algo_choice *c = &pl->dir[d];
+    if (c->have) return c;
+    ranked_algo perf[MAX_ALGOS];
+    int n = rank_algos(ctx, pl, d, perf);
     size_t limit = workspace_limit();
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && !c->have; i++) {
         size_t bytes = 0;
         if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
         if (ctx->deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
-        if (!ctx->tf32 && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
-                           perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+        if (!ctx->tf32 && (perf[i].math == CUDNN_TENSOR_OP_MATH ||
+                           perf[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
             continue; /* a tensor-core algorithm: TF32 or lower precision */
-        if (workspace(perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > limit) continue;
-        *algo = perf[i].algo, *ws = bytes;
-        if (ctx->tf32) *math = perf[i].mathType; /* without TF32, FMA math stays */
-        return true;
+        if (workspace_size(ctx, pl, d, perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > limit)
+            continue;
+        c->algo = perf[i].algo, c->ws = bytes, c->have = true;
+        if (ctx->tf32) c->math = perf[i].math; /* without TF32, FMA math stays */
     }
-    return false;
-}
-
-static void choose_fwd(const rg_cuda_ctx *ctx, conv_plan *pl) {
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int n = 0;
-    RG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
-        ctx->cudnn, pl->x, pl->w, pl->conv, pl->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
-    auto ws = [&](cudnnConvolutionFwdAlgo_t a, size_t *b) {
-        return cudnnGetConvolutionForwardWorkspaceSize(ctx->cudnn, pl->x, pl->w, pl->conv, pl->y, a,
-                                                       b);
-    };
-    RG_CHECK(
-        pick(ctx, perf, n, ws, &pl->fwd, &pl->fwd_math, &pl->fwd_ws),
-        "cuda conv2d: cuDNN offers no usable forward algorithm (raise RG_CUDA_CONV_WORKSPACE_MB?)");
-    pl->have_fwd = true;
-}
-
-static void choose_bwd_data(const rg_cuda_ctx *ctx, conv_plan *pl) {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int n = 0;
-    RG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-        ctx->cudnn, pl->w, pl->y, pl->conv, pl->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
-        perf));
-    auto ws = [&](cudnnConvolutionBwdDataAlgo_t a, size_t *b) {
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx->cudnn, pl->w, pl->y, pl->conv,
-                                                            pl->x, a, b);
-    };
-    RG_CHECK(pick(ctx, perf, n, ws, &pl->bwd_data, &pl->bwd_data_math, &pl->bwd_data_ws),
-             "cuda conv2d: cuDNN offers no usable backward-data algorithm");
-    pl->have_bwd_data = true;
-}
-
-static void choose_bwd_filter(const rg_cuda_ctx *ctx, conv_plan *pl) {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int n = 0;
-    RG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        ctx->cudnn, pl->x, pl->y, pl->conv, pl->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
-        perf));
-    auto ws = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *b) {
-        return cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx->cudnn, pl->x, pl->y, pl->conv,
-                                                              pl->w, a, b);
-    };
-    RG_CHECK(pick(ctx, perf, n, ws, &pl->bwd_filter, &pl->bwd_filter_math, &pl->bwd_filter_ws),
-             "cuda conv2d: cuDNN offers no usable backward-filter algorithm");
-    pl->have_bwd_filter = true;
+    RG_CHECK(c->have,
+             "cuda conv2d: cuDNN offers no usable %s algorithm for this shape (%d ranked; raise "
+             "RG_CUDA_CONV_WORKSPACE_MB, or unset RG_CUDA_DETERMINISTIC?)",
+             dir_name[d], n);
+    return c;
 }
 
 /* The plan for shape s with a chunk of n images; caller holds cudnn_lock. */
@@ -199,12 +234,12 @@ void rg_cuda_conv2d_forward(const rg_conv2d_shape *s, const float *x, const floa
     pthread_mutex_lock(&ctx->cudnn_lock);
     for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
         conv_plan *pl = plan_for(ctx, s, chunk < s->n - n0 ? chunk : s->n - n0);
-        if (!pl->have_fwd) choose_fwd(ctx, pl);
-        void *ws = pl->fwd_ws ? rg_cuda_scratch(ctx, pl->fwd_ws) : NULL;
-        RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, pl->fwd_math));
+        const algo_choice *a = choose(ctx, pl, DIR_FWD);
+        void *ws = a->ws ? rg_cuda_scratch(ctx, a->ws) : NULL;
+        RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
         RG_CUDNN_CHECK(cudnnConvolutionForward(ctx->cudnn, &one, pl->x, x + n0 * x_img, pl->w, w,
-                                               pl->conv, pl->fwd, ws, pl->fwd_ws, &zero, pl->y,
-                                               y + n0 * y_img));
+                                               pl->conv, (cudnnConvolutionFwdAlgo_t)a->algo, ws,
+                                               a->ws, &zero, pl->y, y + n0 * y_img));
         if (ws) rg_cuda_scratch_free(ctx, ws);
         if (b)
             RG_CUDNN_CHECK(
@@ -222,12 +257,12 @@ void rg_cuda_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, con
     pthread_mutex_lock(&ctx->cudnn_lock);
     for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
         conv_plan *pl = plan_for(ctx, s, chunk < s->n - n0 ? chunk : s->n - n0);
-        if (!pl->have_bwd_data) choose_bwd_data(ctx, pl);
-        void *ws = pl->bwd_data_ws ? rg_cuda_scratch(ctx, pl->bwd_data_ws) : NULL;
-        RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, pl->bwd_data_math));
+        const algo_choice *a = choose(ctx, pl, DIR_BWD_DATA);
+        void *ws = a->ws ? rg_cuda_scratch(ctx, a->ws) : NULL;
+        RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
         RG_CUDNN_CHECK(cudnnConvolutionBackwardData(
-            ctx->cudnn, &one, pl->w, w, pl->y, dy + n0 * y_img, pl->conv, pl->bwd_data, ws,
-            pl->bwd_data_ws, &beta, pl->x, dx + n0 * x_img));
+            ctx->cudnn, &one, pl->w, w, pl->y, dy + n0 * y_img, pl->conv,
+            (cudnnConvolutionBwdDataAlgo_t)a->algo, ws, a->ws, &beta, pl->x, dx + n0 * x_img));
         if (ws) rg_cuda_scratch_free(ctx, ws);
     }
     pthread_mutex_unlock(&ctx->cudnn_lock);
@@ -247,12 +282,12 @@ void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, co
     for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
         float b = n0 == 0 ? beta : 1.0f; /* later chunks accumulate onto the first */
         conv_plan *pl = plan_for(ctx, s, chunk < s->n - n0 ? chunk : s->n - n0);
-        if (!pl->have_bwd_filter) choose_bwd_filter(ctx, pl);
-        void *ws = pl->bwd_filter_ws ? rg_cuda_scratch(ctx, pl->bwd_filter_ws) : NULL;
-        RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, pl->bwd_filter_math));
+        const algo_choice *a = choose(ctx, pl, DIR_BWD_FILTER);
+        void *ws = a->ws ? rg_cuda_scratch(ctx, a->ws) : NULL;
+        RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
         RG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
             ctx->cudnn, &one, pl->x, x + n0 * x_img, pl->y, dy + n0 * y_img, pl->conv,
-            pl->bwd_filter, ws, pl->bwd_filter_ws, &b, pl->w, dw));
+            (cudnnConvolutionBwdFilterAlgo_t)a->algo, ws, a->ws, &b, pl->w, dw));
         if (ws) rg_cuda_scratch_free(ctx, ws);
         if (db)
             RG_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx->cudnn, &one, pl->y, dy + n0 * y_img,
