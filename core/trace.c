@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "ringgrad/trace.h"
+#include "core/strbuf.h"
 
 #define BLOCK_EVENTS 1024
 #define MAX_EVENTS (1 << 20) /* per thread; later events are counted as dropped */
@@ -200,94 +201,50 @@ void rg_trace_reset(void) {
 
 /* ---- the JSON text of this rank's events ---- */
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} text;
-
-static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text *t, const char *fmt, ...) {
-    for (int tries = 0; tries < 2 && !t->oom; tries++) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0)
-            t->oom = true;
-        else if (t->p && t->len + (size_t)n < t->cap) {
-            t->len += (size_t)n;
-            return;
-        } else {
-            size_t cap = (t->cap + (size_t)n + 1) * 2;
-            char *q = realloc(t->p, cap);
-            if (!q)
-                t->oom = true;
-            else
-                t->p = q, t->cap = cap;
-        }
-    }
-}
-
-/* A JSON string: quotes, backslashes and control characters escaped. */
-static void put_str(text *t, const char *s) {
-    put(t, "\"");
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            put(t, "\\%c", ch);
-        else if (ch < 0x20)
-            put(t, "\\u%04x", ch);
-        else
-            put(t, "%c", ch);
-    }
-    put(t, "\"");
-}
-
 static double micros(int64_t t) {
     int64_t t0 = atomic_load(&tl.t0);
     return t > t0 ? (double)(t - t0) / 1000.0 : 0.0;
 }
 
-static void put_args(text *t, const tl_event *e) {
+static void put_args(rg_strbuf *t, const tl_event *e) {
     if (!e->nargs) return;
-    put(t, ",\"args\":{");
+    rg_strbuf_printf(t, ",\"args\":{");
     for (int i = 0; i < e->nargs; i++) {
-        put(t, "%s", i ? "," : "");
-        put_str(t, e->args[i].name);
-        put(t, ":%lld", (long long)e->args[i].value);
+        rg_strbuf_printf(t, "%s", i ? "," : "");
+        rg_strbuf_json_string(t, e->args[i].name);
+        rg_strbuf_printf(t, ":%lld", (long long)e->args[i].value);
     }
-    put(t, "}");
+    rg_strbuf_printf(t, "}");
 }
 
-static void put_event(text *t, int pid, int tid, const tl_event *e) {
-    put(t, ",\n{\"pid\":%d,\"tid\":%d,\"name\":", pid, tid);
-    put_str(t, e->name);
-    put(t, ",\"cat\":");
-    put_str(t, e->cat);
+static void put_event(rg_strbuf *t, int pid, int tid, const tl_event *e) {
+    rg_strbuf_printf(t, ",\n{\"pid\":%d,\"tid\":%d,\"name\":", pid, tid);
+    rg_strbuf_json_string(t, e->name);
+    rg_strbuf_printf(t, ",\"cat\":");
+    rg_strbuf_json_string(t, e->cat);
     if (!e->async) {
-        put(t, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f", micros(e->t0),
+        rg_strbuf_printf(t, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f", micros(e->t0),
             micros(e->t1) - micros(e->t0));
         put_args(t, e);
-        put(t, "}");
+        rg_strbuf_printf(t, "}");
         return;
     }
-    put(t, ",\"ph\":\"b\",\"id\":\"0x%llx\",\"ts\":%.3f", (unsigned long long)e->id, micros(e->t0));
+    rg_strbuf_printf(t, ",\"ph\":\"b\",\"id\":\"0x%llx\",\"ts\":%.3f", (unsigned long long)e->id, micros(e->t0));
     put_args(t, e);
-    put(t, "},\n{\"pid\":%d,\"tid\":%d,\"name\":", pid, tid);
-    put_str(t, e->name);
-    put(t, ",\"cat\":");
-    put_str(t, e->cat);
-    put(t, ",\"ph\":\"e\",\"id\":\"0x%llx\",\"ts\":%.3f}", (unsigned long long)e->id,
+    rg_strbuf_printf(t, "},\n{\"pid\":%d,\"tid\":%d,\"name\":", pid, tid);
+    rg_strbuf_json_string(t, e->name);
+    rg_strbuf_printf(t, ",\"cat\":");
+    rg_strbuf_json_string(t, e->cat);
+    rg_strbuf_printf(t, ",\"ph\":\"e\",\"id\":\"0x%llx\",\"ts\":%.3f}", (unsigned long long)e->id,
         micros(e->t1));
 }
 
-static void put_thread(text *t, int pid, const tl_thread *th) {
-    put(t,
+static void put_thread(rg_strbuf *t, int pid, const tl_thread *th) {
+    rg_strbuf_printf(t,
         ",\n{\"pid\":%d,\"tid\":%d,\"ph\":\"M\",\"name\":\"thread_name\",\"args\":{\"name\":", pid,
         th->tid);
-    put_str(t, th->name);
-    put(t,
+    rg_strbuf_json_string(t, th->name);
+    rg_strbuf_printf(t,
         "}},\n{\"pid\":%d,\"tid\":%d,\"ph\":\"M\",\"name\":\"thread_sort_index\","
         "\"args\":{\"sort_index\":%d}}",
         pid, th->tid, th->tid);
@@ -299,16 +256,16 @@ static void put_thread(text *t, int pid, const tl_thread *th) {
     }
 }
 
-static text format_rank(int rank) {
-    text t = {0};
+static rg_strbuf format_rank(int rank) {
+    rg_strbuf t = {0};
     int64_t dropped = 0;
     pthread_mutex_lock(&tl.mu);
     for (tl_thread *th = tl.threads; th; th = th->next) dropped += atomic_load(&th->dropped);
-    put(&t,
+    rg_strbuf_printf(&t,
         "{\"pid\":%d,\"ph\":\"M\",\"name\":\"process_name\",\"args\":{\"name\":\"rank %d\","
         "\"dropped_events\":%lld}},\n",
         rank, rank, (long long)dropped);
-    put(&t,
+    rg_strbuf_printf(&t,
         "{\"pid\":%d,\"ph\":\"M\",\"name\":\"process_sort_index\","
         "\"args\":{\"sort_index\":%d}}",
         rank, rank);
@@ -318,13 +275,13 @@ static text format_rank(int rank) {
 }
 
 char *rg_trace_format(int pid, size_t *len) {
-    text t = format_rank(pid);
+    rg_strbuf t = format_rank(pid);
     if (t.oom) {
-        free(t.p);
+        free(t.s);
         *len = 0;
         return NULL;
     }
-    if (!t.p) t.p = calloc(1, 1);
+    if (!t.s) t.s = calloc(1, 1);
     *len = t.len;
-    return t.p;
+    return t.s;
 }

@@ -16,85 +16,38 @@
 
 #include "ringgrad/safetensors.h"
 #include "models/safetensors_impl.h"
+#include "core/strbuf.h"
 
 /* ---- the JSON header, built in a growing buffer ---- */
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-    bool oom;
-} strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->s = p, b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(strbuf *b, const char *fmt, ...) {
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-/* A JSON string literal: quotes, backslashes and control characters escaped. */
-static void sb_string(strbuf *b, const char *s) {
-    sb_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            sb_printf(b, "\\%c", c);
-        else if (c < 0x20)
-            sb_printf(b, "\\u%04x", c);
-        else
-            sb_put(b, s, 1);
-    }
-    sb_put(b, "\"", 1);
-}
-
 /* {"__metadata__":{...},"name":{"dtype":..,"shape":[..],"data_offsets":[b,e]},...} padded with
  * spaces to a multiple of 8 bytes, so that the data section starts aligned. */
-static void build_header(strbuf *b, const rg_named_tensor *ts, int n, const rg_safetensors_kv *meta,
+static void build_header(rg_strbuf *b, const rg_named_tensor *ts, int n, const rg_safetensors_kv *meta,
                          int n_meta) {
-    sb_put(b, "{", 1);
+    rg_strbuf_put(b, "{", 1);
     if (n_meta > 0) {
-        sb_put(b, "\"__metadata__\":{", 16);
+        rg_strbuf_put(b, "\"__metadata__\":{", 16);
         for (int i = 0; i < n_meta; i++) {
-            if (i) sb_put(b, ",", 1);
-            sb_string(b, meta[i].key);
-            sb_put(b, ":", 1);
-            sb_string(b, meta[i].value);
+            if (i) rg_strbuf_put(b, ",", 1);
+            rg_strbuf_json_string(b, meta[i].key);
+            rg_strbuf_put(b, ":", 1);
+            rg_strbuf_json_string(b, meta[i].value);
         }
-        sb_put(b, "}", 1);
+        rg_strbuf_put(b, "}", 1);
     }
     uint64_t at = 0;
     for (int i = 0; i < n; i++) {
         const rg_tensor *t = ts[i].tensor;
-        sb_put(b, i || n_meta > 0 ? "," : "", i || n_meta > 0 ? 1 : 0);
-        sb_string(b, ts[i].name);
-        sb_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", rg_safetensors_dtype_name(t->dtype));
-        for (int d = 0; d < t->ndim; d++) sb_printf(b, "%s%" PRId64, d ? "," : "", t->shape[d]);
+        rg_strbuf_put(b, i || n_meta > 0 ? "," : "", i || n_meta > 0 ? 1 : 0);
+        rg_strbuf_json_string(b, ts[i].name);
+        rg_strbuf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", rg_safetensors_dtype_name(t->dtype));
+        for (int d = 0; d < t->ndim; d++) rg_strbuf_printf(b, "%s%" PRId64, d ? "," : "", t->shape[d]);
         uint64_t end = at + rg_tensor_nbytes(t);
-        sb_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", at, end);
+        rg_strbuf_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", at, end);
         at = end;
     }
-    sb_put(b, "}", 1);
-    while (b->len % 8) sb_put(b, " ", 1);
+    rg_strbuf_put(b, "}", 1);
+    while (b->len % 8) rg_strbuf_put(b, " ", 1);
 }
 
 /* ---- writing ---- */
@@ -104,7 +57,7 @@ RG_NODISCARD static rg_status write_failed(const char *path, const char *what) {
 }
 
 /* Writes the length, the header and every tensor's bytes to fp. */
-RG_NODISCARD static rg_status write_body(FILE *fp, const char *path, const strbuf *hdr,
+RG_NODISCARD static rg_status write_body(FILE *fp, const char *path, const rg_strbuf *hdr,
                             const rg_named_tensor *ts, int n) {
     unsigned char len[8];
     for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)hdr->len >> (8 * i));
@@ -163,7 +116,7 @@ rg_status rg_safetensors_save(const char *path, const rg_named_tensor *ts, int n
                               const rg_safetensors_kv *meta, int n_meta) {
     RG_CHECK(path && (ts || n == 0) && (meta || n_meta == 0), "rg_safetensors_save: NULL argument");
     check_names(ts, n, meta, n_meta);
-    strbuf hdr = {0};
+    rg_strbuf hdr = {0};
     build_header(&hdr, ts, n, meta, n_meta);
     if (hdr.oom) return free(hdr.s), rg_error(RG_ENOMEM, "%s: out of memory for the header", path);
 
