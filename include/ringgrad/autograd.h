@@ -69,6 +69,7 @@ RG_API void rg_grad_hook_remove(rg_tensor *param, int id);
 typedef rg_tensor *(*rg_gradcheck_fn)(rg_tensor *const *inputs, void *ctx);
 
 typedef struct {
+    /* public: options; a zero field takes its default */
     double eps;        /* step (default 1e-2: float32 needs a large one) */
     double atol, rtol; /* pass when |analytic - numeric| <= atol + rtol |numeric| (1e-2, 1e-2) */
     int max_checks;    /* elements checked per input, spread evenly (default 64; 0 = default) */

@@ -28,6 +28,7 @@ extern "C" {
 #define RG_CHECKPOINT_FORMAT_VERSION 1
 
 typedef struct {
+    /* public: the caller fills it for a save; a load writes it */
     int64_t step;   /* optimizer steps taken */
     int64_t epoch;  /* the caller's epoch counter */
     uint64_t seed;  /* the run's seed */

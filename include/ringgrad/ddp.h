@@ -26,6 +26,7 @@ extern "C" {
 #endif
 
 typedef struct {
+    /* public: options; a zero field takes its default */
     double bucket_mb;       /* bucket capacity in MiB (default 25, as PyTorch) */
     double first_bucket_mb; /* the first bucket (the last layers) is small so that communication
                                starts early (default 1) */

@@ -39,6 +39,7 @@ RG_API RG_NODISCARD rg_status rg_env_num_threads(int *n);
 /* ---- memory ---- */
 /* Statistics of a backend's caching allocator, in bytes. */
 typedef struct rg_mem_stats {
+    /* read-only: a snapshot filled by the call that returns it */
     size_t in_use;       /* handed out to tensors now */
     size_t cached;       /* held for reuse */
     size_t peak_in_use;

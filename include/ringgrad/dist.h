@@ -36,6 +36,7 @@ extern "C" {
 typedef void (*rg_stall_fn)(const char *msg, void *ctx);
 
 typedef struct {
+    /* public: options; a zero field takes its default */
     const char *comm;           /* backend of the default comm; NULL: $RG_COMM, else "mpi" */
     double stall_seconds;       /* 0: $RG_STALL_SECONDS, else 60; < 0: no stall check at all */
     double stall_abort_seconds; /* 0: $RG_STALL_ABORT_SECONDS, else 600; < 0: wait forever */

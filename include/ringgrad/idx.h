@@ -32,6 +32,7 @@ extern "C" {
 
 /* The contents of one IDX file. Caller-owned struct; release with rg_idx_deinit(). */
 typedef struct {
+    /* read-only: filled by the reader; the caller frees data */
     int ndim;
     int64_t dims[RG_IDX_MAX_DIMS];
     uint8_t *data; /* prod(dims) bytes, row-major; owned (malloc) */

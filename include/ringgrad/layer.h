@@ -40,6 +40,7 @@ typedef struct {
 
 typedef struct rg_layer rg_layer;
 
+/* public: filled by the author of a layer type, one static instance per type */
 typedef struct {
     const char *kind; /* "Linear": for messages */
     /* The layer's output for x, made by ops in the current step scope. */
@@ -50,11 +51,13 @@ typedef struct {
 } rg_layer_vtable;
 
 struct rg_layer {
+    /* read-only: set by rg_layer_alloc and the rg_layer_add_* helpers; read them freely */
     const rg_layer_vtable *vt;
     char *name;           /* full dotted path; owned */
     rg_param_list params; /* a leaf's own tensors, or every child's for a container */
     rg_layer **children;  /* containers only; owned */
     int n_children;
+    /* private: a concrete layer's own fields follow in its struct (rg_layer first) */
 };
 
 /* ---- using layers ---- */

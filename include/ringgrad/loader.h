@@ -34,6 +34,7 @@ typedef struct rg_loader rg_loader;
 
 /* Zero-initialised fields take their defaults, so a compound literal names only what it changes. */
 typedef struct {
+    /* public: options; a zero field takes its default */
     int64_t batch;  /* items per batch on this rank; required (> 0) */
     bool shuffle;   /* a new permutation every epoch; false keeps file order */
     uint64_t seed;  /* names the permutations (with the epoch) */
@@ -47,6 +48,7 @@ typedef struct {
  * rg_loader_next(), rg_loader_set_epoch() or rg_loader_free() on this loader. Never free them or
  * keep them across steps (copy what you need). */
 typedef struct {
+    /* read-only: written by rg_loader_next */
     rg_tensor *x;  /* (B,C,H,W) float32: the image bytes divided by 255 */
     rg_tensor *y;  /* (B) int64 class labels */
     int64_t size;  /* B: opts.batch, or fewer for the last batch of an epoch */

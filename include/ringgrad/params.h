@@ -18,12 +18,14 @@ extern "C" {
 #endif
 
 typedef struct {
+    /* read-only: owned by the layer or model that registered it */
     const char *name;  /* "fc1.weight"; owned by the model */
     rg_tensor *tensor; /* owned by the model */
     bool is_buffer;    /* true for running statistics and other non-trainable state */
 } rg_named_tensor;
 
 typedef struct {
+    /* read-only: grown by the layer that owns the list */
     rg_named_tensor *items; /* in registration order (the order of the model's forward) */
     int n;
 } rg_param_list;

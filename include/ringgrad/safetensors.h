@@ -29,6 +29,7 @@ extern "C" {
 #define RG_SAFETENSORS_MAX_DIMS 16
 
 typedef struct {
+    /* read-only: filled by the file handle, valid while it is open */
     const char *name;  /* borrowed from the file handle */
     const char *dtype; /* "F32", "I64", ...: one of the format's dtypes */
     size_t elem_size;  /* bytes per element */

@@ -25,6 +25,7 @@ extern "C" {
 
 /* A caller-owned value: fill it with rg_sampler_init(); nothing to free. */
 typedef struct {
+    /* public: options */
     int64_t n;     /* dataset items */
     bool shuffle;  /* false: file order */
     uint64_t seed; /* with the epoch, names the permutation */

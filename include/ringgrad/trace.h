@@ -29,6 +29,7 @@ extern "C" {
 
 /* A named integer shown in the event's details ("bytes": 4194304). name is a static string. */
 typedef struct {
+    /* public */
     const char *name;
     int64_t value;
 } rg_trace_arg;
