@@ -205,6 +205,36 @@ RG_NODISCARD static rg_status read_list(rg_safetensors *f, const rg_param_list *
     return RG_OK;
 }
 
+/* Every float tensor of `list` in the file is finite: a NaN or Inf weight would load silently
+ * and train into a model that reports plausible numbers (ReLU used to turn NaN into 0). Reads
+ * each tensor once more into a scratch buffer, before anything is changed. */
+RG_NODISCARD static rg_status check_finite(rg_safetensors *f, const rg_param_list *list) {
+    size_t cap = 0;
+    float *buf = NULL;
+    rg_status s = RG_OK;
+    for (int i = 0; i < list->n && s == RG_OK; i++) {
+        const rg_safetensors_entry *e = rg_safetensors_find(f, list->items[i].name);
+        if (list->items[i].tensor->dtype != RG_F32 || e->numel == 0) continue;
+        size_t bytes = (size_t)(e->end - e->begin);
+        if (bytes > cap) {
+            free(buf);
+            cap = bytes;
+            if (!(buf = malloc(cap)))
+                return rg_error(RG_ENOMEM, "%s: out of memory checking '%.200s'",
+                                rg_safetensors_path(f), e->name);
+        }
+        s = rg_safetensors_read(f, e, buf);
+        for (int64_t k = 0; s == RG_OK && k < e->numel; k++)
+            if (!isfinite(buf[k]))
+                s = rg_error(RG_ECORRUPT,
+                             "%s: tensor '%.200s' holds a non-finite value (%g at element %lld); "
+                             "a checkpoint with NaN or Inf is not loaded",
+                             rg_safetensors_path(f), e->name, (double)buf[k], (long long)k);
+    }
+    free(buf);
+    return s;
+}
+
 /* Checks the whole file against model and optim, then loads it. */
 RG_NODISCARD static rg_status load_checked(rg_safetensors *f, rg_model *model, rg_optim *optim,
                               rg_checkpoint_meta *meta, rg_rng_stream *streams) {
@@ -221,6 +251,8 @@ RG_NODISCARD static rg_status load_checked(rg_safetensors *f, rg_model *model, r
     RG_TRY(meta_u64(f, "seed", &m.seed));
     snprintf(m.model, sizeof m.model, "%s", rg_safetensors_meta(f, "model"));
     RG_TRY(read_streams(f, model, streams));
+    RG_TRY(check_finite(f, rg_model_params(model)));
+    if (state) RG_TRY(check_finite(f, state));
 
     /* Everything checked: now change the model and the optimizer. */
     RG_TRY(read_list(f, rg_model_params(model)));
@@ -255,6 +287,7 @@ rg_status rg_checkpoint_load_weights(const char *path, rg_model *model) {
     rg_status s = check_identity(f, model, false);
     if (s == RG_OK) s = match_list(f, rg_model_params(model), "model");
     if (s == RG_OK) s = check_extras(f, model, NULL);
+    if (s == RG_OK) s = check_finite(f, rg_model_params(model));
     if (s == RG_OK) s = read_list(f, rg_model_params(model));
     rg_safetensors_close(f);
     return s;
