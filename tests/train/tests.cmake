@@ -89,3 +89,9 @@ rg_train_test(resume 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh)
 # ---- 2 simulated hosts
 rg_train_test(cluster 2 "" "train;mpi;cluster" ${RG_TRAIN_SH}/cluster.sh ${CMAKE_SOURCE_DIR}/scripts/sim-cluster.sh)
 set_tests_properties(train/cluster PROPERTIES SKIP_RETURN_CODE 77)
+
+# ---- reliability (issue 10): divergence, signals, output paths, configuration agreement, resume
+#   nonfinite.sh  a NaN loss stops training naming the step, rank and tensor; valid --json;
+#                 the last checkpoint kept
+rg_train_test(nonfinite_np1 1 "" train ${RG_TRAIN_SH}/nonfinite.sh 1)
+rg_train_test(nonfinite_np2 2 "" "train;mpi" ${RG_TRAIN_SH}/nonfinite.sh 2)

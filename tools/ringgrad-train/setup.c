@@ -6,12 +6,19 @@
 
 #include "trainer.h"
 
+static char first_error[4096];
+
+const char *trainer_first_error(void) {
+    return first_error;
+}
+
 void trainer_error(const trainer *t, const char *fmt, ...) {
     char msg[4096];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (!first_error[0]) snprintf(first_error, sizeof first_error, "%s", msg);
     /* One call, one write: mpirun merges the ranks' stderr, and pieces written apart interleave
      * with the other ranks' ("rank 1: error: rank 0: error: ..."). */
     if (t->world > 1)
