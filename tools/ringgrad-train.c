@@ -117,10 +117,14 @@ static bool run_epoch(trainer *t, int64_t epoch) {
     while (v == GUARD_GO && (t->a.max_steps < 0 || t->step < t->a.max_steps) &&
            rg_loader_next(t->train, &b)) {
         double t0 = progress_now();
+        int64_t step_before = t->step;
         v = train_step(t, &b, &m);
         t->train_seconds += progress_now() - t0;
         t->images += b.size * t->world;
         batches++;
+        if (v != GUARD_DIVERGED && v != GUARD_FAILED && t->step != step_before &&
+            guard_save_periodic(t, batches == spe ? epoch + 1 : epoch) != RG_OK)
+            t->local_error = true; /* reported; every rank stops at the next check */
         progress_update(&t->prog, batches, m.loss_sum / (double)m.seen,
                         (double)m.correct / (double)m.seen, (double)t->images / t->train_seconds);
         guard_check_stdout(t);
@@ -129,7 +133,9 @@ static bool run_epoch(trainer *t, int64_t epoch) {
     if (reduce_metrics(t, &m) != RG_OK) return false;
     bool finished = batches == spe;
     if (v == GUARD_STOP_AFTER_STEP) { /* a signal: save now, skip the evaluation, stop */
-        if (trainer_save(t, finished ? epoch + 1 : epoch) != RG_OK) t->stop_signal = 0;
+        /* agreed, so that no rank exits (and mpirun kills the job) before rank 0 has saved */
+        if (trainer_agree(t, trainer_save(t, finished ? epoch + 1 : epoch)) != RG_OK)
+            t->stop_signal = 0;
         return false;
     }
     t->trained_any |= m.seen > 0;

@@ -41,18 +41,6 @@ expect_exit() {
 # expect_line REGEX: some line of $log matches the extended regex.
 expect_line() { grep -Eq -- "$1" "$log" || fail "no line of the output matches /$1/"; }
 
-# The PIDs of ranks running under process $1 (any depth), as "pid rank" lines.
-rank_pids() {
-    local p kids
-    kids=$(pgrep -P "$1" || true)
-    for p in $kids; do
-        local r
-        r=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
-        [ -n "$r" ] && [ "$(basename "$(readlink "/proc/$p/exe" 2>/dev/null)")" = ringgrad-train ] && echo "$p $r"
-        rank_pids "$p"
-    done
-}
-
 mpmd() { # mpmd "ARGS OF RANK 0" "ARGS OF RANK 1" (split at spaces)
     # shellcheck disable=SC2206
     local a=($1) b=($2)

@@ -43,6 +43,8 @@ static const opt options[] = {
     {"threads", "N", "CPU threads per rank (default: $RG_NUM_THREADS, else cores / ranks on this host)", OPT_INT, F(threads), 0, 4096, NULL},
     {"init", "FILE", "start from the weights in a safetensors checkpoint", OPT_STR, F(init), 0, 0, NULL},
     {"save", "FILE", "write a checkpoint (weights, optimizer, position) after each epoch and at the end", OPT_STR, F(save), 0, 0, NULL},
+    {"save-every", "N", "also write FILE-step<S>.safetensors every N optimizer steps (needs --save)", OPT_I64, F(save_every), 1, 1e15, NULL},
+    {"keep", "K", "with --save-every: keep the last K of those files (default 3)", OPT_INT, F(keep), 1, 1e6, NULL},
     {"resume", "FILE", "continue exactly from a checkpoint written by --save", OPT_STR, F(resume), 0, 0, NULL},
     {"timeline", "FILE", "write a Chrome-trace JSON of the run (open in Perfetto or chrome://tracing)", OPT_STR, F(timeline), 0, 0, NULL},
     {"json", NULL, "print a one-line JSON summary as the last line", OPT_FLAG, F(json), 0, 0, NULL},
@@ -62,7 +64,7 @@ static void defaults(train_args *a) {
         .model = "cnn", .data = "fmnist", .device = "cpu", .epochs = 2, .max_steps = -1,
         .batch_size = 128, .optim = "adam", .lr = -1, .momentum = 0, .lr_schedule = "constant",
         .lr_step_size = 1000, .lr_gamma = 0.1, .seed = 42, .dropout = -1, .bucket_mb = 25,
-        .accum_steps = 1, .compress = "none", .stall_seconds = 60,
+        .accum_steps = 1, .compress = "none", .stall_seconds = 60, .keep = 3,
     };
 }
 
@@ -134,6 +136,7 @@ int train_args_parse(train_args *a, int argc, char **argv) {
     }
     if (a->lr < 0) a->lr = strcmp(a->optim, "sgd") == 0 ? 0.01 : 1e-3;
     if (a->resume && a->init) return usage_error("--resume and --init exclude each other");
+    if (a->save_every && !a->save) return usage_error("--save-every needs --save FILE");
     return 0;
 }
 

@@ -25,6 +25,8 @@ typedef struct {
     int threads; /* 0: cores per local rank */
     /* files */
     const char *init, *save, *resume, *timeline;
+    int64_t save_every; /* 0: only after each epoch */
+    int keep;           /* periodic checkpoints kept */
     bool json;
     /* distribution */
     const char *comm, *compress;

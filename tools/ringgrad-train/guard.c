@@ -17,7 +17,7 @@
 
 #include "trainer.h"
 
-enum { FLAG_LOSS = 1, FLAG_GRAD = 2, FLAG_SIGNAL = 4 };
+enum { FLAG_LOSS = 1, FLAG_GRAD = 2, FLAG_SIGNAL = 4, FLAG_ERROR = 8 };
 
 /* ---- signals ---- */
 
@@ -93,7 +93,7 @@ guard_verdict guard_step(trainer *t, float loss, bool sync) {
     if (!sync) return GUARD_GO;
     const char *bad = first_bad_grad(t);
     int64_t mine = (t->bad_loss ? FLAG_LOSS : 0) | (bad ? FLAG_GRAD : 0) |
-                   (caught_signal ? FLAG_SIGNAL : 0);
+                   (caught_signal ? FLAG_SIGNAL : 0) | (t->local_error ? FLAG_ERROR : 0);
     int64_t one = mine, *flags = &one, any = mine;
     int64_t stack[64], *heap = NULL;
     if (t->world > 1) {
@@ -108,7 +108,11 @@ guard_verdict guard_step(trainer *t, float loss, bool sync) {
         for (int r = 0; r < t->world; r++) any |= flags[r];
     }
     guard_verdict v = GUARD_GO;
-    if (any & (FLAG_LOSS | FLAG_GRAD)) {
+    if (any & FLAG_ERROR) {
+        if (!t->local_error) trainer_error(t, "step %lld: another rank failed (see its message)",
+                                           (long long)t->step);
+        v = GUARD_FAILED;
+    } else if (any & (FLAG_LOSS | FLAG_GRAD)) {
         int first = 0;
         while (!(flags[first] & (FLAG_LOSS | FLAG_GRAD))) first++;
         if (t->rank == first) {
@@ -139,7 +143,7 @@ guard_verdict guard_step(trainer *t, float loss, bool sync) {
             t->stop_signal = sig;
             if (t->rank == 0 || caught_signal)
                 fprintf(stderr, "ringgrad-train: rank %d: %s: finishing step %lld%s, then exiting "
-                                "(a second signal exits at once)\n", t->rank,
+                                "with 128+signal (a second signal exits at once)\n", t->rank,
                         caught_signal ? strsignal(sig) : "another rank caught a signal",
                         (long long)t->step, t->a.save ? " and saving" : "");
         }
@@ -185,6 +189,32 @@ rg_status guard_check_outputs(trainer *t) {
         st = guard_probe_output("timeline", t->a.timeline);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
     return trainer_agree(t, st);
+}
+
+/* ---- periodic checkpoints ---- */
+
+/* "run.safetensors", step 120 -> "run-step120.safetensors" (the extension kept when there is one) */
+static void periodic_name(const char *save, int64_t step, char *out, size_t cap) {
+    const char *dot = strrchr(save, '.'), *slash = strrchr(save, '/');
+    if (!dot || (slash && dot < slash)) dot = save + strlen(save);
+    snprintf(out, cap, "%.*s-step%lld%s", (int)(dot - save), save, (long long)step, dot);
+}
+
+rg_status guard_save_periodic(trainer *t, int64_t epoch) {
+    if (!t->a.save_every || t->step % t->a.save_every != 0 || t->rank != 0) return RG_OK;
+    char path[4200], old[4200];
+    periodic_name(t->a.save, t->step, path, sizeof path);
+    const char *keep = t->a.save;
+    t->a.save = path; /* trainer_save writes t->a.save */
+    rg_status st = trainer_save(t, epoch);
+    t->a.save = keep;
+    int64_t gone = t->step - (int64_t)t->a.keep * t->a.save_every;
+    if (st == RG_OK && gone > 0) {
+        periodic_name(t->a.save, gone, old, sizeof old);
+        if (unlink(old) != 0 && errno != ENOENT)
+            fprintf(stderr, "ringgrad-train: warning: cannot remove %s: %s\n", old, strerror(errno));
+    }
+    return st;
 }
 
 /* ---- JSON ---- */

@@ -35,6 +35,7 @@ typedef struct {
     float bad_loss_value;
     bool diverged;        /* a non-finite loss or gradient stopped training */
     int stop_signal;      /* the ranks agreed to stop after this step for this signal */
+    bool local_error;     /* this rank failed (reported): every rank stops at the next check */
 } trainer;
 
 /* "ringgrad-train: error: <msg>" on stderr, naming the rank in a multi-rank job. */
@@ -71,6 +72,9 @@ guard_verdict guard_step(trainer *t, float loss, bool sync);
 RG_NODISCARD rg_status guard_probe_output(const char *flag, const char *path);
 /* Rank 0 probes --save and --timeline; every rank fails together (collective). */
 RG_NODISCARD rg_status guard_check_outputs(trainer *t);
+/* --save-every N: after step N, 2N, ... rank 0 writes FILE-step<S>.safetensors and removes the one
+ * --keep saves before it. */
+RG_NODISCARD rg_status guard_save_periodic(trainer *t, int64_t epoch);
 /* "key":x, (null when not finite) and a JSON string literal */
 void guard_json_number(FILE *out, const char *key, double x, const char *fmt);
 void guard_json_string(FILE *out, const char *s);
