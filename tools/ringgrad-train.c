@@ -209,10 +209,17 @@ static int start(trainer *t, int *argc, char ***argv) {
     }
     const char *comm = t->a.comm;
     if (!comm && !getenv("RG_COMM") && t->dev.type == RG_DEV_CUDA) comm = "nccl";
+    char agreed[4096];
+    train_args_agreed(&t->a, agreed, sizeof agreed);
     t->dist = rg_dist_init_opts(argc, argv, &(rg_dist_opts){.comm = comm,
-                                                            .stall_seconds = t->a.stall_seconds});
+                                                            .stall_seconds = t->a.stall_seconds,
+                                                            .agree = agreed});
     if (!t->dist) {
-        fprintf(stderr, "ringgrad-train: error: %s\n", rg_last_error());
+        const char *world = getenv("OMPI_COMM_WORLD_SIZE");
+        if (world && atoi(world) > 1)
+            fprintf(stderr, "ringgrad-train: rank %d: error: %s\n", env_rank(), rg_last_error());
+        else
+            fprintf(stderr, "ringgrad-train: error: %s\n", rg_last_error());
         return 1;
     }
     t->comm = rg_dist_comm(t->dist);

@@ -101,3 +101,8 @@ foreach(mode outputs pipe term1 int2 every)
   rg_train_test(interrupt_${mode} 1 "" train ${RG_TRAIN_SH}/interrupt.sh ${mode})
 endforeach()
 rg_train_test(interrupt_term_rank1 2 "" "train;mpi" ${RG_TRAIN_SH}/interrupt.sh term_rank1)
+#   agree.sh      ranks that differ in backend, batch, hyperparameters, --save, data size: every
+#                 rank fails before training, naming the setting and the ranks' values
+foreach(mode comm hyper save1 init datasize)
+  rg_train_test(agree_${mode} 2 "" "train;mpi" ${RG_TRAIN_SH}/agree.sh ${mode})
+endforeach()

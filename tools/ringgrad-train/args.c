@@ -157,3 +157,45 @@ void train_args_usage(void) {
            "(the progress bar redraws in place on a terminal; under mpirun a rank's stdout is a\n"
            "terminal even when mpirun writes to a file, so scripts/rg-mpirun sets lines then).\n");
 }
+
+/* The settings every rank must share (issue 10): what is trained, how, and which files are given
+ * (a path may differ between hosts, its presence may not). Not here: --data-dir, --device's
+ * index, --threads, --timeline, --json, --stall-seconds, which may differ per host. */
+static const char *const agreed[] = {
+    "model", "data", "epochs", "max-steps", "batch-size", "optim", "lr", "momentum",
+    "weight-decay", "lr-schedule", "lr-step-size", "lr-gamma", "warmup-steps", "scale-lr", "seed",
+    "no-shuffle", "dropout", "accum-steps", "compress", "bucket-mb", "no-overlap", "no-allreduce",
+    "save-every", "init", "save", "resume",
+};
+
+void train_args_agreed(const train_args *a, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof agreed / sizeof agreed[0] && n < cap; i++) {
+        const opt *o = NULL;
+        for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+            if (strcmp(options[k].name, agreed[i]) == 0) o = &options[k];
+        if (!o) continue;
+        const char *field = (const char *)a + o->offset;
+        char v[128];
+        switch (o->kind) {
+        case OPT_INT: snprintf(v, sizeof v, "%d", *(const int *)field); break;
+        case OPT_I64: snprintf(v, sizeof v, "%lld", (long long)*(const int64_t *)field); break;
+        case OPT_DBL: /* the shortest form that reads back as the same double */
+            for (int p = 1; p <= 17; p++) {
+                snprintf(v, sizeof v, "%.*g", p, *(const double *)field);
+                if (strtod(v, NULL) == *(const double *)field) break;
+            }
+            break;
+        case OPT_FLAG: snprintf(v, sizeof v, "%s", *(const bool *)field ? "on" : "off"); break;
+        default: {
+            const char *s = *(const char *const *)field;
+            if (o->choices) snprintf(v, sizeof v, "%s", s ? s : "(default)");
+            else snprintf(v, sizeof v, "%s", s ? "set" : "unset"); /* a path */
+        }
+        }
+        n += (size_t)snprintf(buf + n, cap - n, "--%s %s\n", o->name, v);
+    }
+    const char *dev = a->device; /* cpu or cuda: the index is per host */
+    if (n < cap) snprintf(buf + n, cap - n, "--device %.*s\n", (int)strcspn(dev, ":"), dev);
+}

@@ -4,6 +4,7 @@
 #define RG_TRAIN_ARGS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
@@ -39,6 +40,8 @@ typedef struct {
 /* Fills defaults, then parses argv. Returns 0 on success; on a usage error prints
  * "ringgrad-train: <problem>" and a hint to stderr and returns 2. */
 int train_args_parse(train_args *a, int argc, char **argv);
+/* The settings every rank must share, as "--name value" lines for rg_dist_opts.agree. */
+void train_args_agreed(const train_args *a, char *buf, size_t cap);
 /* Prints the --help text to stdout. */
 void train_args_usage(void);
 

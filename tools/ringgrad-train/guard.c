@@ -191,6 +191,31 @@ rg_status guard_check_outputs(trainer *t) {
     return trainer_agree(t, st);
 }
 
+/* ---- values the ranks must share, known only after start-up ---- */
+
+rg_status guard_agree_i64(trainer *t, const char *what, int64_t mine) {
+    if (t->world == 1) return RG_OK;
+    int64_t *all = malloc((size_t)t->world * sizeof *all);
+    rg_status st = all ? rg_comm_allgather(t->comm, &mine, all, 1, RG_COMM_I64) : RG_ENOMEM;
+    if (st != RG_OK) {
+        trainer_error(t, "comparing %s across the ranks: %s", what,
+                      all ? rg_last_error() : "out of memory");
+        free(all);
+        return st;
+    }
+    char msg[1024];
+    size_t n = (size_t)snprintf(msg, sizeof msg, "%s differs between the ranks: %lld on rank 0",
+                                what, (long long)all[0]);
+    for (int r = 1, named = 0; r < t->world && named < 8; r++)
+        if (all[r] != all[0] && n < sizeof msg) {
+            n += (size_t)snprintf(msg + n, sizeof msg - n, ", %lld on rank %d", (long long)all[r], r);
+            named++, st = RG_EMISMATCH;
+        }
+    if (st != RG_OK) trainer_error(t, "%s", msg);
+    free(all);
+    return st;
+}
+
 /* ---- periodic checkpoints ---- */
 
 /* "run.safetensors", step 120 -> "run-step120.safetensors" (the extension kept when there is one) */

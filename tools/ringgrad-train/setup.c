@@ -49,7 +49,10 @@ rg_status trainer_setup_data(trainer *t) {
         if (st == RG_OK) st = rg_dataset_fmnist(dir, RG_SPLIT_TEST, &t->test_ds);
     }
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
-    return trainer_agree(t, st);
+    RG_TRY(trainer_agree(t, st));
+    /* the sampler shards the same order on every rank: the sets must be the same size */
+    RG_TRY(guard_agree_i64(t, "the number of training images", t->train_ds->n));
+    return guard_agree_i64(t, "the number of test images", t->test_ds->n);
 }
 
 static rg_optim *make_optimizer(trainer *t, const rg_param_list *params) {

@@ -70,6 +70,9 @@ void guard_check_stdout(trainer *t);
 guard_verdict guard_step(trainer *t, float loss, bool sync);
 /* Creates and removes a probe file next to path; an error names the flag and the path. */
 RG_NODISCARD rg_status guard_probe_output(const char *flag, const char *path);
+/* Collective: every rank's `mine` must equal rank 0's; otherwise an error on every rank naming
+ * `what` and the ranks with their values. */
+RG_NODISCARD rg_status guard_agree_i64(trainer *t, const char *what, int64_t mine);
 /* Rank 0 probes --save and --timeline; every rank fails together (collective). */
 RG_NODISCARD rg_status guard_check_outputs(trainer *t);
 /* --save-every N: after step N, 2N, ... rank 0 writes FILE-step<S>.safetensors and removes the one
