@@ -40,6 +40,8 @@ static int build_meta(kv_store *kv, const rg_model *model, rg_optim *optim,
     PUT("step", "%" PRId64, meta->step);
     PUT("epoch", "%" PRId64, meta->epoch);
     PUT("seed", "%" PRIu64, meta->seed);
+    if (meta->global_batch > 0) PUT("global_batch", "%" PRId64, meta->global_batch);
+    if (meta->steps_per_epoch > 0) PUT("steps_per_epoch", "%" PRId64, meta->steps_per_epoch);
     if (optim) {
         PUT("optim", "%s", rg_optim_kind(optim));
         PUT("optim.lr", "%.9g", (double)rg_optim_get_lr(optim)); /* 9 digits: exact for float */
@@ -65,8 +67,8 @@ rg_status rg_checkpoint_save(const char *path, const rg_model *model, rg_optim *
     int n = params->n + (state ? state->n : 0), ns;
     rg_model_streams(model, &ns);
     rg_named_tensor *all = malloc(((size_t)n + 1) * sizeof *all);
-    kv_store *kv = malloc((8 + 2 * (size_t)ns) * sizeof *kv);
-    rg_safetensors_kv *pairs = malloc((8 + 2 * (size_t)ns) * sizeof *pairs);
+    kv_store *kv = malloc((10 + 2 * (size_t)ns) * sizeof *kv);
+    rg_safetensors_kv *pairs = malloc((10 + 2 * (size_t)ns) * sizeof *pairs);
     rg_status s = RG_ENOMEM;
     if (all && kv && pairs) {
         memcpy(all, params->items, (size_t)params->n * sizeof *all);
@@ -249,6 +251,9 @@ RG_NODISCARD static rg_status load_checked(rg_safetensors *f, rg_model *model, r
     RG_TRY(meta_i64(f, "step", &m.step));
     RG_TRY(meta_i64(f, "epoch", &m.epoch));
     RG_TRY(meta_u64(f, "seed", &m.seed));
+    if (rg_safetensors_meta(f, "global_batch")) RG_TRY(meta_i64(f, "global_batch", &m.global_batch));
+    if (rg_safetensors_meta(f, "steps_per_epoch"))
+        RG_TRY(meta_i64(f, "steps_per_epoch", &m.steps_per_epoch));
     snprintf(m.model, sizeof m.model, "%s", rg_safetensors_meta(f, "model"));
     RG_TRY(read_streams(f, model, streams));
     RG_TRY(check_finite(f, rg_model_params(model)));

@@ -269,6 +269,13 @@ int main(int argc, char **argv) {
         if (t.a.max_steps >= 0 && t.step >= t.a.max_steps && e > t.start_epoch) break;
         ok = run_epoch(&t, e);
     }
+    if (ok && t.test_acc < 0 && !t.stop_signal) { /* nothing left to train (a finished run resumed) */
+        t.test_acc = evaluate(&t);
+        ok = t.test_acc >= 0;
+        if (ok && t.rank == 0)
+            printf("Nothing left to train (step %lld, epoch %lld of %d); test_accuracy: %.4f\n",
+                   (long long)t.step, (long long)t.start_epoch, t.a.epochs, t.test_acc);
+    }
     if (ok && t.a.timeline) {
         rg_trace_stop();
         if (rg_timeline_write(t.comm, t.a.timeline) != RG_OK) {

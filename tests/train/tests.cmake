@@ -106,3 +106,6 @@ rg_train_test(interrupt_term_rank1 2 "" "train;mpi" ${RG_TRAIN_SH}/interrupt.sh 
 foreach(mode comm hyper save1 init datasize)
   rg_train_test(agree_${mode} 2 "" "train;mpi" ${RG_TRAIN_SH}/agree.sh ${mode})
 endforeach()
+#   resume_world.sh  2 -> 1 -> 3 ranks at global batch 96 = one uninterrupted run; impossible
+#                 resumes fail; --lr overrides a checkpoint; a finished run reports its accuracy
+rg_train_test(resume_world 3 "" "train;mpi" ${RG_TRAIN_SH}/resume_world.sh)

@@ -134,6 +134,7 @@ int train_args_parse(train_args *a, int argc, char **argv) {
         if (!v) return usage_error("--%s needs a value", o->name);
         if (set_value(a, o, v)) return 2;
     }
+    a->lr_given = a->lr >= 0;
     if (a->lr < 0) a->lr = strcmp(a->optim, "sgd") == 0 ? 0.01 : 1e-3;
     if (a->resume && a->init) return usage_error("--resume and --init exclude each other");
     if (a->save_every && !a->save) return usage_error("--save-every needs --save FILE");

@@ -16,6 +16,7 @@ typedef struct {
     /* optimisation */
     const char *optim, *lr_schedule;
     double lr, momentum, weight_decay, lr_gamma;
+    bool lr_given; /* --lr was on the command line (it then overrides a checkpoint's) */
     int warmup_steps, lr_step_size;
     bool scale_lr;
     /* reproducibility */

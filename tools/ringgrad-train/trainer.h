@@ -25,6 +25,7 @@ typedef struct {
     int64_t step;         /* optimizer steps taken (across epochs, restored by --resume) */
     int64_t start_epoch;  /* first epoch to run (from --resume) */
     int64_t skip_batches; /* batches of start_epoch already trained before --resume */
+    rg_checkpoint_meta resume_meta; /* what --resume read (rank 0) and broadcast */
     double train_seconds; /* time spent in training steps only */
     int64_t images;       /* images trained, all ranks */
     double last_loss, last_acc, test_acc;
