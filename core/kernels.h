@@ -66,10 +66,11 @@ static RG_HOSTDEV float rg_philox_normal(uint64_t seed, uint64_t i) {
 
 /* ---- activations --------------------------------------------------------------------------- */
 
-/* relu(x) = max(x, 0) */
-static RG_HOSTDEV float rg_k_relu(float x) { return x > 0.0f ? x : 0.0f; }
-/* d relu / dx = 1 if x > 0 else 0 (0 at x = 0, as PyTorch) */
-static RG_HOSTDEV float rg_k_relu_grad(float x, float dy) { return x > 0.0f ? dy : 0.0f; }
+/* relu(x) = max(x, 0), NaN in NaN out (as PyTorch: a NaN must not turn into a plausible 0) */
+static RG_HOSTDEV float rg_k_relu(float x) { return x < 0.0f ? 0.0f : x; }
+/* d relu / dx = 0 if x <= 0 else 1 (0 at x = 0, and NaN passes dy through, as PyTorch's
+ * threshold_backward) */
+static RG_HOSTDEV float rg_k_relu_grad(float x, float dy) { return x <= 0.0f ? 0.0f : dy; }
 
 /* ---- dropout: y = keep(i) ? x / (1 - p) : 0, keep(i) = u(seed, offset + i) >= p --------------- */
 static RG_HOSTDEV bool rg_dropout_keep(float p, uint64_t seed, uint64_t i) {

@@ -5,6 +5,7 @@
  * that tells the user how to get it, not a crash or a bare "No such file". */
 #include "ringgrad/dataset.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,10 +152,16 @@ static bool file_exists(const char *path) {
 RG_NODISCARD
 static rg_status fmnist_file(const char *dir, const char *prefix, const char *kind, char *path,
                              size_t n) {
-    snprintf(path, n, "%s/%s-%s.gz", dir, prefix, kind);
+    int len = snprintf(path, n, "%s/%s-%s.gz", dir, prefix, kind);
+    if (len < 0 || (size_t)len >= n)
+        return rg_error(RG_EINVAL, "%s: the folder's path is too long (%zu characters)", dir,
+                        strlen(dir));
     if (file_exists(path)) return RG_OK;
+    /* a symlink loop or a permission problem is not "no such file": say what stat said */
+    if (errno != ENOENT) return rg_error(RG_EIO, "%s: %s", path, strerror(errno));
     snprintf(path, n, "%s/%s-%s", dir, prefix, kind);
     if (file_exists(path)) return RG_OK;
+    if (errno != ENOENT) return rg_error(RG_EIO, "%s: %s", path, strerror(errno));
     return rg_error(RG_ENOENT,
                     "%s/%s-%s.gz: no such file (nor an unpacked copy): the "
                     "Fashion-MNIST folder is incomplete; " FMNIST_INSTALL_HINT,
@@ -167,6 +174,8 @@ rg_status rg_dataset_fmnist(const char *dir, rg_split split, rg_dataset **out) {
     *out = NULL;
     if (!dir) dir = rg_data_default_dir();
     struct stat st;
+    if (stat(dir, &st) != 0 && errno != ENOENT && errno != ENOTDIR)
+        return rg_error(RG_EIO, "Fashion-MNIST folder %s: %s", dir, strerror(errno));
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return rg_error(RG_ENOENT,
                         "Fashion-MNIST not found: %s is not a folder; " FMNIST_INSTALL_HINT, dir);

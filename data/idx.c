@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -81,17 +82,22 @@ static rg_status read_header(gzFile f, const char *path, int ndim, rg_idx *a, in
         return rg_error(RG_ECORRUPT, "%s: truncated: the header ends after %zu of %zu bytes%s",
                         path, got, head_len, short_read_reason(f));
     int64_t total = 1;
+    bool over = false;
+    char dims[16 * RG_IDX_MAX_DIMS] = "";
     for (int i = 0; i < ndim; i++) {
         int64_t d = load_be32(head + 4 + 4 * i);
         if (d == 0) return rg_error(RG_ECORRUPT, "%s: dimension %d is 0", path, i);
-        if (total > RG_IDX_MAX_BYTES / d)
-            return rg_error(RG_ECORRUPT,
-                            "%s: absurd dimensions: dimension %d is %" PRId64
-                            " and the data would exceed the %" PRId64 " GiB limit",
-                            path, i, d, RG_IDX_MAX_BYTES >> 30);
-        total *= d;
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%" PRId64, i ? " x " : "", d);
+        over = over || total > RG_IDX_MAX_BYTES / d;
+        if (!over) total *= d;
         a->dims[i] = d;
     }
+    /* the whole shape, not the dimension where the product crossed the limit: a count of 2^31
+     * images is the absurd part of 2147483648 x 28 x 28, not the 28 */
+    if (over)
+        return rg_error(RG_ECORRUPT,
+                        "%s: absurd header: %s %s would exceed the %" PRId64 " GiB limit", path,
+                        dims, ndim == 1 ? "labels" : "bytes of pixels", RG_IDX_MAX_BYTES >> 30);
     a->ndim = ndim;
     *nbytes = total;
     return RG_OK;

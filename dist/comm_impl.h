@@ -155,6 +155,11 @@ struct rg_dist {
     uint64_t requests; /* requests queued so far: ids for the timeline */
 };
 
+/* ---- agree.c ---- */
+/* Collective over MPI_COMM_WORLD (no-op alone): every rank's "name value" lines must equal rank
+ * 0's; otherwise RG_EMISMATCH on every rank with the same message. */
+RG_NODISCARD rg_status rg_dist_agree_config(rg_dist *d, const char *config);
+
 /* ---- comm_thread.c ---- */
 RG_NODISCARD rg_status rg_comm_thread_start(rg_dist *d);
 void rg_comm_thread_stop(rg_dist *d); /* after the queue drains */

@@ -113,6 +113,16 @@ rg_dist *rg_dist_init_opts(int *argc, char ***argv, const rg_dist_opts *opts) {
     d->launched = up || launched_by_mpirun();
     rg_trace_name_thread("main");
     rg_status s = d->launched ? start_mpi(d, argc, argv) : RG_OK;
+    if (s == RG_OK) {
+        /* over MPI, before the chosen communicator exists: ranks on different backends must
+         * still be able to tell each other so */
+        size_t cap = strlen(o.comm) + (o.agree ? strlen(o.agree) : 0) + 64;
+        char *config = malloc(cap);
+        RG_CHECK(config, "rg_dist_init: out of memory");
+        snprintf(config, cap, "--comm/$RG_COMM %s\n%s", o.comm, o.agree ? o.agree : "");
+        s = rg_dist_agree_config(d, config);
+        free(config);
+    }
     if (s == RG_OK) s = rg_comm_thread_start(d);
     if (s == RG_OK) s = rg_comm_new(d, backend, &d->comm);
     if (s != RG_OK) {

@@ -40,6 +40,8 @@ static int build_meta(kv_store *kv, const rg_model *model, rg_optim *optim,
     PUT("step", "%" PRId64, meta->step);
     PUT("epoch", "%" PRId64, meta->epoch);
     PUT("seed", "%" PRIu64, meta->seed);
+    if (meta->global_batch > 0) PUT("global_batch", "%" PRId64, meta->global_batch);
+    if (meta->steps_per_epoch > 0) PUT("steps_per_epoch", "%" PRId64, meta->steps_per_epoch);
     if (optim) {
         PUT("optim", "%s", rg_optim_kind(optim));
         PUT("optim.lr", "%.9g", (double)rg_optim_get_lr(optim)); /* 9 digits: exact for float */
@@ -65,8 +67,8 @@ rg_status rg_checkpoint_save(const char *path, const rg_model *model, rg_optim *
     int n = params->n + (state ? state->n : 0), ns;
     rg_model_streams(model, &ns);
     rg_named_tensor *all = malloc(((size_t)n + 1) * sizeof *all);
-    kv_store *kv = malloc((8 + 2 * (size_t)ns) * sizeof *kv);
-    rg_safetensors_kv *pairs = malloc((8 + 2 * (size_t)ns) * sizeof *pairs);
+    kv_store *kv = malloc((10 + 2 * (size_t)ns) * sizeof *kv);
+    rg_safetensors_kv *pairs = malloc((10 + 2 * (size_t)ns) * sizeof *pairs);
     rg_status s = RG_ENOMEM;
     if (all && kv && pairs) {
         memcpy(all, params->items, (size_t)params->n * sizeof *all);
@@ -205,6 +207,36 @@ RG_NODISCARD static rg_status read_list(rg_safetensors *f, const rg_param_list *
     return RG_OK;
 }
 
+/* Every float tensor of `list` in the file is finite: a NaN or Inf weight would load silently
+ * and train into a model that reports plausible numbers (ReLU used to turn NaN into 0). Reads
+ * each tensor once more into a scratch buffer, before anything is changed. */
+RG_NODISCARD static rg_status check_finite(rg_safetensors *f, const rg_param_list *list) {
+    size_t cap = 0;
+    float *buf = NULL;
+    rg_status s = RG_OK;
+    for (int i = 0; i < list->n && s == RG_OK; i++) {
+        const rg_safetensors_entry *e = rg_safetensors_find(f, list->items[i].name);
+        if (list->items[i].tensor->dtype != RG_F32 || e->numel == 0) continue;
+        size_t bytes = (size_t)(e->end - e->begin);
+        if (bytes > cap) {
+            free(buf);
+            cap = bytes;
+            if (!(buf = malloc(cap)))
+                return rg_error(RG_ENOMEM, "%s: out of memory checking '%.200s'",
+                                rg_safetensors_path(f), e->name);
+        }
+        s = rg_safetensors_read(f, e, buf);
+        for (int64_t k = 0; s == RG_OK && k < e->numel; k++)
+            if (!isfinite(buf[k]))
+                s = rg_error(RG_ECORRUPT,
+                             "%s: tensor '%.200s' holds a non-finite value (%g at element %lld); "
+                             "a checkpoint with NaN or Inf is not loaded",
+                             rg_safetensors_path(f), e->name, (double)buf[k], (long long)k);
+    }
+    free(buf);
+    return s;
+}
+
 /* Checks the whole file against model and optim, then loads it. */
 RG_NODISCARD static rg_status load_checked(rg_safetensors *f, rg_model *model, rg_optim *optim,
                               rg_checkpoint_meta *meta, rg_rng_stream *streams) {
@@ -219,8 +251,13 @@ RG_NODISCARD static rg_status load_checked(rg_safetensors *f, rg_model *model, r
     RG_TRY(meta_i64(f, "step", &m.step));
     RG_TRY(meta_i64(f, "epoch", &m.epoch));
     RG_TRY(meta_u64(f, "seed", &m.seed));
+    if (rg_safetensors_meta(f, "global_batch")) RG_TRY(meta_i64(f, "global_batch", &m.global_batch));
+    if (rg_safetensors_meta(f, "steps_per_epoch"))
+        RG_TRY(meta_i64(f, "steps_per_epoch", &m.steps_per_epoch));
     snprintf(m.model, sizeof m.model, "%s", rg_safetensors_meta(f, "model"));
     RG_TRY(read_streams(f, model, streams));
+    RG_TRY(check_finite(f, rg_model_params(model)));
+    if (state) RG_TRY(check_finite(f, state));
 
     /* Everything checked: now change the model and the optimizer. */
     RG_TRY(read_list(f, rg_model_params(model)));
@@ -255,6 +292,7 @@ rg_status rg_checkpoint_load_weights(const char *path, rg_model *model) {
     rg_status s = check_identity(f, model, false);
     if (s == RG_OK) s = match_list(f, rg_model_params(model), "model");
     if (s == RG_OK) s = check_extras(f, model, NULL);
+    if (s == RG_OK) s = check_finite(f, rg_model_params(model));
     if (s == RG_OK) s = read_list(f, rg_model_params(model));
     rg_safetensors_close(f);
     return s;

@@ -106,10 +106,11 @@ RG_NODISCARD static rg_status parse_entry(const char *path, const rg_json *m, ui
                     name, (long long)e->numel, e->dtype, (unsigned long long)bytes,
                     (unsigned long long)e->begin, (unsigned long long)e->end,
                     (unsigned long long)(e->end - e->begin));
-    if (e->end > data_size)
+    if (e->end > data_size) /* what a file cut short looks like: say so first */
         return fail(
             RG_ECORRUPT, path,
-            "tensor '%.200s': data_offsets [%llu, %llu] run past the data section (%llu bytes)",
+            "truncated: tensor '%.200s' needs data_offsets [%llu, %llu] but the data section "
+            "has only %llu bytes (the file is cut short, or its header is wrong)",
             name, (unsigned long long)e->begin, (unsigned long long)e->end,
             (unsigned long long)data_size);
     return RG_OK;
@@ -238,7 +239,8 @@ static rg_status read_header(rg_safetensors *f, uint64_t file_size, char **text,
                     (unsigned long long)n, RG_SAFETENSORS_MAX_HEADER);
     if (n > file_size - 8)
         return fail(RG_ECORRUPT, f->path,
-                    "header length %llu exceeds the %llu bytes after the length field",
+                    "truncated, or a bad header length: the header length %llu exceeds the %llu "
+                    "bytes after the length field",
                     (unsigned long long)n, (unsigned long long)(file_size - 8));
     *text = malloc(n + 1);
     if (!*text)

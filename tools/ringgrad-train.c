@@ -7,6 +7,7 @@
  * each training step is train_step() below: forward, loss, backward (gradient-ready hooks hand
  * full buckets to the comm thread), wait for the buckets, optimizer step. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +30,9 @@ static int64_t count_correct(rg_tensor *logits, rg_tensor *labels_host) {
     return c;
 }
 
-/* Returns false when the step failed (a peer died): the caller stops training. */
-static bool train_step(trainer *t, const rg_batch *b, metrics *m) {
+/* One micro-batch; the verdict of guard_step (guard.c) says whether to go on. A failed allreduce
+ * (a peer died) is reported here. */
+static guard_verdict train_step(trainer *t, const rg_batch *b, metrics *m) {
     bool sync = rg_ddp_will_sync(t->ddp);
     rg_scope_begin();
     rg_tensor *x = t->dev.type == RG_DEV_CPU ? b->x : rg_tensor_to(b->x, t->dev);
@@ -50,7 +52,9 @@ static bool train_step(trainer *t, const rg_batch *b, metrics *m) {
     rg_trace_begin("ddp_wait", "comm");
     rg_status st = rg_ddp_wait(t->ddp);
     rg_trace_end();
-    if (st == RG_OK && sync) {
+    /* non-finite loss or gradients, or a signal, on any rank: every rank decides alike here */
+    guard_verdict v = st == RG_OK ? guard_step(t, loss_value, sync) : GUARD_FAILED;
+    if ((v == GUARD_GO || v == GUARD_STOP_AFTER_STEP) && sync) {
         rg_trace_begin("optimizer", "compute");
         rg_optim_step(t->opt);
         rg_optim_zero_grad(t->opt);
@@ -62,7 +66,7 @@ static bool train_step(trainer *t, const rg_batch *b, metrics *m) {
     m->seen += b->size;
     rg_scope_end();
     if (st != RG_OK) trainer_error(t, "gradient allreduce failed: %s", rg_last_error());
-    return st == RG_OK;
+    return v;
 }
 
 /* Sums the epoch's metrics over the ranks. A failure (a rank died) is reported and returned. */
@@ -102,24 +106,38 @@ static double evaluate(trainer *t) {
 static bool run_epoch(trainer *t, int64_t epoch) {
     int64_t spe = rg_loader_steps_per_epoch(t->train);
     rg_loader_set_epoch(t->train, epoch);
+    t->epoch = epoch;
     progress_begin_epoch(&t->prog, (int)epoch, t->a.epochs, spe);
     metrics m = {0};
     rg_batch b;
     int64_t batches = 0;
     double seconds_before = t->train_seconds;
     for (; t->skip_batches > 0 && rg_loader_next(t->train, &b); t->skip_batches--) batches++;
-    bool ok = true;
-    while (ok && (t->a.max_steps < 0 || t->step < t->a.max_steps) && rg_loader_next(t->train, &b)) {
+    guard_verdict v = GUARD_GO;
+    while (v == GUARD_GO && (t->a.max_steps < 0 || t->step < t->a.max_steps) &&
+           rg_loader_next(t->train, &b)) {
         double t0 = progress_now();
-        ok = train_step(t, &b, &m);
+        int64_t step_before = t->step;
+        v = train_step(t, &b, &m);
         t->train_seconds += progress_now() - t0;
         t->images += b.size * t->world;
         batches++;
+        if (v != GUARD_DIVERGED && v != GUARD_FAILED && t->step != step_before &&
+            guard_save_periodic(t, batches == spe ? epoch + 1 : epoch) != RG_OK)
+            t->local_error = true; /* reported; every rank stops at the next check */
         progress_update(&t->prog, batches, m.loss_sum / (double)m.seen,
                         (double)m.correct / (double)m.seen, (double)t->images / t->train_seconds);
+        guard_check_stdout(t);
     }
-    if (!ok || reduce_metrics(t, &m) != RG_OK) return false;
+    if (v == GUARD_DIVERGED || v == GUARD_FAILED) return false; /* nothing saved: keep the last */
+    if (reduce_metrics(t, &m) != RG_OK) return false;
     bool finished = batches == spe;
+    if (v == GUARD_STOP_AFTER_STEP) { /* a signal: save now, skip the evaluation, stop */
+        /* agreed, so that no rank exits (and mpirun kills the job) before rank 0 has saved */
+        if (trainer_agree(t, trainer_save(t, finished ? epoch + 1 : epoch)) != RG_OK)
+            t->stop_signal = 0;
+        return false;
+    }
     t->trained_any |= m.seen > 0;
     if (m.seen) t->last_loss = m.loss_sum / (double)m.seen, t->last_acc = (double)m.correct / (double)m.seen;
     t->test_acc = evaluate(t);
@@ -137,21 +155,29 @@ static int env_rank(void) {
     return r ? atoi(r) : 0;
 }
 
-static void print_summary(const trainer *t, double seconds) {
+/* The one-line JSON summary (rank 0, --json): always valid JSON, also after a failure, with
+ * non-finite numbers as null and "error" null or the reason. */
+static void print_summary(const trainer *t, double seconds, const char *error) {
     if (t->rank != 0 || !t->a.json) return;
     char dev[16];
     printf("{\"model\":\"%s\",\"device\":\"%s\",\"world_size\":%d,\"comm\":\"%s\",\"threads\":%d,"
            "\"epochs\":%d,\"steps\":%lld,\"batch_size\":%d,\"global_batch\":%d,",
            t->a.model, rg_device_str(t->dev, dev, sizeof dev), t->world,
-           rg_comm_backend_name(rg_comm_kind(t->comm)), t->threads, t->a.epochs,
+           t->comm ? rg_comm_backend_name(rg_comm_kind(t->comm)) : "none", t->threads, t->a.epochs,
            (long long)t->step, t->a.batch_size, t->a.batch_size * t->world);
-    if (t->trained_any)
-        printf("\"train_loss\":%.6f,\"train_accuracy\":%.6f,", t->last_loss, t->last_acc);
+    guard_json_number(stdout, "train_loss", t->trained_any ? t->last_loss : NAN, "%.6f");
+    guard_json_number(stdout, "train_accuracy", t->trained_any ? t->last_acc : NAN, "%.6f");
+    guard_json_number(stdout, "test_accuracy", t->test_acc >= 0 ? t->test_acc : NAN, "%.6f");
+    guard_json_number(stdout, "images_per_sec",
+                      t->train_seconds > 0 ? (double)t->images / t->train_seconds : 0.0, "%.1f");
+    guard_json_number(stdout, "train_seconds", t->train_seconds, "%.3f");
+    guard_json_number(stdout, "seconds", seconds, "%.3f");
+    printf("\"error\":");
+    if (error)
+        guard_json_string(stdout, error);
     else
-        printf("\"train_loss\":null,\"train_accuracy\":null,");
-    printf("\"test_accuracy\":%.6f,\"images_per_sec\":%.1f,\"train_seconds\":%.3f,\"seconds\":%.3f}\n",
-           t->test_acc, t->train_seconds > 0 ? (double)t->images / t->train_seconds : 0.0,
-           t->train_seconds, seconds);
+        printf("null");
+    printf("}\n");
     fflush(stdout);
 }
 
@@ -188,16 +214,24 @@ static int start(trainer *t, int *argc, char ***argv) {
     }
     const char *comm = t->a.comm;
     if (!comm && !getenv("RG_COMM") && t->dev.type == RG_DEV_CUDA) comm = "nccl";
+    char agreed[4096];
+    train_args_agreed(&t->a, agreed, sizeof agreed);
     t->dist = rg_dist_init_opts(argc, argv, &(rg_dist_opts){.comm = comm,
-                                                            .stall_seconds = t->a.stall_seconds});
+                                                            .stall_seconds = t->a.stall_seconds,
+                                                            .agree = agreed});
     if (!t->dist) {
-        fprintf(stderr, "ringgrad-train: error: %s\n", rg_last_error());
+        const char *world = getenv("OMPI_COMM_WORLD_SIZE");
+        if (world && atoi(world) > 1)
+            fprintf(stderr, "ringgrad-train: rank %d: error: %s\n", env_rank(), rg_last_error());
+        else
+            fprintf(stderr, "ringgrad-train: error: %s\n", rg_last_error());
         return 1;
     }
     t->comm = rg_dist_comm(t->dist);
     t->rank = rg_dist_rank(t->dist), t->world = rg_dist_size(t->dist);
     t->threads = rg_set_num_threads(pick_threads(t, env_threads));
     progress_init(&t->prog, stdout, t->rank == 0);
+    guard_install_signals();
     /* "--device cuda": the GPU of this rank's local rank (one GPU per rank) */
     if (t->dev.type == RG_DEV_CUDA && strcmp(t->a.device, "cuda") == 0 &&
         rg_cuda_set_device(rg_dist_local_rank(t->dist), &t->dev) != RG_OK) {
@@ -225,11 +259,12 @@ int main(int argc, char **argv) {
         if (t.a.help && env_rank() == 0) train_args_usage();
         return code;
     }
+    t.test_acc = -1; /* not evaluated yet */
     if ((code = start(&t, &argc, &argv)) != 0) {
         RG_IGNORE(rg_dist_finalize(t.dist)); /* start-up failed and said why; that is the error */
         return code;
     }
-    bool ok = trainer_setup_data(&t) == RG_OK && trainer_setup_model(&t) == RG_OK &&
+    bool ok = guard_check_outputs(&t) == RG_OK && trainer_setup_data(&t) == RG_OK && trainer_setup_model(&t) == RG_OK &&
               trainer_setup_loaders(&t) == RG_OK;
     if (ok && t.a.timeline) {
         rg_trace_name_thread("main");
@@ -239,6 +274,13 @@ int main(int argc, char **argv) {
         if (t.a.max_steps >= 0 && t.step >= t.a.max_steps && e > t.start_epoch) break;
         ok = run_epoch(&t, e);
     }
+    if (ok && t.test_acc < 0 && !t.stop_signal) { /* nothing left to train (a finished run resumed) */
+        t.test_acc = evaluate(&t);
+        ok = t.test_acc >= 0;
+        if (ok && t.rank == 0)
+            printf("Nothing left to train (step %lld, epoch %lld of %d); test_accuracy: %.4f\n",
+                   (long long)t.step, (long long)t.start_epoch, t.a.epochs, t.test_acc);
+    }
     if (ok && t.a.timeline) {
         rg_trace_stop();
         if (rg_timeline_write(t.comm, t.a.timeline) != RG_OK) {
@@ -246,8 +288,20 @@ int main(int argc, char **argv) {
             ok = false;
         }
     }
-    if (ok) print_summary(&t, progress_now() - t_start);
+    /* A signal stops after a step (saved when --save is given) with 128 + its number; one that
+     * came outside the steps (evaluation, saving) lets the run finish, then says so the same way. */
+    int sig = t.stop_signal ? t.stop_signal : guard_signal();
+    const char *err = NULL;
+    char why[256];
+    if (!ok && !t.stop_signal) {
+        err = *trainer_first_error() ? trainer_first_error() : "failed on another rank";
+    } else if (sig) {
+        snprintf(why, sizeof why, "stopped by %s after step %lld", strsignal(sig), (long long)t.step);
+        err = why;
+    }
+    print_summary(&t, progress_now() - t_start, err);
     teardown(&t);
     rg_status st = rg_dist_finalize(t.dist);
+    if (sig && (ok || t.stop_signal)) return 128 + sig;
     return ok && st == RG_OK ? 0 : 1;
 }

@@ -5,6 +5,7 @@
  *              safetensors.torch.load_file + load_state_dict; the optimizer state under
  *              "optim." ("optim.state.fc1.weight.exp_avg", "optim.step", ...)
  *   metadata:  format "pt", ringgrad.format_version, model, step, epoch, seed, optim, optim.lr,
+ *              global_batch and steps_per_epoch (when known),
  *              and rng.<layer>.seed / rng.<layer>.offset for every dropout stream
  *
  * Loading validates the whole file and matches every tensor against the model (and optimizer)
@@ -33,6 +34,9 @@ typedef struct {
     int64_t epoch;  /* the caller's epoch counter */
     uint64_t seed;  /* the run's seed */
     char model[64]; /* on load: the model name recorded in the file; ignored on save */
+    /* What a resume on another number of ranks must keep (0: not recorded; optional on load): */
+    int64_t global_batch;    /* images per optimizer step, all ranks and micro-batches together */
+    int64_t steps_per_epoch; /* optimizer steps in one epoch */
 } rg_checkpoint_meta;
 
 /* Writes the model's tensors, optim's state (optim may be NULL) and meta (may be NULL: zeros) to

@@ -42,6 +42,11 @@ typedef struct {
     double stall_abort_seconds; /* 0: $RG_STALL_ABORT_SECONDS, else 600; < 0: wait forever */
     rg_stall_fn on_stall;       /* NULL: print the report to stderr */
     void *on_stall_ctx;
+    /* Settings every rank must share, as "name value" lines ("--lr 0.001\n--seed 42\n"); NULL:
+     * none. rg_dist_init_opts compares them (and the backend name) across the ranks over MPI
+     * before it creates the communicator, and fails on every rank alike with RG_EMISMATCH and a
+     * message naming each differing setting and the ranks with their values. */
+    const char *agree;
 } rg_dist_opts;
 
 /* Joins the job (or makes a world of one) with default options; see rg_dist_init_opts. */

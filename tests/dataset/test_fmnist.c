@@ -82,6 +82,23 @@ Test(dataset_fmnist, missing_file_is_named) {
     fx_assert_error(rg_dataset_fmnist(dir, RG_SPLIT_TRAIN, &ds), RG_ENOENT, path, "no such file");
 }
 
+/* A symlink loop is not "no such file" (issue 10): the message is stat's own, ELOOP's. */
+Test(dataset_fmnist, a_symlink_loop_says_so) {
+    const char *dir = rgt_tmpdir("fmnist_loop");
+    fx_write_pair(dir, "train", 5, 4, 4, true);
+    fx_write_pair(dir, "t10k", 5, 4, 4, true);
+    char path[4200], other[4200];
+    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", dir);
+    snprintf(other, sizeof other, "%s/loop", dir);
+    unlink(path), unlink(other);
+    cr_assert_eq(symlink(other, path), 0);
+    cr_assert_eq(symlink(path, other), 0);
+    rg_dataset *ds;
+    fx_assert_error(rg_dataset_fmnist(dir, RG_SPLIT_TRAIN, &ds), RG_EIO, path,
+                    "Too many levels of symbolic links");
+    cr_assert_null(strstr(rg_last_error(), "no such file"), "%s", rg_last_error());
+}
+
 Test(dataset_fmnist, a_corrupt_file_is_named) {
     const char *dir = rgt_tmpdir("fmnist_corrupt");
     fx_write_pair(dir, "train", 5, 4, 4, true);

@@ -130,9 +130,11 @@ Test(dataset_idx, zero_and_absurd_dimensions_are_rejected) {
         {{0, H, W}, "dimension 0 is 0"},
         {{N, 0, W}, "dimension 1 is 0"},
         {{N, H, 0}, "dimension 2 is 0"},
-        {{0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, "absurd dimensions"},
-        {{60000, 1000, 1000}, "absurd dimensions"},
-        {{1, 65536, 65537}, "absurd dimensions"},
+        {{0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, "absurd header"},
+        {{60000, 1000, 1000}, "absurd header: 60000 x 1000 x 1000 bytes of pixels"},
+        {{1, 65536, 65537}, "absurd header"},
+        /* issue 10: the message blamed "dimension 1 is 28"; the absurd part is the count */
+        {{0x80000000u, 28, 28}, "absurd header: 2147483648 x 28 x 28 bytes of pixels would exceed"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         fx_bytes b = fx_idx(0x00000803, 3, cases[c].dims, pixels, sizeof pixels);

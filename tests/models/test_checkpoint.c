@@ -3,6 +3,7 @@
  * or optimizer, a missing, extra or reshaped tensor, or bad metadata is a clear error that leaves
  * the model untouched. One test also writes a CNN checkpoint for the PyTorch side of the interop
  * check (scripts/make_reference_nn.py --check). */
+#include <math.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
@@ -208,6 +209,46 @@ Test(models_checkpoint, missing_extra_or_reshaped_tensors_are_mismatches) {
                    "not a ringgrad checkpoint", m, src);
     rgt_free_all(2, (rg_tensor *[]){wrong_shape, wrong_dtype});
     rg_model_free(src), rg_model_free(m), rg_model_free(m_copy);
+}
+
+/* A NaN or Inf anywhere in the weights or the optimizer state is refused, naming the tensor, and
+ * the model is left as it was (issue 10: NaN weights used to load and train silently). */
+Test(models_checkpoint, non_finite_values_are_refused_naming_the_tensor) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s", file_in(rgt_tmpdir("ckpt_nonfinite"), "v.safetensors"));
+    rg_model *src = rg_model_mlp(7), *m = rg_model_mlp(8), *m_copy = rg_model_mlp(8);
+    rg_tensor *bad = rg_tensor_new(RG_F32, RG_SHAPE(128, 256), RG_CPU);
+    const float poison[] = {NAN, INFINITY, -INFINITY};
+    for (int k = 0; k < 3; k++) {
+        memcpy(bad->data, rg_param_list_find(rg_model_params(src), "fc2.weight")->tensor->data,
+               rg_tensor_nbytes(bad));
+        rg_tensor_f32(bad)[1000 + k] = poison[k];
+        write_variant(path, src, bad, NULL, NULL, 0);
+        expect_failure(rg_checkpoint_load_weights(path, m), RG_ECORRUPT, path,
+                       "tensor 'fc2.weight' holds a non-finite value", m, m_copy);
+        cr_assert(strstr(rg_last_error(), "element 10"), "%s", rg_last_error());
+    }
+    /* in the optimizer state, through rg_checkpoint_load */
+    rg_optim *opt = rg_sgd_new(rg_model_params(src), &(rg_sgd_opts){.lr = 0.1f, .momentum = 0.9f});
+    train(src, opt, 0, 1);
+    const rg_param_list *st = rg_optim_state(opt);
+    rg_tensor *buf = NULL;
+    for (int i = 0; i < st->n && !buf; i++)
+        if (st->items[i].tensor->dtype == RG_F32 && st->items[i].tensor->numel > 1)
+            buf = st->items[i].tensor;
+    cr_assert(buf, "an optimizer buffer");
+    rg_tensor_f32(buf)[0] = NAN;
+    cr_assert_eq(rg_checkpoint_save(path, src, opt, NULL), RG_OK, "%s", rg_last_error());
+    rg_model *m2 = rg_model_mlp(8);
+    rg_optim *o2 = rg_sgd_new(rg_model_params(m2), &(rg_sgd_opts){.lr = 0.1f, .momentum = 0.9f});
+    rg_status s = rg_checkpoint_load(path, m2, o2, NULL);
+    cr_assert_eq(s, RG_ECORRUPT, "%s", rg_last_error());
+    cr_assert(strstr(rg_last_error(), "optim.") && strstr(rg_last_error(), "non-finite"), "%s",
+              rg_last_error());
+    assert_same(rg_model_params(m_copy), rg_model_params(m2), "model after a refused load");
+    rg_optim_free(opt), rg_optim_free(o2);
+    rg_tensor_free(bad);
+    rg_model_free(src), rg_model_free(m), rg_model_free(m_copy), rg_model_free(m2);
 }
 
 static const rg_safetensors_kv good_meta[] = {{"ringgrad.format_version", "1"},

@@ -225,6 +225,25 @@ Test(tensor_elementwise, relu_gradient_is_zero_at_zero_like_pytorch) {
     rg_tensor_free(x);
 }
 
+/* torch.relu(nan) is nan and its gradient there is dy (threshold_backward tests x <= 0): a NaN
+ * must travel on, not become a plausible 0 that hides a broken run. */
+Test(tensor_elementwise, relu_propagates_nan_like_pytorch) {
+    float v[] = {NAN, -1.0f, 2.0f};
+    rg_tensor *x = rgt_tensor(RG_SHAPE(3), v);
+    rg_tensor_set_requires_grad(x, true);
+    rg_scope_begin();
+    rg_tensor *y = rg_relu(x);
+    const float *yp = rg_tensor_f32(y);
+    cr_assert(isnan(yp[0]), "relu(nan) = %g, want nan", yp[0]);
+    cr_assert_eq(yp[1], 0.0f);
+    cr_assert_eq(yp[2], 2.0f);
+    rg_backward(rg_sum(rg_scale(y, 3.0f)));
+    float want[] = {3, 0, 3};
+    rgt_assert_close(rg_tensor_f32(x->grad), want, 3, 0, 0, "relu' at nan");
+    rg_scope_end();
+    rg_tensor_free(x);
+}
+
 static rg_tensor *f_relu(rg_tensor *const *in, void *ctx) {
     return rg_relu(in[0]);
 }

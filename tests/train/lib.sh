@@ -45,3 +45,15 @@ run_logged() {
 
 # seconds since START (date +%s.%N)
 elapsed() { echo "$(date +%s.%N) - $1" | bc; }
+
+# The PIDs of ranks running under process $1 (any depth), as "pid rank" lines.
+rank_pids() {
+    local p kids
+    kids=$(pgrep -P "$1" || true)
+    for p in $kids; do
+        local r
+        r=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+        [ -n "$r" ] && [ "$(basename "$(readlink "/proc/$p/exe" 2>/dev/null)")" = ringgrad-train ] && echo "$p $r"
+        rank_pids "$p"
+    done
+}

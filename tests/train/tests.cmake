@@ -89,3 +89,23 @@ rg_train_test(resume 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh)
 # ---- 2 simulated hosts
 rg_train_test(cluster 2 "" "train;mpi;cluster" ${RG_TRAIN_SH}/cluster.sh ${CMAKE_SOURCE_DIR}/scripts/sim-cluster.sh)
 set_tests_properties(train/cluster PROPERTIES SKIP_RETURN_CODE 77)
+
+# ---- reliability (issue 10): divergence, signals, output paths, configuration agreement, resume
+#   nonfinite.sh  a NaN loss stops training naming the step, rank and tensor; valid --json;
+#                 the last checkpoint kept
+rg_train_test(nonfinite_np1 1 "" train ${RG_TRAIN_SH}/nonfinite.sh 1)
+rg_train_test(nonfinite_np2 2 "" "train;mpi" ${RG_TRAIN_SH}/nonfinite.sh 2)
+#   interrupt.sh  output paths checked at start-up, SIGPIPE, SIGTERM/SIGINT (also on one rank of
+#                 two), --save-every/--keep
+foreach(mode outputs pipe term1 int2 every)
+  rg_train_test(interrupt_${mode} 1 "" train ${RG_TRAIN_SH}/interrupt.sh ${mode})
+endforeach()
+rg_train_test(interrupt_term_rank1 2 "" "train;mpi" ${RG_TRAIN_SH}/interrupt.sh term_rank1)
+#   agree.sh      ranks that differ in backend, batch, hyperparameters, --save, data size: every
+#                 rank fails before training, naming the setting and the ranks' values
+foreach(mode comm hyper save1 init datasize)
+  rg_train_test(agree_${mode} 2 "" "train;mpi" ${RG_TRAIN_SH}/agree.sh ${mode})
+endforeach()
+#   resume_world.sh  2 -> 1 -> 3 ranks at global batch 96 = one uninterrupted run; impossible
+#                 resumes fail; --lr overrides a checkpoint; a finished run reports its accuracy
+rg_train_test(resume_world 3 "" "train;mpi" ${RG_TRAIN_SH}/resume_world.sh)

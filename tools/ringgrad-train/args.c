@@ -43,6 +43,8 @@ static const opt options[] = {
     {"threads", "N", "CPU threads per rank (default: $RG_NUM_THREADS, else cores / ranks on this host)", OPT_INT, F(threads), 0, 1024, NULL},
     {"init", "FILE", "start from the weights in a safetensors checkpoint", OPT_STR, F(init), 0, 0, NULL},
     {"save", "FILE", "write a checkpoint (weights, optimizer, position) after each epoch and at the end", OPT_STR, F(save), 0, 0, NULL},
+    {"save-every", "N", "also write FILE-step<S>.safetensors every N optimizer steps (needs --save)", OPT_I64, F(save_every), 1, 1e15, NULL},
+    {"keep", "K", "with --save-every: keep the last K of those files (default 3)", OPT_INT, F(keep), 1, 1e6, NULL},
     {"resume", "FILE", "continue exactly from a checkpoint written by --save", OPT_STR, F(resume), 0, 0, NULL},
     {"timeline", "FILE", "write a Chrome-trace JSON of the run (open in Perfetto or chrome://tracing)", OPT_STR, F(timeline), 0, 0, NULL},
     {"json", NULL, "print a one-line JSON summary as the last line", OPT_FLAG, F(json), 0, 0, NULL},
@@ -62,7 +64,7 @@ static void defaults(train_args *a) {
         .model = "cnn", .data = "fmnist", .device = "cpu", .epochs = 2, .max_steps = -1,
         .batch_size = 128, .optim = "adam", .lr = -1, .momentum = 0, .lr_schedule = "constant",
         .lr_step_size = 1000, .lr_gamma = 0.1, .seed = 42, .dropout = -1, .bucket_mb = 25,
-        .accum_steps = 1, .compress = "none", .stall_seconds = 60,
+        .accum_steps = 1, .compress = "none", .stall_seconds = 60, .keep = 3,
     };
 }
 
@@ -132,8 +134,10 @@ int train_args_parse(train_args *a, int argc, char **argv) {
         if (!v) return usage_error("--%s needs a value", o->name);
         if (set_value(a, o, v)) return 2;
     }
+    a->lr_given = a->lr >= 0;
     if (a->lr < 0) a->lr = strcmp(a->optim, "sgd") == 0 ? 0.01 : 1e-3;
     if (a->resume && a->init) return usage_error("--resume and --init exclude each other");
+    if (a->save_every && !a->save) return usage_error("--save-every needs --save FILE");
     return 0;
 }
 
@@ -153,4 +157,46 @@ void train_args_usage(void) {
     printf("\nEnvironment: RG_NUM_THREADS, RG_COMM, RG_DATA_DIR, RG_STALL_SECONDS, and RG_PROGRESS=lines|bar\n"
            "(the progress bar redraws in place on a terminal; under mpirun a rank's stdout is a\n"
            "terminal even when mpirun writes to a file, so scripts/rg-mpirun sets lines then).\n");
+}
+
+/* The settings every rank must share (issue 10): what is trained, how, and which files are given
+ * (a path may differ between hosts, its presence may not). Not here: --data-dir, --device's
+ * index, --threads, --timeline, --json, --stall-seconds, which may differ per host. */
+static const char *const agreed[] = {
+    "model", "data", "epochs", "max-steps", "batch-size", "optim", "lr", "momentum",
+    "weight-decay", "lr-schedule", "lr-step-size", "lr-gamma", "warmup-steps", "scale-lr", "seed",
+    "no-shuffle", "dropout", "accum-steps", "compress", "bucket-mb", "no-overlap", "no-allreduce",
+    "save-every", "init", "save", "resume",
+};
+
+void train_args_agreed(const train_args *a, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof agreed / sizeof agreed[0] && n < cap; i++) {
+        const opt *o = NULL;
+        for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+            if (strcmp(options[k].name, agreed[i]) == 0) o = &options[k];
+        if (!o) continue;
+        const char *field = (const char *)a + o->offset;
+        char v[128];
+        switch (o->kind) {
+        case OPT_INT: snprintf(v, sizeof v, "%d", *(const int *)field); break;
+        case OPT_I64: snprintf(v, sizeof v, "%lld", (long long)*(const int64_t *)field); break;
+        case OPT_DBL: /* the shortest form that reads back as the same double */
+            for (int p = 1; p <= 17; p++) {
+                snprintf(v, sizeof v, "%.*g", p, *(const double *)field);
+                if (strtod(v, NULL) == *(const double *)field) break;
+            }
+            break;
+        case OPT_FLAG: snprintf(v, sizeof v, "%s", *(const bool *)field ? "on" : "off"); break;
+        default: {
+            const char *s = *(const char *const *)field;
+            if (o->choices) snprintf(v, sizeof v, "%s", s ? s : "(default)");
+            else snprintf(v, sizeof v, "%s", s ? "set" : "unset"); /* a path */
+        }
+        }
+        n += (size_t)snprintf(buf + n, cap - n, "--%s %s\n", o->name, v);
+    }
+    const char *dev = a->device; /* cpu or cuda: the index is per host */
+    if (n < cap) snprintf(buf + n, cap - n, "--device %.*s\n", (int)strcspn(dev, ":"), dev);
 }

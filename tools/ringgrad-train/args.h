@@ -4,6 +4,7 @@
 #define RG_TRAIN_ARGS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
@@ -15,6 +16,7 @@ typedef struct {
     /* optimisation */
     const char *optim, *lr_schedule;
     double lr, momentum, weight_decay, lr_gamma;
+    bool lr_given; /* --lr was on the command line (it then overrides a checkpoint's) */
     int warmup_steps, lr_step_size;
     bool scale_lr;
     /* reproducibility */
@@ -25,6 +27,8 @@ typedef struct {
     int threads; /* 0: cores per local rank */
     /* files */
     const char *init, *save, *resume, *timeline;
+    int64_t save_every; /* 0: only after each epoch */
+    int keep;           /* periodic checkpoints kept */
     bool json;
     /* distribution */
     const char *comm, *compress;
@@ -37,6 +41,8 @@ typedef struct {
 /* Fills defaults, then parses argv. Returns 0 on success; on a usage error prints
  * "ringgrad-train: <problem>" and a hint to stderr and returns 2. */
 int train_args_parse(train_args *a, int argc, char **argv);
+/* The settings every rank must share, as "--name value" lines for rg_dist_opts.agree. */
+void train_args_agreed(const train_args *a, char *buf, size_t cap);
 /* Prints the --help text to stdout. */
 void train_args_usage(void);
 

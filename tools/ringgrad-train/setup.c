@@ -6,12 +6,19 @@
 
 #include "trainer.h"
 
+static char first_error[4096];
+
+const char *trainer_first_error(void) {
+    return first_error;
+}
+
 void trainer_error(const trainer *t, const char *fmt, ...) {
     char msg[4096];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (!first_error[0]) snprintf(first_error, sizeof first_error, "%s", msg);
     /* One call, one write: mpirun merges the ranks' stderr, and pieces written apart interleave
      * with the other ranks' ("rank 1: error: rank 0: error: ..."). */
     if (t->world > 1)
@@ -42,7 +49,10 @@ rg_status trainer_setup_data(trainer *t) {
         if (st == RG_OK) st = rg_dataset_fmnist(dir, RG_SPLIT_TEST, &t->test_ds);
     }
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
-    return trainer_agree(t, st);
+    RG_TRY(trainer_agree(t, st));
+    /* the sampler shards the same order on every rank: the sets must be the same size */
+    RG_TRY(guard_agree_i64(t, "the number of training images", t->train_ds->n));
+    return guard_agree_i64(t, "the number of test images", t->test_ds->n);
 }
 
 static rg_optim *make_optimizer(trainer *t, const rg_param_list *params) {
@@ -69,18 +79,63 @@ static void set_schedule(trainer *t, int64_t total_steps) {
     rg_optim_set_schedule(t->opt, &s);
 }
 
-/* --init (rank 0 reads, DDP broadcasts) or --resume (every rank reads: the optimizer state is
- * per rank). */
+/* Rank 0's optimizer state, learning rate, position and dropout streams to every rank, after
+ * rank 0 alone read the checkpoint (the weights follow in rg_ddp_new's broadcast). */
+RG_NODISCARD static rg_status broadcast_resume(trainer *t, rg_checkpoint_meta *m) {
+    const rg_param_list *st = rg_optim_state(t->opt);
+    for (int i = 0; i < st->n; i++) {
+        rg_tensor *x = st->items[i].tensor;
+        rg_comm_dtype dt = x->dtype == RG_F32 ? RG_COMM_F32 : x->dtype == RG_I64 ? RG_COMM_I64
+                                                            : RG_COMM_I32;
+        RG_TRY(rg_comm_broadcast(t->comm, x->data, x->numel, dt, 0));
+    }
+    int ns;
+    const rg_named_stream *streams = rg_model_streams(t->net, &ns);
+    float lr = rg_optim_get_lr(t->opt);
+    int32_t lr_bits;
+    memcpy(&lr_bits, &lr, sizeof lr_bits);
+    int64_t v[5 + 2 * 64] = {m->step, m->epoch, m->global_batch, m->steps_per_epoch, lr_bits};
+    RG_CHECK(ns <= 64, "ringgrad-train: %d dropout streams", ns);
+    for (int i = 0; i < ns; i++)
+        v[5 + 2 * i] = (int64_t)streams[i].stream->seed,
+                  v[6 + 2 * i] = (int64_t)streams[i].stream->offset;
+    RG_TRY(rg_comm_broadcast(t->comm, v, 5 + 2 * ns, RG_COMM_I64, 0));
+    m->step = v[0], m->epoch = v[1], m->global_batch = v[2], m->steps_per_epoch = v[3];
+    lr_bits = (int32_t)v[4];
+    memcpy(&lr, &lr_bits, sizeof lr);
+    rg_optim_set_lr(t->opt, lr);
+    for (int i = 0; i < ns; i++)
+        streams[i].stream->seed = (uint64_t)v[5 + 2 * i],
+        streams[i].stream->offset = (uint64_t)v[6 + 2 * i];
+    return RG_OK;
+}
+
+/* --init or --resume: rank 0 reads the file, so that a checkpoint on one host's disk is enough;
+ * every rank fails together when it cannot. The weights reach the other ranks through rg_ddp_new's
+ * broadcast, the rest through broadcast_resume. A learning rate given on the command line
+ * overrides the checkpoint's, and says so. */
 RG_NODISCARD static rg_status load_checkpoint(trainer *t) {
     rg_status st = RG_OK;
+    rg_checkpoint_meta meta = {0};
     if (t->a.init && t->rank == 0) st = rg_checkpoint_load_weights(t->a.init, t->net);
-    if (t->a.resume) {
-        rg_checkpoint_meta meta = {0};
-        st = rg_checkpoint_load(t->a.resume, t->net, t->opt, &meta);
-        if (st == RG_OK) t->step = meta.step, t->start_epoch = meta.epoch;
-    }
+    if (t->a.resume && t->rank == 0) st = rg_checkpoint_load(t->a.resume, t->net, t->opt, &meta);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
-    return trainer_agree(t, st);
+    RG_TRY(trainer_agree(t, st));
+    if (!t->a.resume) return RG_OK;
+    if (t->world > 1 && (st = broadcast_resume(t, &meta)) != RG_OK) {
+        trainer_error(t, "sending the checkpoint to every rank: %s", rg_last_error());
+        return st;
+    }
+    t->step = meta.step, t->start_epoch = meta.epoch, t->resume_meta = meta;
+    float saved = rg_optim_get_lr(t->opt);
+    float want = (float)(t->a.lr * (t->a.scale_lr ? t->world : 1));
+    if (t->a.lr_given && want != saved) {
+        rg_optim_set_lr(t->opt, want);
+        if (t->rank == 0)
+            printf("ringgrad-train: --lr %g overrides the learning rate %g saved in %s\n",
+                   (double)want, (double)saved, t->a.resume);
+    }
+    return RG_OK;
 }
 
 rg_status trainer_setup_model(trainer *t) {
@@ -113,6 +168,43 @@ rg_status trainer_setup_model(trainer *t) {
     return RG_OK;
 }
 
+/* Whether the checkpoint's position fits this run. Kept across a resume are the global batch
+ * (images per optimizer step) and the sample order, so N ranks may resume on M when M x
+ * --batch-size x --accum-steps is the saved global batch: step s then starts at global sample
+ * s x global batch, as it would have. */
+RG_NODISCARD static rg_status check_resume(trainer *t, int64_t spe) {
+    const rg_checkpoint_meta *m = &t->resume_meta;
+    const char *f = t->a.resume;
+    int64_t k = t->a.accum_steps, per = (int64_t)t->world * k;
+    int64_t global = (int64_t)t->a.batch_size * per;
+    rg_status st = RG_OK;
+    if (m->global_batch && m->global_batch != global) {
+        if (m->global_batch % per == 0)
+            st = rg_error(RG_EMISMATCH, "%s was saved with a global batch of %lld images per step; "
+                          "this run has %lld (--batch-size %d x %d ranks x --accum-steps %lld): "
+                          "resume with --batch-size %lld", f, (long long)m->global_batch,
+                          (long long)global, t->a.batch_size, t->world, (long long)k,
+                          (long long)(m->global_batch / per));
+        else
+            st = rg_error(RG_EMISMATCH, "%s was saved with a global batch of %lld images per step, "
+                          "which %d ranks x --accum-steps %lld cannot share evenly: resume on a "
+                          "number of ranks that divides it", f, (long long)m->global_batch,
+                          t->world, (long long)k);
+    } else if (m->steps_per_epoch && m->steps_per_epoch != spe / k) {
+        st = rg_error(RG_EMISMATCH, "%s was saved with %lld steps per epoch; this run has %lld "
+                      "(another data set?)", f, (long long)m->steps_per_epoch,
+                      (long long)(spe / k));
+    } else if (t->step > INT64_MAX / k || t->start_epoch > INT64_MAX / (spe ? spe : 1) ||
+               t->step * k - t->start_epoch * spe < 0 || t->step * k - t->start_epoch * spe >= spe) {
+        st = rg_error(RG_ECORRUPT, "%s: its metadata step %lld and epoch %lld cannot both be "
+                      "right with %lld steps per epoch: the checkpoint is damaged or from another "
+                      "run", f, (long long)t->step, (long long)t->start_epoch,
+                      (long long)(spe / k));
+    }
+    if (st != RG_OK && t->rank == 0) trainer_error(t, "%s", rg_last_error());
+    return st;
+}
+
 rg_status trainer_setup_loaders(trainer *t) {
     t->train = rg_loader_new(t->train_ds, &(rg_loader_opts){
         .batch = t->a.batch_size, .shuffle = !t->a.no_shuffle, .seed = (uint64_t)t->a.seed,
@@ -127,20 +219,18 @@ rg_status trainer_setup_loaders(trainer *t) {
     }
     int64_t spe = rg_loader_steps_per_epoch(t->train), k = t->a.accum_steps;
     set_schedule(t, t->a.max_steps >= 0 ? t->a.max_steps : spe / k * t->a.epochs);
+    if (t->a.resume) RG_TRY(trainer_agree(t, check_resume(t, spe)));
     /* Resuming mid-epoch: the batches of start_epoch trained before the checkpoint. */
     t->skip_batches = t->step * k - t->start_epoch * spe;
-    if (t->a.resume && (t->skip_batches < 0 || t->skip_batches >= spe)) {
-        trainer_error(t, "%s: step %lld and epoch %lld do not fit %lld batches per epoch; resume "
-                      "with the same --batch-size, --accum-steps and number of ranks",
-                      t->a.resume, (long long)t->step, (long long)t->start_epoch, (long long)spe);
-        return trainer_agree(t, RG_EMISMATCH);
-    }
     return trainer_agree(t, RG_OK);
 }
 
 rg_status trainer_save(trainer *t, int64_t epoch) {
     if (!t->a.save || t->rank != 0) return RG_OK;
-    rg_checkpoint_meta meta = {.step = t->step, .epoch = epoch, .seed = (uint64_t)t->a.seed};
+    int64_t k = t->a.accum_steps;
+    rg_checkpoint_meta meta = {.step = t->step, .epoch = epoch, .seed = (uint64_t)t->a.seed,
+                               .global_batch = (int64_t)t->a.batch_size * t->world * k,
+                               .steps_per_epoch = rg_loader_steps_per_epoch(t->train) / k};
     snprintf(meta.model, sizeof meta.model, "%s", t->a.model);
     rg_status st = rg_checkpoint_save(t->a.save, t->net, t->opt, &meta);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());

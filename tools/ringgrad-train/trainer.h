@@ -25,10 +25,18 @@ typedef struct {
     int64_t step;         /* optimizer steps taken (across epochs, restored by --resume) */
     int64_t start_epoch;  /* first epoch to run (from --resume) */
     int64_t skip_batches; /* batches of start_epoch already trained before --resume */
+    rg_checkpoint_meta resume_meta; /* what --resume read (rank 0) and broadcast */
     double train_seconds; /* time spent in training steps only */
     int64_t images;       /* images trained, all ranks */
     double last_loss, last_acc, test_acc;
     bool trained_any;
+    /* guard.c: the per-step check, signals */
+    int64_t epoch;        /* the epoch being trained */
+    bool bad_loss;        /* a micro-batch of this step had a non-finite loss */
+    float bad_loss_value;
+    bool diverged;        /* a non-finite loss or gradient stopped training */
+    int stop_signal;      /* the ranks agreed to stop after this step for this signal */
+    bool local_error;     /* this rank failed (reported): every rank stops at the next check */
 } trainer;
 
 /* "ringgrad-train: error: <msg>" on stderr, naming the rank in a multi-rank job. */
@@ -45,4 +53,35 @@ RG_NODISCARD rg_status trainer_setup_loaders(trainer *t);
 /* Rank 0 writes a checkpoint of the current state (others return RG_OK). */
 RG_NODISCARD rg_status trainer_save(trainer *t, int64_t epoch);
 
+
+/* ---- guard.c ---- */
+typedef enum {
+    GUARD_GO,              /* take the optimizer step and go on */
+    GUARD_STOP_AFTER_STEP, /* a signal: take the step, save, stop (every rank agrees) */
+    GUARD_DIVERGED,        /* a non-finite loss or gradient somewhere: no step, stop (reported) */
+    GUARD_FAILED,          /* the check itself failed (a peer died; reported) */
+} guard_verdict;
+/* SIGPIPE ignored; SIGINT/SIGTERM: the first is noted for guard_step, the second exits. */
+void guard_install_signals(void);
+int guard_signal(void); /* the signal caught, or 0 */
+/* Once: a warning when writing to stdout failed (a closed pipe). */
+void guard_check_stdout(trainer *t);
+/* Called after every micro-step with its loss; at a synchronising step (sync) it checks the
+ * reduced gradients and agrees with the other ranks (collective). */
+guard_verdict guard_step(trainer *t, float loss, bool sync);
+/* Creates and removes a probe file next to path; an error names the flag and the path. */
+RG_NODISCARD rg_status guard_probe_output(const char *flag, const char *path);
+/* Collective: every rank's `mine` must equal rank 0's; otherwise an error on every rank naming
+ * `what` and the ranks with their values. */
+RG_NODISCARD rg_status guard_agree_i64(trainer *t, const char *what, int64_t mine);
+/* Rank 0 probes --save and --timeline; every rank fails together (collective). */
+RG_NODISCARD rg_status guard_check_outputs(trainer *t);
+/* --save-every N: after step N, 2N, ... rank 0 writes FILE-step<S>.safetensors and removes the one
+ * --keep saves before it. */
+RG_NODISCARD rg_status guard_save_periodic(trainer *t, int64_t epoch);
+/* "key":x, (null when not finite) and a JSON string literal */
+void guard_json_number(FILE *out, const char *key, double x, const char *fmt);
+void guard_json_string(FILE *out, const char *s);
+/* The first error message trainer_error printed on this rank ("" if none). */
+const char *trainer_first_error(void);
 #endif

@@ -1,0 +1,267 @@
+/* guard.c — what keeps a run honest and recoverable: the per-step check for non-finite losses and
+ * gradients, SIGINT/SIGTERM (finish the step, save, exit 128+signal), SIGPIPE, output paths
+ * probed at start-up, and a --json summary that stays valid JSON whatever happened.
+ *
+ * How the ranks agree to stop: at every optimizer step each rank contributes one word of flags
+ * (its loss was not finite, its gradients are not, it caught a signal) to a tiny allgather after
+ * the gradients are reduced. Every rank then sees every rank's flags and takes the same decision
+ * at the same step, so a signal or a NaN on one rank never leaves the others waiting. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "trainer.h"
+
+enum { FLAG_LOSS = 1, FLAG_GRAD = 2, FLAG_SIGNAL = 4, FLAG_ERROR = 8 };
+
+/* ---- signals ---- */
+
+static volatile sig_atomic_t caught_signal;
+
+static void on_signal(int sig) {
+    if (caught_signal) _exit(128 + sig); /* the second signal: leave at once */
+    caught_signal = sig;
+}
+
+void guard_install_signals(void) {
+    /* A closed pipe (ringgrad-train | head) must not kill the run before it saves: writes to it
+     * fail with EPIPE instead, and guard_check_stdout reports that once. */
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int guard_signal(void) {
+    return caught_signal;
+}
+
+void guard_check_stdout(trainer *t) {
+    static bool warned;
+    if (warned || !ferror(stdout)) return;
+    warned = true;
+    clearerr(stdout);
+    fprintf(stderr, "ringgrad-train: rank %d: warning: standard output is closed; training goes on "
+                    "without printing progress\n", t->rank);
+}
+
+/* ---- non-finite values ---- */
+
+/* Whether every element of a float32 tensor is finite. On the host, one read of the memory:
+ * acc += x * 0 stays 0 for finite x and becomes NaN otherwise (and vectorises). On a GPU, the
+ * same through sum(x * 0). */
+static bool all_finite(rg_tensor *x) {
+    if (x->device.type == RG_DEV_CPU) {
+        const float *p = x->data;
+        float acc = 0.0f;
+        for (int64_t i = 0; i < x->numel; i++) acc += p[i] * 0.0f;
+        return acc == 0.0f;
+    }
+    rg_no_grad_begin();
+    float v = rg_tensor_item(rg_sum(rg_scale(x, 0.0f)));
+    rg_no_grad_end();
+    return v == 0.0f;
+}
+
+/* The first parameter, in the model's order, whose (reduced) gradient is not finite; NULL if none. */
+static const char *first_bad_grad(trainer *t) {
+    const rg_param_list *p = rg_model_params(t->net);
+    for (int i = 0; i < p->n; i++) {
+        rg_tensor *g = p->items[i].tensor->grad;
+        if (g && g->dtype == RG_F32 && !all_finite(g)) return p->items[i].name;
+    }
+    return NULL;
+}
+
+/* "1, 3" from the ranks whose flags have `bit` set */
+static void ranks_with(const int64_t *flags, int world, int bit, char *out, size_t cap) {
+    size_t n = 0;
+    out[0] = '\0';
+    for (int r = 0; r < world && n < cap; r++)
+        if (flags[r] & bit) n += (size_t)snprintf(out + n, cap - n, "%s%d", n ? ", " : "", r);
+}
+
+guard_verdict guard_step(trainer *t, float loss, bool sync) {
+    if (!isfinite(loss) && !t->bad_loss) t->bad_loss = true, t->bad_loss_value = loss;
+    if (!sync) return GUARD_GO;
+    const char *bad = first_bad_grad(t);
+    int64_t mine = (t->bad_loss ? FLAG_LOSS : 0) | (bad ? FLAG_GRAD : 0) |
+                   (caught_signal ? FLAG_SIGNAL : 0) | (t->local_error ? FLAG_ERROR : 0);
+    int64_t one = mine, *flags = &one, any = mine;
+    int64_t stack[64], *heap = NULL;
+    if (t->world > 1) {
+        flags = t->world <= 64 ? stack : (heap = malloc((size_t)t->world * sizeof *heap));
+        if (!flags || rg_comm_allgather(t->comm, &mine, flags, 1, RG_COMM_I64) != RG_OK) {
+            trainer_error(t, "step %lld: the per-step check with the other ranks failed: %s",
+                          (long long)t->step, flags ? rg_last_error() : "out of memory");
+            free(heap);
+            return GUARD_FAILED;
+        }
+        any = 0;
+        for (int r = 0; r < t->world; r++) any |= flags[r];
+    }
+    guard_verdict v = GUARD_GO;
+    if (any & FLAG_ERROR) {
+        if (!t->local_error) trainer_error(t, "step %lld: another rank failed (see its message)",
+                                           (long long)t->step);
+        v = GUARD_FAILED;
+    } else if (any & (FLAG_LOSS | FLAG_GRAD)) {
+        int first = 0;
+        while (!(flags[first] & (FLAG_LOSS | FLAG_GRAD))) first++;
+        if (t->rank == first) {
+            char loss_ranks[256], grad_ranks[256];
+            ranks_with(flags, t->world, FLAG_LOSS, loss_ranks, sizeof loss_ranks);
+            ranks_with(flags, t->world, FLAG_GRAD, grad_ranks, sizeof grad_ranks);
+            char what[512];
+            if (t->bad_loss)
+                snprintf(what, sizeof what, "the loss is %s on rank%s %s",
+                         isnan(t->bad_loss_value) ? "nan" : t->bad_loss_value > 0 ? "inf" : "-inf",
+                         strchr(loss_ranks, ',') ? "s" : "", loss_ranks);
+            else
+                snprintf(what, sizeof what, "the gradients are not finite on rank%s %s",
+                         strchr(grad_ranks, ',') ? "s" : "", grad_ranks);
+            trainer_error(t,
+                          "step %lld (epoch %lld): training diverged: %s; first non-finite "
+                          "gradient: %s; stopping without an optimizer step%s%s%s (try a lower "
+                          "--lr or --warmup-steps)",
+                          (long long)t->step, (long long)t->epoch, what,
+                          bad ? bad : "none on this rank", t->a.save ? "; the last checkpoint, " : "",
+                          t->a.save ? t->a.save : "", t->a.save ? ", is kept as it was" : "");
+        }
+        t->diverged = true;
+        v = GUARD_DIVERGED;
+    } else if (any & FLAG_SIGNAL) {
+        if (!t->stop_signal) {
+            int sig = caught_signal ? caught_signal : SIGTERM;
+            t->stop_signal = sig;
+            if (t->rank == 0 || caught_signal)
+                fprintf(stderr, "ringgrad-train: rank %d: %s: finishing step %lld%s, then exiting "
+                                "with 128+signal (a second signal exits at once)\n", t->rank,
+                        caught_signal ? strsignal(sig) : "another rank caught a signal",
+                        (long long)t->step, t->a.save ? " and saving" : "");
+        }
+        v = GUARD_STOP_AFTER_STEP;
+    }
+    t->bad_loss = false;
+    free(heap);
+    return v;
+}
+
+/* ---- output paths ---- */
+
+/* Creates and removes a probe file next to `path`, so that a missing or read-only folder fails
+ * now and not after an epoch of training. */
+rg_status guard_probe_output(const char *flag, const char *path) {
+    size_t len = strlen(path);
+    if (len >= 4096)
+        return rg_error(RG_EINVAL, "--%s: the path is %zu characters long; the limit is 4095 "
+                        "(PATH_MAX)", flag, len);
+    const char *slash = strrchr(path, '/');
+    char probe[4200];
+    if (slash)
+        snprintf(probe, sizeof probe, "%.*s/.rg-probe-%d", (int)(slash - path), path, (int)getpid());
+    else
+        snprintf(probe, sizeof probe, ".rg-probe-%d", (int)getpid());
+    if (slash == path) snprintf(probe, sizeof probe, "/.rg-probe-%d", (int)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+        int e = errno;
+        return rg_error(e == ENOENT ? RG_ENOENT : RG_EIO, "--%s %s: cannot write there: %s (%s)",
+                        flag, path, strerror(e),
+                        e == ENOENT ? "the folder does not exist" : "checked at start-up");
+    }
+    close(fd);
+    unlink(probe);
+    return RG_OK;
+}
+
+rg_status guard_check_outputs(trainer *t) {
+    rg_status st = RG_OK;
+    if (t->rank == 0 && t->a.save) st = guard_probe_output("save", t->a.save);
+    if (st == RG_OK && t->rank == 0 && t->a.timeline)
+        st = guard_probe_output("timeline", t->a.timeline);
+    if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
+    return trainer_agree(t, st);
+}
+
+/* ---- values the ranks must share, known only after start-up ---- */
+
+rg_status guard_agree_i64(trainer *t, const char *what, int64_t mine) {
+    if (t->world == 1) return RG_OK;
+    int64_t *all = malloc((size_t)t->world * sizeof *all);
+    rg_status st = all ? rg_comm_allgather(t->comm, &mine, all, 1, RG_COMM_I64) : RG_ENOMEM;
+    if (st != RG_OK) {
+        trainer_error(t, "comparing %s across the ranks: %s", what,
+                      all ? rg_last_error() : "out of memory");
+        free(all);
+        return st;
+    }
+    char msg[1024];
+    size_t n = (size_t)snprintf(msg, sizeof msg, "%s differs between the ranks: %lld on rank 0",
+                                what, (long long)all[0]);
+    for (int r = 1, named = 0; r < t->world && named < 8; r++)
+        if (all[r] != all[0] && n < sizeof msg) {
+            n += (size_t)snprintf(msg + n, sizeof msg - n, ", %lld on rank %d", (long long)all[r], r);
+            named++, st = RG_EMISMATCH;
+        }
+    if (st != RG_OK) trainer_error(t, "%s", msg);
+    free(all);
+    return st;
+}
+
+/* ---- periodic checkpoints ---- */
+
+/* "run.safetensors", step 120 -> "run-step120.safetensors" (the extension kept when there is one) */
+static void periodic_name(const char *save, int64_t step, char *out, size_t cap) {
+    const char *dot = strrchr(save, '.'), *slash = strrchr(save, '/');
+    if (!dot || (slash && dot < slash)) dot = save + strlen(save);
+    snprintf(out, cap, "%.*s-step%lld%s", (int)(dot - save), save, (long long)step, dot);
+}
+
+rg_status guard_save_periodic(trainer *t, int64_t epoch) {
+    if (!t->a.save_every || t->step % t->a.save_every != 0 || t->rank != 0) return RG_OK;
+    char path[4200], old[4200];
+    periodic_name(t->a.save, t->step, path, sizeof path);
+    const char *keep = t->a.save;
+    t->a.save = path; /* trainer_save writes t->a.save */
+    rg_status st = trainer_save(t, epoch);
+    t->a.save = keep;
+    int64_t gone = t->step - (int64_t)t->a.keep * t->a.save_every;
+    if (st == RG_OK && gone > 0) {
+        periodic_name(t->a.save, gone, old, sizeof old);
+        if (unlink(old) != 0 && errno != ENOENT)
+            fprintf(stderr, "ringgrad-train: warning: cannot remove %s: %s\n", old, strerror(errno));
+    }
+    return st;
+}
+
+/* ---- JSON ---- */
+
+void guard_json_number(FILE *out, const char *key, double x, const char *fmt) {
+    fprintf(out, "\"%s\":", key);
+    if (isfinite(x))
+        fprintf(out, fmt, x);
+    else
+        fputs("null", out);
+    fputc(',', out);
+}
+
+void guard_json_string(FILE *out, const char *s) {
+    fputc('"', out);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf(out, "\\%c", *c);
+        else if (*c < 0x20)
+            fprintf(out, "\\u%04x", *c);
+        else
+            fputc(*c, out);
+    }
+    fputc('"', out);
+}
