@@ -19,6 +19,7 @@ _Static_assert(sizeof(status_names) / sizeof(status_names[0]) == RG_STATUS_COUNT
 _Static_assert(sizeof(status_msgs) / sizeof(status_msgs[0]) == RG_STATUS_COUNT, "status messages");
 
 static _Thread_local char last_error[1024];
+static _Thread_local rg_status last_status;
 /* Installed once at start-up by the dist module, before any thread starts; read-only after. */
 static rg_fatal_handler fatal_handler;
 
@@ -32,7 +33,10 @@ const char *rg_status_str(rg_status s) {
 
 const char *rg_last_error(void) { return last_error; }
 
+rg_status rg_last_status(void) { return last_status; }
+
 rg_status rg_error(rg_status s, const char *fmt, ...) {
+    last_status = s;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);

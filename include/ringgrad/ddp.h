@@ -46,8 +46,8 @@ typedef struct rg_ddp rg_ddp;
  * and the options match on every rank, broadcasts parameters and buffers from rank 0, builds the
  * buckets and makes each parameter's gradient a view into its bucket. Collective. Returns NULL
  * on failure, on every rank alike (a model or option mismatch: RG_EMISMATCH; a rank out of
- * memory: RG_ENOMEM there, RG_EPEER elsewhere; a peer failure: RG_EPEER) with rg_last_error()
- * set, and the gradients as they were. opts may be NULL for the defaults. */
+ * memory: RG_ENOMEM there, RG_EPEER elsewhere; a peer failure: RG_EPEER), that status in
+ * rg_last_status(), its message in rg_last_error(), and the gradients as they were. opts may be NULL for the defaults. */
 RG_API rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts *opts);
 
 /* Finishes the step's reduction: launches the buckets not yet launched (parameters unused in

@@ -62,6 +62,10 @@ RG_API const char *rg_status_str(rg_status s);
  * Owned by the library, valid until the next failure on this thread. */
 RG_API const char *rg_last_error(void);
 
+/* The status of that failure (RG_OK if none): what a constructor that returns NULL failed with,
+ * e.g. rg_ddp_new's RG_EMISMATCH, RG_ENOMEM or RG_EPEER, like errno for a NULL from fopen. */
+RG_API rg_status rg_last_status(void);
+
 /* Records a message for rg_last_error() and returns s, so that library code can write
  *   return rg_error(RG_ECORRUPT, "%s: header length %llu exceeds file size", path, n); */
 RG_API rg_status rg_error(rg_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -233,6 +233,8 @@ static void test_a_mismatch_on_one_rank_is_an_error_on_every_rank(void) {
             float before = rg_tensor_f32(t.items[0].tensor)[0];
             rg_ddp *ddp = rg_ddp_new(&t.list, comms[b], &o);
             MT_CHECK(!ddp, "case %d on %s: rg_ddp_new succeeded", m, comm_name(comms[b]));
+            MT_CHECK(rg_last_status() == RG_EMISMATCH, "case %d: rg_last_status() is %s", m,
+                     rg_status_name(rg_last_status()));
             const char *e = rg_last_error();
             for (int q = 0; q < 2; q++)
                 MT_CHECK(strstr(e, mm_expect[m][q]),

@@ -296,6 +296,7 @@ Test(tensor_tensor, out_of_memory_returns_null_with_a_message) {
      * size class */
     rg_tensor *a = rg_tensor_new(RG_F32, RG_SHAPE(INT64_C(1) << 40), RG_CPU);
     cr_assert_null(a, "a 4 TiB tensor was allocated");
+    cr_assert_eq(rg_last_status(), RG_ENOMEM, "%s", rg_status_name(rg_last_status()));
     cr_assert(strstr(rg_last_error(), "out of memory allocating 4398046511104 bytes for a float32 "
                                       "tensor (1099511627776) on cpu"),
               "%s", rg_last_error());
