@@ -129,6 +129,7 @@ static bool run_epoch(trainer *t, int64_t epoch) {
                         (double)m.correct / (double)m.seen, (double)t->images / t->train_seconds);
         guard_check_stdout(t);
     }
+    if (v != GUARD_GO && t->prog.enabled && t->prog.tty) fputc('\n', t->prog.out); /* end the bar */
     if (v == GUARD_DIVERGED || v == GUARD_FAILED) return false; /* nothing saved: keep the last */
     if (reduce_metrics(t, &m) != RG_OK) return false;
     bool finished = batches == spe;

@@ -48,8 +48,10 @@ void guard_check_stdout(trainer *t) {
     if (warned || !ferror(stdout)) return;
     warned = true;
     clearerr(stdout);
-    fprintf(stderr, "ringgrad-train: rank %d: warning: standard output is closed; training goes on "
-                    "without printing progress\n", t->rank);
+    char who[32] = "";
+    if (t->world > 1) snprintf(who, sizeof who, "rank %d: ", t->rank);
+    fprintf(stderr, "ringgrad-train: %swarning: standard output is closed; training goes on "
+                    "without printing progress\n", who);
 }
 
 /* ---- non-finite values ---- */
@@ -141,9 +143,11 @@ guard_verdict guard_step(trainer *t, float loss, bool sync) {
         if (!t->stop_signal) {
             int sig = caught_signal ? caught_signal : SIGTERM;
             t->stop_signal = sig;
+            char who[32] = "";
+            if (t->world > 1) snprintf(who, sizeof who, "rank %d: ", t->rank);
             if (t->rank == 0 || caught_signal)
-                fprintf(stderr, "ringgrad-train: rank %d: %s: finishing step %lld%s, then exiting "
-                                "with 128+signal (a second signal exits at once)\n", t->rank,
+                fprintf(stderr, "ringgrad-train: %s%s: finishing step %lld%s, then exiting "
+                                "with 128+signal (a second signal exits at once)\n", who,
                         caught_signal ? strsignal(sig) : "another rank caught a signal",
                         (long long)t->step, t->a.save ? " and saving" : "");
         }
