@@ -129,6 +129,7 @@ static bool run_epoch(trainer *t, int64_t epoch) {
                         (double)m.correct / (double)m.seen, (double)t->images / t->train_seconds);
         guard_check_stdout(t);
     }
+    if (v == GUARD_GO) v = guard_finish(t); /* the last step's flags */
     if (v != GUARD_GO && t->prog.enabled && t->prog.tty) fputc('\n', t->prog.out); /* end the bar */
     if (v == GUARD_DIVERGED || v == GUARD_FAILED) return false; /* nothing saved: keep the last */
     if (reduce_metrics(t, &m) != RG_OK) return false;
@@ -238,6 +239,7 @@ static int start(trainer *t, int *argc, char ***argv) {
 }
 
 static void teardown(trainer *t) {
+    guard_free(t);
     rg_loader_free(t->train);
     rg_loader_free(t->test);
     rg_ddp_free(t->ddp);
