@@ -14,12 +14,13 @@ fi
 dir=build-fuzz
 targets=${RG_FUZZ_TARGETS:-$(cd tests/fuzz && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//')}
 # only the library and the fuzz targets (the rest of the suite is for gcc)
+mkdir -p "$dir"
 CC=clang cmake -S . -B "$dir" -DRG_FUZZ=ON -DRG_SANITIZE=ON -DRG_CUDA=OFF -DRG_NATIVE=OFF \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$dir.configure.log" 2>&1 ||
-    { cat "$dir.configure.log"; exit 1; }
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$dir/fuzz-configure.log" 2>&1 ||
+    { cat "$dir/fuzz-configure.log"; exit 1; }
 # shellcheck disable=SC2046
 cmake --build "$dir" -j"$(nproc)" $(for t in $targets; do echo --target "fuzz_$t"; done) \
-    >"$dir.build.log" 2>&1 || { tail -n 40 "$dir.build.log"; exit 1; }
+    >"$dir/fuzz-build.log" 2>&1 || { tail -n 40 "$dir/fuzz-build.log"; exit 1; }
 status=0
 for t in $targets; do
     corpus="$dir/corpus/$t" crashes="$dir/crashes/$t"
