@@ -1,7 +1,8 @@
 /* trainer.h — the state of one ringgrad-train run, shared by its files:
  *   ringgrad-train.c      main: set-up in order, the epochs, the summary, tear-down
  *   ringgrad-train/setup.c   data, model, optimizer, checkpoints, DDP, loaders
- *   ringgrad-train/args.c    flags;  ringgrad-train/progress.c  the Keras-style bar */
+ *   ringgrad-train/args.c    flags;  ringgrad-train/progress.c  the Keras-style bar
+ *   ringgrad-train/guard.c   NaN/Inf per step, signals, output probes, the ranks' stop flags */
 #ifndef RG_TRAINER_H
 #define RG_TRAINER_H
 
