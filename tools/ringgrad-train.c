@@ -259,6 +259,10 @@ int main(int argc, char **argv) {
     }
     t.test_acc = -1; /* not evaluated yet */
     if ((code = start(&t, &argc, &argv)) != 0) {
+        if (!t.dist) t.rank = env_rank(), t.world = 1;
+        char why[1024]; /* --json: a valid line with the reason, also when start-up failed */
+        snprintf(why, sizeof why, "%s", *trainer_first_error() ? trainer_first_error() : rg_last_error());
+        print_summary(&t, progress_now() - t_start, why);
         RG_IGNORE(rg_dist_finalize(t.dist)); /* start-up failed and said why; that is the error */
         return code;
     }
