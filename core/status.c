@@ -34,12 +34,31 @@ const char *rg_status_str(rg_status s) {
 const char *rg_last_error(void) { return last_error; }
 
 rg_status rg_last_status(void) { return last_status; }
+/* Formats into out (cap bytes). A message longer than that keeps its beginning and its end (where
+ * the reason usually is: "...: No such file or directory") and says how much of the middle went,
+ * instead of being cut at cap with no sign (a 5,000-character path used to hide the reason). */
+static void format_fitted(char *out, size_t cap, const char *fmt, va_list ap) {
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(out, cap, fmt, ap);
+    if (n >= 0 && (size_t)n >= cap) {
+        char *full = malloc((size_t)n + 1);
+        if (full) {
+            vsnprintf(full, (size_t)n + 1, fmt, again);
+            size_t tail = cap / 3, head = cap - tail - 48;
+            snprintf(out, cap, "%.*s [... %zu characters cut ...] %s", (int)head, full,
+                     (size_t)n - head - tail, full + (size_t)n - tail);
+            free(full);
+        }
+    }
+    va_end(again);
+}
 
 rg_status rg_error(rg_status s, const char *fmt, ...) {
     last_status = s;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    format_fitted(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
     return s;
 }
@@ -50,7 +69,7 @@ RG_NORETURN void rg_fatal(const char *file, int line, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    format_fitted(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fprintf(stderr, "ringgrad: %s (%s:%d)\n", msg, file, line);
     fflush(stderr);

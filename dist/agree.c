@@ -54,6 +54,26 @@ static int describe(char **texts, int size, char *msg, size_t cap) {
         }
         l += len + (end ? 1 : 0);
     }
+    /* settings rank 0 does not have at all, from the first rank that has each */
+    for (int r = 1; r < size; r++)
+        for (const char *l = texts[r]; *l;) {
+            const char *end = strchr(l, '\n'), *sp = strchr(l, ' ');
+            size_t len = end ? (size_t)(end - l) : strlen(l);
+            size_t name_len = sp && sp < l + len ? (size_t)(sp - l) : len;
+            char v[256];
+            bool seen = false;
+            for (int q = 0; q < r && !seen; q++) {
+                value_of(texts[q], l, name_len, v, sizeof v);
+                seen = strcmp(v, "(absent)") != 0;
+            }
+            if (!seen && n < cap) {
+                value_of(texts[r], l, name_len, v, sizeof v);
+                n += (size_t)snprintf(msg + n, cap - n, "%s%.*s is (absent) on rank 0, %s on rank %d",
+                                      bad ? "; " : "", (int)name_len, l, v, r);
+                bad++;
+            }
+            l += len + (end ? 1 : 0);
+        }
     return bad;
 }
 

@@ -7,7 +7,8 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libopenblas-dev libopenmpi-dev openmpi-bin
-      libcriterion-dev libstb-dev zlib1g-dev dataset-fashion-mnist iproute2 python3)
+      libcriterion-dev libstb-dev zlib1g-dev dataset-fashion-mnist iproute2 python3
+      clang libclang-rt-14-dev libomp-dev)  # clang: the libFuzzer targets (scripts/fuzz.sh)
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch python3-torchvision python3-matplotlib python3-numpy)
 fi

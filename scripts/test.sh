@@ -2,6 +2,8 @@
 # The full test suite: the normal build, then the same suite under AddressSanitizer and
 # UndefinedBehaviorSanitizer. Exits non-zero if anything fails.
 #   RG_TEST_SKIP_SANITIZE=1 scripts/test.sh   only the normal build (quicker while developing)
+# With clang installed it then runs each fuzz target for RG_FUZZ_SECONDS (default 60) through
+# scripts/fuzz.sh; RG_TEST_SKIP_FUZZ=1 skips that.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -16,4 +18,9 @@ if [ "${RG_TEST_SKIP_SANITIZE:-0}" != 1 ]; then
   scripts/build.sh build-asan -DRG_SANITIZE=ON -DRG_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
   echo "== tests (ASan + UBSan)"
   RG_ALLOC_CACHE=0 ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE nosan
+fi
+
+if [ "${RG_TEST_SKIP_FUZZ:-0}" != 1 ] && command -v clang >/dev/null; then
+  echo "== fuzz (${RG_FUZZ_SECONDS:-60} s per target)"
+  scripts/fuzz.sh "${RG_FUZZ_SECONDS:-60}"
 fi

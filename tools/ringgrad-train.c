@@ -129,6 +129,8 @@ static bool run_epoch(trainer *t, int64_t epoch) {
                         (double)m.correct / (double)m.seen, (double)t->images / t->train_seconds);
         guard_check_stdout(t);
     }
+    if (v == GUARD_GO) v = guard_finish(t); /* the last step's flags */
+    if (v != GUARD_GO && t->prog.enabled && t->prog.tty) fputc('\n', t->prog.out); /* end the bar */
     if (v == GUARD_DIVERGED || v == GUARD_FAILED) return false; /* nothing saved: keep the last */
     if (reduce_metrics(t, &m) != RG_OK) return false;
     bool finished = batches == spe;
@@ -242,6 +244,7 @@ static int start(trainer *t, int *argc, char ***argv) {
 }
 
 static void teardown(trainer *t) {
+    guard_free(t);
     rg_loader_free(t->train);
     rg_loader_free(t->test);
     rg_ddp_free(t->ddp);
@@ -261,6 +264,10 @@ int main(int argc, char **argv) {
     }
     t.test_acc = -1; /* not evaluated yet */
     if ((code = start(&t, &argc, &argv)) != 0) {
+        if (!t.dist) t.rank = env_rank(), t.world = 1;
+        char why[1024]; /* --json: a valid line with the reason, also when start-up failed */
+        snprintf(why, sizeof why, "%s", *trainer_first_error() ? trainer_first_error() : rg_last_error());
+        print_summary(&t, progress_now() - t_start, why);
         RG_IGNORE(rg_dist_finalize(t.dist)); /* start-up failed and said why; that is the error */
         return code;
     }

@@ -55,8 +55,14 @@ hyper)
     done
     ;;
 save1)
-    mpmd_run -- --save "$RG_TRAIN_OUT/agree_save1.safetensors"
+    mpmd_run --json -- --json --save "$RG_TRAIN_OUT/agree_save1.safetensors"
     both "--save is unset on rank 0, set on rank 1"
+    # --json: rank 0 still prints a valid JSON line, with the reason
+    grep '^{' "$log" | tail -n 1 | python3 -c '
+import json, sys
+j = json.loads(sys.stdin.read())
+assert "--save is unset on rank 0" in j["error"], j
+' || fail "no valid --json line with the error"
     ;;
 init)
     mpmd_run --init "$RG_TRAIN_OUT/no-such.safetensors" -- --init "$RG_TRAIN_OUT/no-such.safetensors"

@@ -109,3 +109,6 @@ endforeach()
 #   resume_world.sh  2 -> 1 -> 3 ranks at global batch 96 = one uninterrupted run; impossible
 #                 resumes fail; --lr overrides a checkpoint; a finished run reports its accuracy
 rg_train_test(resume_world 3 "" "train;mpi" ${RG_TRAIN_SH}/resume_world.sh)
+#   reliability.sh  every bad input and fault of issue 10 (the table of docs/RELIABILITY.md):
+#                 nothing aborts, hangs or loses a checkpoint
+rg_train_test(reliability 2 "" "train;mpi" ${RG_TRAIN_SH}/reliability.sh)

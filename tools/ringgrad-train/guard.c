@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,21 +49,28 @@ void guard_check_stdout(trainer *t) {
     if (warned || !ferror(stdout)) return;
     warned = true;
     clearerr(stdout);
-    fprintf(stderr, "ringgrad-train: rank %d: warning: standard output is closed; training goes on "
-                    "without printing progress\n", t->rank);
+    char who[32] = "";
+    if (t->world > 1) snprintf(who, sizeof who, "rank %d: ", t->rank);
+    fprintf(stderr, "ringgrad-train: %swarning: standard output is closed; training goes on "
+                    "without printing progress\n", who);
 }
 
 /* ---- non-finite values ---- */
 
-/* Whether every element of a float32 tensor is finite. On the host, one read of the memory:
- * acc += x * 0 stays 0 for finite x and becomes NaN otherwise (and vectorises). On a GPU, the
- * same through sum(x * 0). */
+/* Whether every element of a float32 tensor is finite. On the host, one read of the memory: an
+ * element is NaN or Inf when its exponent bits are all ones, and an OR of integer tests
+ * vectorises (a float sum would be one long dependency chain). On a GPU, sum(x * 0) is 0 for
+ * finite x and NaN otherwise. */
 static bool all_finite(rg_tensor *x) {
     if (x->device.type == RG_DEV_CPU) {
         const float *p = x->data;
-        float acc = 0.0f;
-        for (int64_t i = 0; i < x->numel; i++) acc += p[i] * 0.0f;
-        return acc == 0.0f;
+        uint32_t bad = 0;
+        for (int64_t i = 0; i < x->numel; i++) {
+            uint32_t b;
+            memcpy(&b, &p[i], sizeof b);
+            bad |= (b & 0x7f800000u) == 0x7f800000u;
+        }
+        return !bad;
     }
     rg_no_grad_begin();
     float v = rg_tensor_item(rg_sum(rg_scale(x, 0.0f)));
@@ -81,48 +89,43 @@ static const char *first_bad_grad(trainer *t) {
 }
 
 /* "1, 3" from the ranks whose flags have `bit` set */
-static void ranks_with(const int64_t *flags, int world, int bit, char *out, size_t cap) {
+static void ranks_with(const float *flags, int world, int bit, char *out, size_t cap) {
     size_t n = 0;
     out[0] = '\0';
     for (int r = 0; r < world && n < cap; r++)
-        if (flags[r] & bit) n += (size_t)snprintf(out + n, cap - n, "%s%d", n ? ", " : "", r);
+        if ((int)flags[r] & bit) n += (size_t)snprintf(out + n, cap - n, "%s%d", n ? ", " : "", r);
 }
 
-guard_verdict guard_step(trainer *t, float loss, bool sync) {
-    if (!isfinite(loss) && !t->bad_loss) t->bad_loss = true, t->bad_loss_value = loss;
-    if (!sync) return GUARD_GO;
-    const char *bad = first_bad_grad(t);
-    int64_t mine = (t->bad_loss ? FLAG_LOSS : 0) | (bad ? FLAG_GRAD : 0) |
-                   (caught_signal ? FLAG_SIGNAL : 0) | (t->local_error ? FLAG_ERROR : 0);
-    int64_t one = mine, *flags = &one, any = mine;
-    int64_t stack[64], *heap = NULL;
-    if (t->world > 1) {
-        flags = t->world <= 64 ? stack : (heap = malloc((size_t)t->world * sizeof *heap));
-        if (!flags || rg_comm_allgather(t->comm, &mine, flags, 1, RG_COMM_I64) != RG_OK) {
-            trainer_error(t, "step %lld: the per-step check with the other ranks failed: %s",
-                          (long long)t->step, flags ? rg_last_error() : "out of memory");
-            free(heap);
-            return GUARD_FAILED;
-        }
-        any = 0;
-        for (int r = 0; r < t->world; r++) any |= flags[r];
+static const char *who(const trainer *t, char *buf, size_t cap) {
+    buf[0] = '\0';
+    if (t->world > 1) snprintf(buf, cap, "rank %d: ", t->rank);
+    return buf;
+}
+
+/* The verdict from every rank's flags (flags[r] for rank r; one entry alone). `bad` is this
+ * rank's first non-finite gradient; `step` the step the flags belong to. */
+static guard_verdict decide(trainer *t, const float *flags, const char *bad, int64_t step) {
+    int any = 0, first = -1;
+    for (int r = 0; r < t->world; r++) {
+        any |= (int)flags[r];
+        if (first < 0 && ((int)flags[r] & (FLAG_LOSS | FLAG_GRAD))) first = r;
     }
-    guard_verdict v = GUARD_GO;
     if (any & FLAG_ERROR) {
-        if (!t->local_error) trainer_error(t, "step %lld: another rank failed (see its message)",
-                                           (long long)t->step);
-        v = GUARD_FAILED;
-    } else if (any & (FLAG_LOSS | FLAG_GRAD)) {
-        int first = 0;
-        while (!(flags[first] & (FLAG_LOSS | FLAG_GRAD))) first++;
+        if (!t->local_error)
+            trainer_error(t, "step %lld: another rank failed (see its message)", (long long)step);
+        return GUARD_FAILED;
+    }
+    if (any & (FLAG_LOSS | FLAG_GRAD)) {
         if (t->rank == first) {
-            char loss_ranks[256], grad_ranks[256];
+            char loss_ranks[256], grad_ranks[256], what[512];
             ranks_with(flags, t->world, FLAG_LOSS, loss_ranks, sizeof loss_ranks);
             ranks_with(flags, t->world, FLAG_GRAD, grad_ranks, sizeof grad_ranks);
-            char what[512];
-            if (t->bad_loss)
+            if (*loss_ranks && t->bad_loss)
                 snprintf(what, sizeof what, "the loss is %s on rank%s %s",
                          isnan(t->bad_loss_value) ? "nan" : t->bad_loss_value > 0 ? "inf" : "-inf",
+                         strchr(loss_ranks, ',') ? "s" : "", loss_ranks);
+            else if (*loss_ranks)
+                snprintf(what, sizeof what, "the loss is not finite on rank%s %s",
                          strchr(loss_ranks, ',') ? "s" : "", loss_ranks);
             else
                 snprintf(what, sizeof what, "the gradients are not finite on rank%s %s",
@@ -131,27 +134,94 @@ guard_verdict guard_step(trainer *t, float loss, bool sync) {
                           "step %lld (epoch %lld): training diverged: %s; first non-finite "
                           "gradient: %s; stopping without an optimizer step%s%s%s (try a lower "
                           "--lr or --warmup-steps)",
-                          (long long)t->step, (long long)t->epoch, what,
+                          (long long)step, (long long)t->epoch, what,
                           bad ? bad : "none on this rank", t->a.save ? "; the last checkpoint, " : "",
                           t->a.save ? t->a.save : "", t->a.save ? ", is kept as it was" : "");
         }
         t->diverged = true;
-        v = GUARD_DIVERGED;
-    } else if (any & FLAG_SIGNAL) {
+        return GUARD_DIVERGED;
+    }
+    if (any & FLAG_SIGNAL) {
         if (!t->stop_signal) {
             int sig = caught_signal ? caught_signal : SIGTERM;
             t->stop_signal = sig;
+            char w[32];
             if (t->rank == 0 || caught_signal)
-                fprintf(stderr, "ringgrad-train: rank %d: %s: finishing step %lld%s, then exiting "
-                                "with 128+signal (a second signal exits at once)\n", t->rank,
+                fprintf(stderr, "ringgrad-train: %s%s: finishing step %lld%s, then exiting with "
+                                "128+signal (a second signal exits at once)\n", who(t, w, sizeof w),
                         caught_signal ? strsignal(sig) : "another rank caught a signal",
                         (long long)t->step, t->a.save ? " and saving" : "");
         }
-        v = GUARD_STOP_AFTER_STEP;
+        return GUARD_STOP_AFTER_STEP;
     }
+    return GUARD_GO;
+}
+
+/* Waits for the flags exchange started at the previous step (if any); its verdict. */
+static guard_verdict collect(trainer *t) {
+    if (!t->guard_req) return GUARD_GO;
+    rg_status st = rg_comm_wait(t->guard_req);
+    t->guard_req = NULL;
+    if (st != RG_OK) {
+        trainer_error(t, "step %lld: the per-step check with the other ranks failed: %s",
+                      (long long)t->step, rg_last_error());
+        return GUARD_FAILED;
+    }
+    return decide(t, t->guard_flags, NULL, t->step - 1);
+}
+
+/* With several ranks the flags travel in an allreduce started here and waited for at the next
+ * step (or guard_finish), so the check adds no wait to the step: each rank's slot of a
+ * world-long vector holds its flags and the sum hands every rank all of them. A non-finite
+ * gradient needs no exchange at all: after the allreduce every rank holds the same gradients
+ * and sees it at the same step (only --no-allreduce keeps them apart; then the flags tell). */
+guard_verdict guard_step(trainer *t, float loss, bool sync) {
+    if (!isfinite(loss) && !t->bad_loss) t->bad_loss = true, t->bad_loss_value = loss;
+    if (!sync) return GUARD_GO;
+    const char *bad = first_bad_grad(t);
+    int mine = (t->bad_loss ? FLAG_LOSS : 0) | (bad ? FLAG_GRAD : 0) |
+               (caught_signal ? FLAG_SIGNAL : 0) | (t->local_error ? FLAG_ERROR : 0);
+    if (t->world == 1) {
+        float f = (float)mine;
+        guard_verdict v = decide(t, &f, bad, t->step);
+        t->bad_loss = false;
+        return v;
+    }
+    guard_verdict v = collect(t); /* the previous step's flags */
+    if (v == GUARD_GO && bad && !t->a.no_allreduce) { /* the same on every rank */
+        float *f = calloc((size_t)t->world, sizeof *f);
+        if (!f) return trainer_error(t, "out of memory"), GUARD_FAILED;
+        for (int r = 0; r < t->world; r++) f[r] = FLAG_GRAD; /* every rank has these gradients */
+        f[t->rank] = (float)(FLAG_GRAD | (t->bad_loss ? FLAG_LOSS : 0)); /* its loss: known here */
+        v = decide(t, f, bad, t->step);
+        free(f);
+    }
+    if (v != GUARD_GO) return v;
+    if (!t->guard_flags && !(t->guard_flags = calloc((size_t)t->world, sizeof(float)))) {
+        trainer_error(t, "out of memory");
+        return GUARD_FAILED;
+    }
+    memset(t->guard_flags, 0, (size_t)t->world * sizeof(float));
+    t->guard_flags[t->rank] = (float)mine;
     t->bad_loss = false;
-    free(heap);
+    if (rg_comm_allreduce_async(t->comm, t->guard_flags, t->world, RG_COMM_F32, RG_REDUCE_SUM,
+                                &t->guard_req) != RG_OK) {
+        trainer_error(t, "step %lld: starting the per-step check failed: %s", (long long)t->step,
+                      rg_last_error());
+        return GUARD_FAILED;
+    }
     return v;
+}
+
+guard_verdict guard_finish(trainer *t) {
+    return collect(t);
+}
+
+void guard_free(trainer *t) {
+    if (t->guard_req) RG_IGNORE(rg_comm_wait(t->guard_req)); /* ending anyway; it was reported */
+    t->guard_req = NULL;
+    free(t->guard_flags);
+    t->guard_flags = NULL;
 }
 
 /* ---- output paths ---- */

@@ -1,7 +1,8 @@
 /* trainer.h — the state of one ringgrad-train run, shared by its files:
  *   ringgrad-train.c      main: set-up in order, the epochs, the summary, tear-down
  *   ringgrad-train/setup.c   data, model, optimizer, checkpoints, DDP, loaders
- *   ringgrad-train/args.c    flags;  ringgrad-train/progress.c  the Keras-style bar */
+ *   ringgrad-train/args.c    flags;  ringgrad-train/progress.c  the Keras-style bar
+ *   ringgrad-train/guard.c   NaN/Inf per step, signals, output probes, the ranks' stop flags */
 #ifndef RG_TRAINER_H
 #define RG_TRAINER_H
 
@@ -37,6 +38,8 @@ typedef struct {
     bool diverged;        /* a non-finite loss or gradient stopped training */
     int stop_signal;      /* the ranks agreed to stop after this step for this signal */
     bool local_error;     /* this rank failed (reported): every rank stops at the next check */
+    rg_comm_req *guard_req; /* the flags exchange in flight (several ranks) */
+    float *guard_flags;     /* its buffer: one slot per rank */
 } trainer;
 
 /* "ringgrad-train: error: <msg>" on stderr, naming the rank in a multi-rank job. */
@@ -67,8 +70,13 @@ int guard_signal(void); /* the signal caught, or 0 */
 /* Once: a warning when writing to stdout failed (a closed pipe). */
 void guard_check_stdout(trainer *t);
 /* Called after every micro-step with its loss; at a synchronising step (sync) it checks the
- * reduced gradients and agrees with the other ranks (collective). */
+ * reduced gradients and, with several ranks, collects the flags exchanged at the previous step
+ * and starts this step's exchange (collective, asynchronous). */
 guard_verdict guard_step(trainer *t, float loss, bool sync);
+/* Collective: the verdict of the exchange still in flight, when the steps end. */
+guard_verdict guard_finish(trainer *t);
+/* Waits for (and ignores) an exchange in flight and frees the buffer; at tear-down. */
+void guard_free(trainer *t);
 /* Creates and removes a probe file next to path; an error names the flag and the path. */
 RG_NODISCARD rg_status guard_probe_output(const char *flag, const char *path);
 /* Collective: every rank's `mine` must equal rank 0's; otherwise an error on every rank naming
