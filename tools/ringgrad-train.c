@@ -141,9 +141,9 @@ static void print_summary(const trainer *t, double seconds) {
     if (t->rank != 0 || !t->a.json) return;
     char dev[16];
     printf("{\"model\":\"%s\",\"device\":\"%s\",\"world_size\":%d,\"comm\":\"%s\",\"threads\":%d,"
-           "\"epochs\":%d,\"steps\":%lld,\"batch_size\":%d,\"global_batch\":%d,",
+           "\"cpu_isa\":\"%s\",\"epochs\":%d,\"steps\":%lld,\"batch_size\":%d,\"global_batch\":%d,",
            t->a.model, rg_device_str(t->dev, dev, sizeof dev), t->world,
-           rg_comm_backend_name(rg_comm_kind(t->comm)), t->threads, t->a.epochs,
+           rg_comm_backend_name(rg_comm_kind(t->comm)), t->threads, rg_cpu_isa(), t->a.epochs,
            (long long)t->step, t->a.batch_size, t->a.batch_size * t->world);
     if (t->trained_any)
         printf("\"train_loss\":%.6f,\"train_accuracy\":%.6f,", t->last_loss, t->last_acc);
@@ -177,7 +177,7 @@ RG_NODISCARD static rg_status check_device(trainer *t) {
 
 /* Device, MPI and threads; returns 0 or an exit code. */
 static int start(trainer *t, int *argc, char ***argv) {
-    if (check_device(t) != RG_OK) {
+    if (check_device(t) != RG_OK || rg_cpu_isa_init() != RG_OK) { /* RG_ISA checked here too */
         if (env_rank() == 0) fprintf(stderr, "ringgrad-train: error: %s\n", rg_last_error());
         return 1;
     }
