@@ -38,6 +38,7 @@ static void usage(FILE *f) {
            "  --clock wall|cpu      time with the wall clock (default) or this thread's CPU time\n"
            "                        (one thread only: immune to the time slicing of a shared "
            "machine)\n"
+           "  --step-only           cnn: run only the step (no GEMM floor, no peak), e.g. under perf\n"
            "  --raw                 also print one 'raw ...' line per result (for bench/ scripts)\n"
            "  --shapes              print the conv layers' shapes and exit\n"
            "  --isa-supported ISA   exit 0 if this build and CPU run the kernels of ISA, else 1\n"
@@ -78,6 +79,8 @@ int main(int argc, char **argv) {
             o.iters = parse_int(a, v, 1, 100000), i++;
         } else if (!strcmp(a, "--batch")) {
             o.batch = parse_int(a, v, 1, 4096), i++;
+        } else if (!strcmp(a, "--step-only")) {
+            o.step_only = true;
         } else if (!strcmp(a, "--raw")) {
             o.raw = true;
         } else if (!strcmp(a, "--clock")) {

@@ -19,6 +19,7 @@ typedef struct {
     bool raw;                           /* also print one machine-readable line per result */
     const char *layer;                  /* conv: only this layer and those under it (or NULL) */
     int pass;                           /* conv: only this pass (rgb_parse_pass), or -1 for all */
+    bool step_only;                     /* cnn: time the step alone (no floor, no peak): for perf */
 } rgb_opts;
 
 /* Seconds on the clock the bench times with: wall time, or, with --clock cpu, the CPU time of

@@ -168,11 +168,17 @@ void rgb_run_cnn(const rgb_opts *o) {
             double t0 = rgb_now();
             loss = cnn_step(&net);
             ts[it] = rgb_now() - t0;
+            if (o->step_only) continue;
             tf[it] = floor_run(g, tgi);
             for (int i = 0; i < NFLOOR; i++) tg[i * o->iters + it] = tgi[i];
             tp[it] = rgb_peak_gflops(rg_cpu_isa(), nt, 4000000); /* the peak, interleaved */
         }
         RG_CHECK(isfinite(loss), "cnn bench: the loss is %g", (double)loss);
+        if (o->step_only) {
+            double step = rgb_median(ts, o->iters);
+            printf("%-8d %12.1f %10.0f   (step only)\n", nt, step * 1e3, BATCH / step);
+            continue;
+        }
         double step = rgb_median(ts, o->iters), fl = rgb_median(tf, o->iters);
         double peak = rgb_median(tp, o->iters), gflops = floor_flops(g) / step * 1e-9;
         printf("%-8d %12.1f %10.0f %14.1f %10.0f %15.0f%% %9.1f %11.0f%%\n", nt, step * 1e3,
