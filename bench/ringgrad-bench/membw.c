@@ -2,10 +2,11 @@
  *
  * ReLU, dropout, max-pooling and the optimizer steps do a few operations per element they load,
  * so their speed limit is memory bandwidth. Each is timed at the size it has in the CNN step
- * (batch 128) next to a copy (memcpy, split between the threads as the kernels split their loops)
- * that moves the same number of bytes, reads plus writes; the ratio copy time / kernel time is the
- * kernel's fraction of the streaming speed (1.0: as fast as a copy). Interleaved, medians. */
-#include <omp.h>
+ * (batch 128) next to a copy that moves the same number of bytes, reads plus writes, over the same
+ * footprint: the backend's y = 1*x + 0*y (axpby), a plain streaming loop compiled for the same
+ * instruction set and split between the threads like the kernels' loops. The ratio copy time /
+ * kernel time is the kernel's fraction of the streaming speed (100%: as fast as a copy).
+ * Interleaved, medians; --clock cpu for one thread on a shared machine. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,15 +54,9 @@ static void op_sgd(bufs *x) {
     rg_cpu_backend.sgd_step(N_PAR, &h, x->c, x->a, x->d);
 }
 
-/* memcpy of `bytes` bytes, each thread its own contiguous part. */
+/* A streaming copy of `bytes` bytes (a multiple of 4), through the kernels' own loop. */
 static void copy_bytes(char *dst, const char *src, size_t bytes) {
-#pragma omp parallel
-    {
-        int nt = omp_get_num_threads(), t = omp_get_thread_num();
-        size_t per = (bytes / (size_t)nt + 63) / 64 * 64, lo = per * (size_t)t;
-        size_t hi = lo + per < bytes ? lo + per : bytes;
-        if (lo < hi) memcpy(dst + lo, src + lo, hi - lo);
-    }
+    rg_cpu_backend.axpby((int64_t)(bytes / 4), 1.0f, (const float *)src, 0.0f, (float *)dst);
 }
 
 void rgb_run_membw(const rgb_opts *o) {
@@ -94,14 +89,14 @@ void rgb_run_membw(const rgb_opts *o) {
     for (int ti = 0; ti < o->nthreads; ti++) {
         int nt = rg_set_num_threads(o->threads[ti]);
         for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
-            size_t half = (size_t)(ops[k].bytes / 2);
+            size_t half = (size_t)(ops[k].bytes / 2) / 4 * 4;
             ops[k].run(&x), copy_bytes(dst, src, half); /* warm up */
             for (int it = 0; it < o->iters; it++) {
-                double t0 = rgb_wall();
+                double t0 = rgb_now();
                 copy_bytes(dst, src, half);
-                double t1 = rgb_wall();
+                double t1 = rgb_now();
                 ops[k].run(&x);
-                tc[it] = t1 - t0, to[it] = rgb_wall() - t1;
+                tc[it] = t1 - t0, to[it] = rgb_now() - t1;
             }
             double c = rgb_median(tc, o->iters), t = rgb_median(to, o->iters);
             printf("%-8d %-22s %8.1f %10.1f %10.1f %11.0f%%\n", nt, ops[k].what, ops[k].bytes * 1e-6,
