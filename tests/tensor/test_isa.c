@@ -207,3 +207,24 @@ Test(tensor_isa, reductions_match_generic_within_rounding) {
     }
     free(x), free(dy), free(dbw), free(dbt), free(dbw0), free(amw), free(amt);
 }
+
+/* The dropout kernels test the drawn words against an integer threshold; every copy keeps exactly
+ * the elements rg_dropout_keep (the formula the CUDA kernel uses) keeps, at awkward p too. */
+Test(tensor_isa, dropout_masks_are_the_formula_on_every_copy) {
+    const float ps[] = {0.0f, 5.9604645e-08f, 0.1f, 0.25f, 1.0f / 3.0f, 0.5f, 0.9999999f, 1.0f};
+    const char *all[] = {"generic", "avx2", "avx512", "native"};
+    const int64_t n = 4099;
+    float *x = zeros(n), *y = zeros(n);
+    for (int64_t i = 0; i < n; i++) x[i] = 1.0f;
+    for (size_t c = 0; c < sizeof all / sizeof *all; c++) {
+        const rg_backend *t = rg_cpu_backend_isa(all[c]);
+        if (!t) continue;
+        for (size_t k = 0; k < sizeof ps / sizeof *ps; k++) {
+            t->dropout_forward(n, ps[k], 99, 13, x, y);
+            for (int64_t i = 0; i < n; i++)
+                cr_assert_eq(y[i] != 0.0f, rg_dropout_keep(ps[k], 99, 13 + (uint64_t)i),
+                             "%s: p %.9g element %lld", all[c], (double)ps[k], (long long)i);
+        }
+    }
+    free(x), free(y);
+}
