@@ -30,3 +30,10 @@ add_test(NAME tensor/isa_bad_env COMMAND ${CMAKE_COMMAND} -E env RG_ISA=avx9000
                                          $<TARGET_FILE:ringgrad-bench> --only peak --iters 1)
 set_tests_properties(tensor/isa_bad_env PROPERTIES LABELS "tensor;isa" WILL_FAIL FALSE
                      PASS_REGULAR_EXPRESSION "RG_ISA=avx9000: unknown instruction set \\(expected one of: [a-z0-9, ]+\\)")
+# A set the build lacks is an error naming the sets it has, not a silent fallback.
+if(NOT "native" IN_LIST RG_ISAS)
+  add_test(NAME tensor/isa_missing_set COMMAND ${CMAKE_COMMAND} -E env RG_ISA=native
+                                               $<TARGET_FILE:ringgrad-bench> --only peak --iters 1)
+  set_tests_properties(tensor/isa_missing_set PROPERTIES LABELS "tensor;isa"
+                       PASS_REGULAR_EXPRESSION "RG_ISA=native: this build has no kernels for it \\(this one runs: generic")
+endif()
