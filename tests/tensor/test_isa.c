@@ -228,3 +228,19 @@ Test(tensor_isa, dropout_masks_are_the_formula_on_every_copy) {
     }
     free(x), free(y);
 }
+
+/* Every copy's table is complete, like the one test_backend.c checks. */
+Test(tensor_isa, every_table_fills_every_entry) {
+    const char *all[] = {"generic", "avx2", "avx512", "native"};
+    int tables = 0;
+    for (size_t c = 0; c < sizeof all / sizeof *all; c++) {
+        const rg_backend *t = rg_cpu_backend_isa(all[c]);
+        if (!t) continue;
+        tables++;
+        cr_assert_str_eq(t->name, "cpu");
+#define RG_CHECK_ENTRY(ret, fn, params) cr_assert(t->fn != NULL, "%s: %s", all[c], #fn);
+        RG_BACKEND_KERNELS(RG_CHECK_ENTRY)
+#undef RG_CHECK_ENTRY
+    }
+    cr_assert(tables >= 1);
+}
