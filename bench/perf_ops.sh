@@ -38,7 +38,7 @@ groups = [  # (name, regex on "dso symbol"), first match wins
     ("adam step", r"adam"),
     ("relu", r"relu"),
     ("maxpool", r"maxpool|pool"),
-    ("dropout", r"dropout"),
+    ("dropout", r"dropout|draw_words|keep_threshold"),
     ("cross-entropy, sum, bcast", r"cross_entropy|rg_cpu_sum|bcast|binary|axpby|fill"),
     ("OpenMP wait (libgomp)", r"libgomp"),
     ("kernel (page faults, scheduling)", r"kernel|\[k\]"),
