@@ -38,7 +38,7 @@ static void usage(FILE *f) {
            "  --clock wall|cpu      time with the wall clock (default) or this thread's CPU time\n"
            "                        (one thread only: immune to the time slicing of a shared "
            "machine)\n"
-           "  --step-only           cnn: run only the step (no GEMM floor, no peak), e.g. under perf\n"
+           "  --step-only           cnn: only the step (no GEMM floor, no peak), e.g. under perf\n"
            "  --raw                 also print one 'raw ...' line per result (for bench/ scripts)\n"
            "  --shapes              print the conv layers' shapes and exit\n"
            "  --isa-supported ISA   exit 0 if this build and CPU run the kernels of ISA, else 1\n"

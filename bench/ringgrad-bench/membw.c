@@ -32,21 +32,31 @@ typedef struct {
     void (*run)(bufs *);
 } mem_op;
 
-static void op_relu_fwd(bufs *x) { rg_cpu_backend.relu_forward(N_ACT, x->a, x->b); }
-static void op_relu_bwd(bufs *x) { rg_cpu_backend.relu_backward(N_ACT, x->a, x->b, 0.0f, x->c); }
+static void op_relu_fwd(bufs *x) {
+    rg_cpu_backend.relu_forward(N_ACT, x->a, x->b);
+}
+static void op_relu_bwd(bufs *x) {
+    rg_cpu_backend.relu_backward(N_ACT, x->a, x->b, 0.0f, x->c);
+}
 static void op_drop_fwd(bufs *x) {
     rg_cpu_backend.dropout_forward(N_DROP, 0.25f, 7, x->step++ * N_DROP, x->a, x->b);
 }
 static void op_drop_bwd(bufs *x) {
     rg_cpu_backend.dropout_backward(N_DROP, 0.25f, 7, x->step++ * N_DROP, x->a, 0.0f, x->b);
 }
-static void op_pool_fwd(bufs *x) { rg_cpu_backend.maxpool2d_forward(&x->pool, x->a, x->b, x->am); }
+static void op_pool_fwd(bufs *x) {
+    rg_cpu_backend.maxpool2d_forward(&x->pool, x->a, x->b, x->am);
+}
 static void op_pool_bwd(bufs *x) {
     rg_cpu_backend.maxpool2d_backward(&x->pool, x->b, x->am, 0.0f, x->c);
 }
 static void op_adam(bufs *x) {
-    rg_adam_hparams h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
-                         .bias_correction1 = 0.1f, .bias_correction2 = 0.001f};
+    rg_adam_hparams h = {.lr = 1e-3f,
+                         .beta1 = 0.9f,
+                         .beta2 = 0.999f,
+                         .eps = 1e-8f,
+                         .bias_correction1 = 0.1f,
+                         .bias_correction2 = 0.001f};
     rg_cpu_backend.adam_step(N_PAR, &h, x->c, x->a, x->d, x->e);
 }
 static void op_sgd(bufs *x) {
@@ -70,12 +80,23 @@ void rgb_run_membw(const rgb_opts *o) {
         {"adam step", 28.0 * N_PAR, op_adam},
         {"sgd step (momentum)", 20.0 * N_PAR, op_sgd},
     };
-    bufs x = {.a = rgb_random(N_ACT, 1), .b = rgb_random(N_ACT, 2), .c = rgb_random(N_ACT, 3),
-              .d = rgb_random(N_PAR, 4), .e = rgb_random(N_PAR, 5)};
+    bufs x = {.a = rgb_random(N_ACT, 1),
+              .b = rgb_random(N_ACT, 2),
+              .c = rgb_random(N_ACT, 3),
+              .d = rgb_random(N_PAR, 4),
+              .e = rgb_random(N_PAR, 5)};
     for (int64_t i = 0; i < N_PAR; i++) x.e[i] *= x.e[i]; /* Adam's v >= 0 */
     x.am = calloc((size_t)N_ACT / 4, sizeof *x.am);
-    x.pool = (rg_pool2d_shape){.n = 128, .c = 64, .h = 24, .w = 24, .p = 12, .q = 12,
-                               .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2};
+    x.pool = (rg_pool2d_shape){.n = 128,
+                               .c = 64,
+                               .h = 24,
+                               .w = 24,
+                               .p = 12,
+                               .q = 12,
+                               .kernel_h = 2,
+                               .kernel_w = 2,
+                               .stride_h = 2,
+                               .stride_w = 2};
     size_t maxcopy = 28 * (size_t)N_ACT / 2 + 64;
     char *src = malloc(maxcopy), *dst = malloc(maxcopy);
     double *tc = calloc((size_t)o->iters, sizeof *tc), *to = calloc((size_t)o->iters, sizeof *to);
@@ -84,8 +105,8 @@ void rgb_run_membw(const rgb_opts *o) {
     printf("\nMemory-bound kernels against a copy of the same bytes (read + written), median of "
            "%d interleaved runs; kernels: %s\n",
            o->iters, rg_cpu_isa());
-    printf("%-8s %-22s %8s %10s %10s %12s\n", "threads", "kernel", "MB", "kernel GB/s",
-           "copy GB/s", "kernel/copy");
+    printf("%-8s %-22s %8s %10s %10s %12s\n", "threads", "kernel", "MB", "kernel GB/s", "copy GB/s",
+           "kernel/copy");
     for (int ti = 0; ti < o->nthreads; ti++) {
         int nt = rg_set_num_threads(o->threads[ti]);
         for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
@@ -99,8 +120,9 @@ void rgb_run_membw(const rgb_opts *o) {
                 tc[it] = t1 - t0, to[it] = rgb_now() - t1;
             }
             double c = rgb_median(tc, o->iters), t = rgb_median(to, o->iters);
-            printf("%-8d %-22s %8.1f %10.1f %10.1f %11.0f%%\n", nt, ops[k].what, ops[k].bytes * 1e-6,
-                   ops[k].bytes / t * 1e-9, ops[k].bytes / c * 1e-9, 100.0 * c / t);
+            printf("%-8d %-22s %8.1f %10.1f %10.1f %11.0f%%\n", nt, ops[k].what,
+                   ops[k].bytes * 1e-6, ops[k].bytes / t * 1e-9, ops[k].bytes / c * 1e-9,
+                   100.0 * c / t);
             if (o->raw)
                 printf("raw membw threads=%d op=\"%s\" kernel_ms=%.3f copy_ms=%.3f\n", nt,
                        ops[k].what, t * 1e3, c * 1e3);

@@ -93,8 +93,8 @@ double rgb_peak_gflops(const char *isa, int nt, int64_t iters) {
 }
 
 void rgb_run_peak(const rgb_opts *o) {
-    printf("\nFMA peak (register-only loop), GFLOP/s, median of %d; kernels in use: %s\n",
-           o->iters, rg_cpu_isa());
+    printf("\nFMA peak (register-only loop), GFLOP/s, median of %d; kernels in use: %s\n", o->iters,
+           rg_cpu_isa());
     printf("%-8s %-8s %12s\n", "isa", "threads", "GFLOP/s");
     double *g = calloc((size_t)o->iters, sizeof *g);
     RG_CHECK(g, "peak: out of memory");

@@ -141,7 +141,8 @@ void rg_cpu_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset,
         int64_t e0 = (int64_t)(4 * ctr0 - offset);
         int64_t lo = e0 < 0 ? -e0 : 0, hi = n - e0 < 4 * COUNTERS ? n - e0 : 4 * COUNTERS;
         if (beta == 0.0f) {
-            for (int64_t k = lo; k < hi; k++) dx[e0 + k] = keep_or_zero(dy[e0 + k] * scale, u[k], t);
+            for (int64_t k = lo; k < hi; k++)
+                dx[e0 + k] = keep_or_zero(dy[e0 + k] * scale, u[k], t);
         } else {
             for (int64_t k = lo; k < hi; k++)
                 dx[e0 + k] = keep_or_zero(dy[e0 + k] * scale, u[k], t) + beta * dx[e0 + k];

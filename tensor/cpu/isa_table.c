@@ -4,9 +4,8 @@
  * steps, cross-entropy) where it has not. */
 #include "tensor/cpu/cpu.h"
 
-const rg_backend RG_ISA_NAME(rg_cpu_table) = {
-    .name = "cpu",
+const rg_backend RG_ISA_NAME(rg_cpu_table) = {.name = "cpu",
 #define RG_CPU_ENTRY(ret, fn, params) .fn = rg_cpu_##fn,
-    RG_BACKEND_KERNELS(RG_CPU_ENTRY)
+                                              RG_BACKEND_KERNELS(RG_CPU_ENTRY)
 #undef RG_CPU_ENTRY
 };

@@ -42,15 +42,27 @@ Test(tensor_isa, the_choice_is_a_set_this_cpu_runs) {
 /* Runs one conv pass on table t. pass 0: forward, 1: backward data, 2: backward filter. */
 static void conv_pass(const rg_backend *t, int pass, const rg_conv2d_shape *s, const float *x,
                       const float *w, const float *b, const float *dy, float *out, float *db) {
-    if (pass == 0) t->conv2d_forward(s, x, w, b, out);
-    else if (pass == 1) t->conv2d_backward_data(s, dy, w, 0.5f, out); /* beta: accumulate half */
-    else t->conv2d_backward_filter(s, x, dy, 1.0f, out, db);
+    if (pass == 0)
+        t->conv2d_forward(s, x, w, b, out);
+    else if (pass == 1)
+        t->conv2d_backward_data(s, dy, w, 0.5f, out); /* beta: accumulate half */
+    else
+        t->conv2d_backward_filter(s, x, dy, 1.0f, out, db);
 }
 
 static rg_conv2d_shape conv_shape(int64_t n, int64_t c, int64_t h, int64_t k, int64_t r, int st,
                                   int pad) {
-    rg_conv2d_shape s = {.n = n, .c = c, .h = h, .w = h + 1, .k = k, .r = r, .s = r,
-                         .stride_h = st, .stride_w = st, .pad_h = pad, .pad_w = pad};
+    rg_conv2d_shape s = {.n = n,
+                         .c = c,
+                         .h = h,
+                         .w = h + 1,
+                         .k = k,
+                         .r = r,
+                         .s = r,
+                         .stride_h = st,
+                         .stride_w = st,
+                         .pad_h = pad,
+                         .pad_w = pad};
     s.p = (s.h + 2 * pad - r) / st + 1, s.q = (s.w + 2 * pad - r) / st + 1;
     return s;
 }
@@ -97,7 +109,7 @@ Test(tensor_isa, conv2d_passes_match_generic) {
 /* Compares the float outputs of one element-wise kernel call on every copy with generic's. */
 #define FOR_EACH_COPY(t, name)                                                                     \
     for (size_t i_ = 0; i_ < sizeof isas / sizeof *isas; i_++)                                     \
-        for (const rg_backend *t = rg_cpu_backend_isa(isas[i_]); t; t = NULL)                       \
+        for (const rg_backend *t = rg_cpu_backend_isa(isas[i_]); t; t = NULL)                      \
             for (const char *name = isas[i_]; name; name = NULL)
 
 Test(tensor_isa, elementwise_dropout_and_maxpool_match_generic) {
@@ -121,20 +133,23 @@ Test(tensor_isa, elementwise_dropout_and_maxpool_match_generic) {
             call_t;                                                                                \
             char w_[64];                                                                           \
             snprintf(w_, sizeof w_, "%s: %s", isa, what);                                          \
-            if (tol < 0) cr_assert(!memcmp(got, want, n * sizeof(float)), "%s", w_);               \
-            else rgt_assert_close(got, want, n, tol, tol, w_);                                     \
+            if (tol < 0)                                                                           \
+                cr_assert(!memcmp(got, want, n * sizeof(float)), "%s", w_);                        \
+            else                                                                                   \
+                rgt_assert_close(got, want, n, tol, tol, w_);                                      \
         }                                                                                          \
     } while (0)
 #define SAME(call_g, call_t, what) CHECK(call_g, call_t, what, -1.0)
 #define CLOSE(call_g, call_t, what) CHECK(call_g, call_t, what, 1e-6)
     SAME(g->relu_forward(n, xs, want), t->relu_forward(n, xs, got), "relu_forward");
-    SAME(g->relu_backward(n, xs, dy, 0.0f, want), t->relu_backward(n, xs, dy, 0.0f, got), "relu_bwd");
+    SAME(g->relu_backward(n, xs, dy, 0.0f, want), t->relu_backward(n, xs, dy, 0.0f, got),
+         "relu_bwd");
     CLOSE(g->relu_backward(n, x, dy, 1.0f, want), t->relu_backward(n, x, dy, 1.0f, got),
-         "relu_bwd acc");
+          "relu_bwd acc");
     SAME(g->dropout_forward(n, 0.3f, 5, 7, xs, want), t->dropout_forward(n, 0.3f, 5, 7, xs, got),
          "dropout_forward");
     CLOSE(g->dropout_backward(n, 0.3f, 5, 3, dy, 1.0f, want),
-         t->dropout_backward(n, 0.3f, 5, 3, dy, 1.0f, got), "dropout_backward");
+          t->dropout_backward(n, 0.3f, 5, 3, dy, 1.0f, got), "dropout_backward");
     CLOSE(g->axpby(n, 0.5f, x, -2.0f, want), t->axpby(n, 0.5f, x, -2.0f, got), "axpby");
     SAME(g->fill(n, 3.0f, want), t->fill(n, 3.0f, got), "fill");
     CLOSE(g->uniform(n, -1, 2, 8, 3, want), t->uniform(n, -1, 2, 8, 3, got), "uniform");
@@ -152,13 +167,32 @@ Test(tensor_isa, elementwise_dropout_and_maxpool_match_generic) {
     SAME(g->f16_to_f32(n, hw, want), t->f16_to_f32(n, hw, got), "f16_to_f32");
     /* max-pooling, 2x2 and a padded 3x3 stride 2, forward (values and argmax) and backward */
     rg_pool2d_shape ps[2] = {
-        {.n = 4, .c = 8, .h = 28, .w = 28, .p = 14, .q = 14, .kernel_h = 2, .kernel_w = 2,
-         .stride_h = 2, .stride_w = 2},
-        {.n = 2, .c = 3, .h = 13, .w = 11, .p = 7, .q = 6, .kernel_h = 3, .kernel_w = 3,
-         .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
+        {.n = 4,
+         .c = 8,
+         .h = 28,
+         .w = 28,
+         .p = 14,
+         .q = 14,
+         .kernel_h = 2,
+         .kernel_w = 2,
+         .stride_h = 2,
+         .stride_w = 2},
+        {.n = 2,
+         .c = 3,
+         .h = 13,
+         .w = 11,
+         .p = 7,
+         .q = 6,
+         .kernel_h = 3,
+         .kernel_w = 3,
+         .stride_h = 2,
+         .stride_w = 2,
+         .pad_h = 1,
+         .pad_w = 1},
     };
     for (int k = 0; k < 2; k++) {
-        int64_t no = ps[k].n * ps[k].c * ps[k].p * ps[k].q, ni = ps[k].n * ps[k].c * ps[k].h * ps[k].w;
+        int64_t no = ps[k].n * ps[k].c * ps[k].p * ps[k].q,
+                ni = ps[k].n * ps[k].c * ps[k].h * ps[k].w;
         int32_t *aw = malloc(no * sizeof *aw), *at = malloc(no * sizeof *at);
         cr_assert(aw && at);
         g->maxpool2d_forward(&ps[k], xs, want, aw);
