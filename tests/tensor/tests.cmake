@@ -3,7 +3,8 @@
 #     with RG_ISA=<set>, for each set this build has (run_isa.sh: Skipped where the CPU lacks it).
 #     test_isa.c compares the copies with each other directly.
 #   tensor/isa_objects: no wide vector instructions outside the dispatched kernels (check_isa.sh).
-#   tensor/isa_bad_env: an unknown RG_ISA is a clear error.
+#   tensor/isa_bad_env, tensor/isa_missing_set: an unknown RG_ISA, or one naming a set this build
+#     lacks, is a clear error listing the sets it runs.
 set(RG_ISA_RERUN tensor/test_conv2d tensor/test_elementwise tensor/test_kernels
     tensor/test_dropout tensor/test_maxpool2d tensor/test_bcast tensor/test_reduce
     tensor/test_cross_entropy tensor/test_matmul autograd/test_gradcheck layers/test_layers
