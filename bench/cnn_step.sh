@@ -32,12 +32,15 @@ done
 /usr/bin/python3 - "$raw" <<'PY'
 import collections, statistics, sys
 v = collections.defaultdict(list)
+isas = set()
 for line in open(sys.argv[1]):
     f = line.split()
     kv = dict(x.split("=", 1) for x in f[2:])
+    if "isa" in kv: isas.add(kv["isa"])
     for name in ("step_ms", "floor_ms"):
         if name in kv:
             v[(int(kv["threads"]), f[1], name)].append(float(kv[name]))
+print("ringgrad CPU kernels: " + ", ".join(sorted(isas)))
 print(f"{'threads':<8}{'ringgrad img/s':>15}{'PyTorch img/s':>15}{'speedup':>9}{'GEMM floor img/s':>18}{'of floor':>10}")
 for t in sorted({k[0] for k in v}):
     rg = statistics.median(v[(t, "cnn", "step_ms")])

@@ -1,6 +1,6 @@
 /* ringgrad-bench — how fast are ringgrad's CPU kernels, next to the matrix products they replace?
  *
- *   ringgrad-bench [--only gemm|conv|cnn] [--threads N] [--iters N] [--batch N] [--raw]
+ *   ringgrad-bench [--only gemm|conv|cnn|peak|membw] [--threads N] [--iters N] [--batch N] [--raw]
  *                  [--layer NAME] [--pass forward|bwd-data|bwd-filter] [--clock wall|cpu]
  *                  [--shapes]
  *
@@ -9,7 +9,12 @@
  *       ResNet-18's conv shapes, each next to cblas_sgemm of the im2col matrix product with the
  *       same arithmetic; GFLOP/s of both and their ratio.
  * cnn:  one training step of the CNN (batch 128, Adam) next to its "GEMM floor": the matrix
- *       products an im2col implementation of the step needs, timed alone.
+ *       products an im2col implementation of the step needs, timed alone; and as a fraction of
+ *       the FMA peak of the kernels' instruction set.
+ * peak: the FMA peak per instruction set and thread count (peak.c); not in the default run.
+ * membw: ReLU, dropout, max-pool and the optimizer steps against a copy of the same bytes
+ *       (membw.c); not in the default run.
+ * The first line names the instruction set of the CPU kernels (RG_ISA forces one).
  * --device cuda runs the GPU bench instead (ringgrad-bench/cuda_bench.h; --device cuda --help).
  * Every pair is measured interleaved in one run and reported as medians (see bench.h). The
  * results and the commands that produced them are kept in docs/PERFORMANCE.md. */
@@ -17,13 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ringgrad.h"
 #include "ringgrad-bench/bench.h"
 #include "ringgrad-bench/cuda_bench.h"
 
 static void usage(FILE *f) {
     fprintf(
         f, "usage: ringgrad-bench [options]\n"
-           "  --only gemm|conv|cnn  run one part (default: all three)\n"
+           "  --only PART           gemm, conv, cnn, peak or membw (default: gemm, conv, cnn)\n"
            "  --threads N           threads for the CPU kernels (default: 1, then 2)\n"
            "  --iters N             timed repetitions per result, median reported (default 7)\n"
            "  --batch N             batch of the ResNet-18 conv shapes (default 16)\n"
@@ -32,8 +38,10 @@ static void usage(FILE *f) {
            "  --clock wall|cpu      time with the wall clock (default) or this thread's CPU time\n"
            "                        (one thread only: immune to the time slicing of a shared "
            "machine)\n"
+           "  --step-only           cnn: only the step (no GEMM floor, no peak), e.g. under perf\n"
            "  --raw                 also print one 'raw ...' line per result (for bench/ scripts)\n"
            "  --shapes              print the conv layers' shapes and exit\n"
+           "  --isa-supported ISA   exit 0 if this build and CPU run the kernels of ISA, else 1\n"
            "  --device cpu|cuda     where to run (cuda: GPU kernels, NCCL; --device cuda --help)\n"
            "  --help                this text\n");
 }
@@ -60,8 +68,9 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--only")) {
             only = v, i++;
-            if (!v || (strcmp(v, "gemm") && strcmp(v, "conv") && strcmp(v, "cnn"))) {
-                fprintf(stderr, "ringgrad-bench: --only takes gemm, conv or cnn\n");
+            if (!v || (strcmp(v, "gemm") && strcmp(v, "conv") && strcmp(v, "cnn") &&
+                       strcmp(v, "peak") && strcmp(v, "membw"))) {
+                fprintf(stderr, "ringgrad-bench: --only takes gemm, conv, cnn, peak or membw\n");
                 return 2;
             }
         } else if (!strcmp(a, "--threads")) {
@@ -70,6 +79,8 @@ int main(int argc, char **argv) {
             o.iters = parse_int(a, v, 1, 100000), i++;
         } else if (!strcmp(a, "--batch")) {
             o.batch = parse_int(a, v, 1, 4096), i++;
+        } else if (!strcmp(a, "--step-only")) {
+            o.step_only = true;
         } else if (!strcmp(a, "--raw")) {
             o.raw = true;
         } else if (!strcmp(a, "--clock")) {
@@ -79,6 +90,8 @@ int main(int argc, char **argv) {
                 return 2;
             }
             rgb_cpu_clock = !strcmp(v, "cpu");
+        } else if (!strcmp(a, "--isa-supported")) {
+            return v && rg_cpu_isa_supported(v) ? 0 : 1;
         } else if (!strcmp(a, "--shapes")) {
             shapes = true;
         } else if (!strcmp(a, "--layer")) {
@@ -109,6 +122,13 @@ int main(int argc, char **argv) {
         rgb_print_conv_shapes(o.batch);
         return 0;
     }
+    if (rg_cpu_isa_init() != RG_OK) {
+        fprintf(stderr, "ringgrad-bench: %s\n", rg_last_error());
+        return 2;
+    }
+    printf("ringgrad-bench: CPU kernels %s\n", rg_cpu_isa());
+    if (only && !strcmp(only, "peak")) rgb_run_peak(&o);
+    if (only && !strcmp(only, "membw")) rgb_run_membw(&o);
     if (!only || !strcmp(only, "gemm")) rgb_run_gemm(&o);
     if (!only || !strcmp(only, "conv")) rgb_run_conv(&o);
     if (!only || !strcmp(only, "cnn")) rgb_run_cnn(&o);

@@ -2,31 +2,49 @@
  *
  * The ring backend adds each block it receives with these, and the MPI backend's user-defined
  * float16 sum calls them too, so both backends round float16 the same way: each hop adds in
- * float32 and rounds once (core/kernels.h holds the conversions). Where the compiler targets
- * F16C (x86 since Ivy Bridge; -march=native here), the float16 sum converts 8 values per
- * instruction with the same rounding (to nearest, ties to even); the scalar loop is the
- * reference, and tests/tensor/test_kernels.c checks that the two agree. */
+ * float32 and rounds once (core/kernels.h holds the conversions). On an x86 CPU with F16C (since
+ * Ivy Bridge) the float16 sum converts 8 values per instruction with the same rounding (to
+ * nearest, ties to even): that one function is compiled for AVX+F16C and used when the CPU
+ * kernels' instruction set (rg_cpu_isa, RG_ISA) is not "generic"; the rest of the file stays
+ * x86-64 baseline. The scalar loop is the reference, and tests/tensor/test_kernels.c checks that
+ * the two agree. */
 #include <string.h>
-#if defined(__F16C__) && defined(__AVX__)
+#if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#define RG_HOST_F16C 1
 #endif
 
 #include "dist/comm_impl.h"
 #include "core/kernels.h"
+#include "ringgrad/device.h"
 
 static void sum_f32(float *restrict d, const float *restrict s, int64_t n) {
     for (int64_t i = 0; i < n; i++) d[i] += s[i];
 }
 
-static void sum_f16(uint16_t *restrict d, const uint16_t *restrict s, int64_t n) {
+#ifdef RG_HOST_F16C
+/* d[i] += s[i] for the first n/8*8 halves, 8 at a time; returns how many it did. */
+__attribute__((target("avx,f16c"))) static int64_t
+sum_f16_f16c(uint16_t *restrict d, const uint16_t *restrict s, int64_t n) {
     int64_t i = 0;
-#if defined(__F16C__) && defined(__AVX__)
     for (; i + 8 <= n; i += 8) {
         __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + i)));
         __m256 b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i)));
         _mm_storeu_si128((__m128i *)(d + i),
                          _mm256_cvtps_ph(_mm256_add_ps(a, b), _MM_FROUND_TO_NEAREST_INT));
     }
+    return i;
+}
+
+static bool use_f16c(void) { /* two cheap reads of start-up state, per call */
+    return strcmp(rg_cpu_isa(), "generic") && __builtin_cpu_supports("f16c");
+}
+#endif
+
+static void sum_f16(uint16_t *restrict d, const uint16_t *restrict s, int64_t n) {
+    int64_t i = 0;
+#ifdef RG_HOST_F16C
+    if (use_f16c()) i = sum_f16_f16c(d, s, n);
 #endif
     for (; i < n; i++) d[i] = rg_f32_to_f16(rg_f16_to_f32(d[i]) + rg_f16_to_f32(s[i]));
 }

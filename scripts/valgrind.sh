@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the main paths under valgrind's leak checker: the README's C API example (CNN, 20 steps)
 # and ringgrad-train (MLP, a few steps, with a checkpoint saved and resumed). Valgrind cannot run
-# AVX-512 code, so this uses its own build without -march=native (build-valgrind/), and
-# RG_ALLOC_CACHE=0 so that every tensor allocation is visible to it.
+# AVX-512 code, so this uses its own portable build (build-valgrind/, -DRG_NATIVE=OFF, the
+# default: valgrind's CPU has no AVX-512, so the avx2 kernels are chosen; RG_ISA=generic would
+# check the generic ones), and RG_ALLOC_CACHE=0 so that every tensor allocation is visible to it.
 # Fails if valgrind reports any definitely or indirectly lost bytes, or an error.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -165,8 +165,14 @@ const rg_backend *rg_backend_for(rg_device dev);
  * for the test that checks every entry. NULL when this build has no such backend. */
 const rg_backend *rg_backend_table(rg_device_type type, int index);
 
-/* The CPU backend's table (tensor/cpu/backend.c). */
-extern const rg_backend rg_cpu_backend;
+/* The CPU backend's table for the instruction set chosen at start-up (tensor/cpu/isa.c): the
+ * first use reads RG_ISA and stops (RG_CHECK) when it names no set this CPU and build can run. */
+const rg_backend *rg_cpu_backend_get(void);
+#define rg_cpu_backend (*rg_cpu_backend_get())
+
+/* The CPU table of one instruction set ("generic", "avx2", "avx512", "native"), for tests and
+ * benchmarks that compare them; NULL when this build lacks that set or this CPU cannot run it. */
+const rg_backend *rg_cpu_backend_isa(const char *name);
 
 #ifdef __cplusplus
 }

@@ -163,9 +163,10 @@ static void print_summary(const trainer *t, double seconds, const char *error) {
     if (t->rank != 0 || !t->a.json) return;
     char dev[16];
     printf("{\"model\":\"%s\",\"device\":\"%s\",\"world_size\":%d,\"comm\":\"%s\",\"threads\":%d,"
-           "\"epochs\":%d,\"steps\":%lld,\"batch_size\":%d,\"global_batch\":%d,",
+           "\"cpu_isa\":\"%s\",\"epochs\":%d,\"steps\":%lld,\"batch_size\":%d,\"global_batch\":%d,",
            t->a.model, rg_device_str(t->dev, dev, sizeof dev), t->world,
-           t->comm ? rg_comm_backend_name(rg_comm_kind(t->comm)) : "none", t->threads, t->a.epochs,
+           t->comm ? rg_comm_backend_name(rg_comm_kind(t->comm)) : "none", t->threads,
+           rg_cpu_isa(), t->a.epochs,
            (long long)t->step, t->a.batch_size, t->a.batch_size * t->world);
     guard_json_number(stdout, "train_loss", t->trained_any ? t->last_loss : NAN, "%.6f");
     guard_json_number(stdout, "train_accuracy", t->trained_any ? t->last_acc : NAN, "%.6f");
@@ -210,7 +211,7 @@ static int start(trainer *t, int *argc, char ***argv) {
         if (env_rank() == 0) fprintf(stderr, "ringgrad-train: %s\n", rg_last_error());
         return 2;
     }
-    if (check_device(t) != RG_OK) {
+    if (check_device(t) != RG_OK || rg_cpu_isa_init() != RG_OK) { /* RG_ISA checked here too */
         if (env_rank() == 0) fprintf(stderr, "ringgrad-train: error: %s\n", rg_last_error());
         return 1;
     }

@@ -19,6 +19,7 @@ typedef struct {
     bool raw;                           /* also print one machine-readable line per result */
     const char *layer;                  /* conv: only this layer and those under it (or NULL) */
     int pass;                           /* conv: only this pass (rgb_parse_pass), or -1 for all */
+    bool step_only;                     /* cnn: time the step alone (no floor, no peak): for perf */
 } rgb_opts;
 
 /* Seconds on the clock the bench times with: wall time, or, with --clock cpu, the CPU time of
@@ -26,6 +27,8 @@ typedef struct {
  * threads spinning elsewhere). Meaningful at one thread only: other threads' work is not seen. */
 extern bool rgb_cpu_clock;
 double rgb_now(void);
+/* Wall-clock seconds, whatever --clock says (for timings over several threads). */
+double rgb_wall(void);
 /* Median of v[0..n) (sorts v). */
 double rgb_median(double *v, int n);
 /* n floats uniform in [-1, 1) from stream `seed`, 64-byte aligned; free with rgb_free. */
@@ -36,6 +39,13 @@ void rgb_free(void *p);
 void rgb_run_gemm(const rgb_opts *o);
 void rgb_run_conv(const rgb_opts *o);
 void rgb_run_cnn(const rgb_opts *o);
+/* peak.c: the FMA peak per instruction set and thread count; membw.c: memory-bound kernels
+ * against a copy of the same bytes. */
+void rgb_run_peak(const rgb_opts *o);
+void rgb_run_membw(const rgb_opts *o);
+/* GFLOP/s of one run of the FMA loop of `isa` ("generic", "avx2", "avx512"; "native": the best
+ * this CPU runs) on nt threads, iters iterations per thread. */
+double rgb_peak_gflops(const char *isa, int nt, int64_t iters);
 
 /* conv.c: "shape <name> N C H K R stride pad" for every conv layer (for bench/torch_conv.py);
  * the index of a pass name ("forward", "bwd-data", "bwd-filter"), or -2 if unknown. */

@@ -20,6 +20,10 @@
 
 #define BATCH 128
 #define NPARAM 8
+/* FLOP of one image's step, counting the matrix products only (the floor's GEMMs below, per
+ * image): conv2 forward, weight and input gradients 3 x 2*64*288*576 = 63.70 M; conv1 forward and
+ * weight gradient 2 x 2*32*9*676 = 0.78 M; fc1 forward and both gradients 3 x 2*9216*128 =
+ * 7.08 M; in all 71.56 MFLOP (fc2's 7.7 kFLOP left out). */
 
 typedef struct {
     rg_tensor *p[NPARAM], *m[NPARAM], *v[NPARAM]; /* parameters and Adam's moments */
@@ -149,12 +153,13 @@ void rgb_run_cnn(const rgb_opts *o) {
     floor_init(g);
     double *ts = calloc((size_t)o->iters, sizeof *ts), *tf = calloc((size_t)o->iters, sizeof *tf);
     double *tg = calloc((size_t)o->iters * NFLOOR, sizeof *tg), tgi[NFLOOR];
-    RG_CHECK(ts && tf && tg, "cnn bench: out of memory");
+    double *tp = calloc((size_t)o->iters, sizeof *tp);
+    RG_CHECK(ts && tf && tg && tp, "cnn bench: out of memory");
     printf("\nCNN training step (batch %d, Adam), median of %d interleaved runs; %.2f GFLOP of "
-           "GEMM in the floor\n",
-           BATCH, o->iters, floor_flops(g) * 1e-9);
-    printf("%-8s %12s %10s %14s %10s %16s\n", "threads", "ringgrad ms", "img/s", "GEMM floor ms",
-           "img/s", "ringgrad/floor");
+           "GEMM in the floor (%.2f MFLOP per image); kernels %s, FMA peak of that set\n",
+           BATCH, o->iters, floor_flops(g) * 1e-9, floor_flops(g) / BATCH * 1e-6, rg_cpu_isa());
+    printf("%-8s %12s %10s %14s %10s %16s %9s %12s\n", "threads", "ringgrad ms", "img/s",
+           "GEMM floor ms", "img/s", "ringgrad/floor", "GFLOP/s", "of FMA peak");
     for (int ti = 0; ti < o->nthreads; ti++) {
         int nt = rg_set_num_threads(o->threads[ti]);
         cnn_step(&net), floor_run(g, tgi); /* warm up caches and the allocator */
@@ -163,22 +168,32 @@ void rgb_run_cnn(const rgb_opts *o) {
             double t0 = rgb_now();
             loss = cnn_step(&net);
             ts[it] = rgb_now() - t0;
+            if (o->step_only) continue;
             tf[it] = floor_run(g, tgi);
             for (int i = 0; i < NFLOOR; i++) tg[i * o->iters + it] = tgi[i];
+            tp[it] = rgb_peak_gflops(rg_cpu_isa(), nt, 4000000); /* the peak, interleaved */
         }
         RG_CHECK(isfinite(loss), "cnn bench: the loss is %g", (double)loss);
+        if (o->step_only) {
+            double step = rgb_median(ts, o->iters);
+            printf("%-8d %12.1f %10.0f   (step only)\n", nt, step * 1e3, BATCH / step);
+            continue;
+        }
         double step = rgb_median(ts, o->iters), fl = rgb_median(tf, o->iters);
-        printf("%-8d %12.1f %10.0f %14.1f %10.0f %15.0f%%\n", nt, step * 1e3, BATCH / step,
-               fl * 1e3, BATCH / fl, 100.0 * fl / step);
+        double peak = rgb_median(tp, o->iters), gflops = floor_flops(g) / step * 1e-9;
+        printf("%-8d %12.1f %10.0f %14.1f %10.0f %15.0f%% %9.1f %11.0f%%\n", nt, step * 1e3,
+               BATCH / step, fl * 1e3, BATCH / fl, 100.0 * fl / step, gflops,
+               100.0 * gflops / peak);
         if (o->raw)
-            printf("raw cnn threads=%d step_ms=%.3f floor_ms=%.3f\n", nt, step * 1e3, fl * 1e3);
+            printf("raw cnn threads=%d step_ms=%.3f floor_ms=%.3f peak_gflops=%.2f isa=%s\n", nt,
+                   step * 1e3, fl * 1e3, peak, rg_cpu_isa());
         for (int i = 0; i < NFLOOR; i++) {
             double t = rgb_median(tg + i * o->iters, o->iters);
             printf("    floor %-44s %7.2f ms %6.1f GFLOP/s\n", g[i].what, t * 1e3,
                    2.0 * (double)g[i].m * (double)g[i].n * (double)g[i].k / t * 1e-9);
         }
     }
-    free(ts), free(tf), free(tg);
+    free(ts), free(tf), free(tg), free(tp);
     floor_free(g);
     cnn_free(&net);
 }

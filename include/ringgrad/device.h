@@ -36,6 +36,21 @@ RG_API int rg_num_threads(void);
  * it is not a whole number from 1 to RG_MAX_THREADS ("abc", "0", "-3", "100000"). */
 RG_API RG_NODISCARD rg_status rg_env_num_threads(int *n);
 
+/* ---- CPU instruction set ----
+ * The hot CPU kernels (convolution, element-wise loops, dropout, max-pooling) are built for
+ * several instruction sets and one is chosen at the first use: the best this CPU runs, or the
+ * one the environment variable RG_ISA names ("avx512", "avx2", "generic"; "native" in a
+ * -DRG_NATIVE=ON build, which has only that one). */
+/* Makes the choice now. RG_EINVAL when RG_ISA names an unknown set or one this CPU or build
+ * cannot run; rg_last_error() says which and lists those it can. Without this call, the first
+ * CPU kernel makes the choice and stops the program (RG_CHECK) on such a value. */
+RG_API RG_NODISCARD rg_status rg_cpu_isa_init(void);
+/* The chosen set's name ("avx512", "avx2", "generic" or "native"): a static string. Makes the
+ * choice if none was made yet (and stops, as above, on a bad RG_ISA). */
+RG_API const char *rg_cpu_isa(void);
+/* Whether this build has kernels for the set `name` and this CPU can run them. */
+RG_API bool rg_cpu_isa_supported(const char *name);
+
 /* ---- memory ---- */
 /* Statistics of a backend's caching allocator, in bytes. */
 typedef struct rg_mem_stats {

@@ -26,13 +26,7 @@ void rg_cpu_synchronize(void) {}
 void *rg_cpu_host_alloc(size_t bytes) { return rg_cpu_alloc(bytes); }
 void rg_cpu_host_free(void *p, size_t bytes) { rg_cpu_free(p, bytes); }
 
-/* Every entry of the kernel list (tensor/backend_impl.h), rg_cpu_<name>. */
-const rg_backend rg_cpu_backend = {
-    .name = "cpu",
-#define RG_CPU_ENTRY(ret, fn, params) .fn = rg_cpu_##fn,
-    RG_BACKEND_KERNELS(RG_CPU_ENTRY)
-#undef RG_CPU_ENTRY
-};
+/* The table itself is built once per instruction set (isa_table.c) and chosen in isa.c. */
 
 /* The thread count: set by rg_set_num_threads, or once, lazily, from RG_NUM_THREADS or the core
  * count by the first rg_num_threads (pthread_once, so two threads asking first agree). Atomic,

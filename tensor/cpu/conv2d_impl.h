@@ -32,9 +32,9 @@
 #define RG_CONV_VL 8
 #define RG_CONV_MR 6
 #define RG_CONV_NV 2
-#else
+#else /* SSE2: 16 xmm registers, as AVX's 16 ymm */
 #define RG_CONV_VL 4
-#define RG_CONV_MR 4
+#define RG_CONV_MR 6
 #define RG_CONV_NV 2
 #endif
 #define RG_CONV_NR (RG_CONV_VL * RG_CONV_NV) /* tile columns */

@@ -4,6 +4,7 @@
 #define RG_CPU_H
 
 #include "tensor/backend_impl.h"
+#include "tensor/cpu/isa_impl.h" /* renames the kernels of each instruction set's copy */
 
 /* Every kernel of the table, rg_cpu_<name>, each in tensor/cpu/<op>.c (the list and its comments:
  * tensor/backend_impl.h). */

@@ -397,7 +397,7 @@ Test(tensor_kernels, packed_f16_conversions_match_the_scalar_formulas) {
     float *f = malloc(N * sizeof *f);
     cr_assert(h && h2 && f);
     for (int i = 0; i < N; i++) h[i] = (uint16_t)(i * 40503u); /* all 65536 halves, then 5 more */
-    rg_cpu_f16_to_f32(N, h, f);
+    rg_cpu_backend.f16_to_f32(N, h, f);
     for (int i = 0; i < N; i++)
         if (f16_is_nan(h[i]))
             cr_assert(isnan(f[i]) && !signbit(f[i]) == !(h[i] & 0x8000u), "nan %04x", h[i]);
@@ -410,7 +410,7 @@ Test(tensor_kernels, packed_f16_conversions_match_the_scalar_formulas) {
     }
     f[0] = 65520.0f, f[1] = -0.0f, f[2] = 2.9802322e-08f, f[3] = 8.9406967e-08f, f[4] = NAN;
     f[5] = -INFINITY, f[6] = 1e-45f, f[7] = 65519.996f, f[8] = 6.0975552e-05f;
-    rg_cpu_f32_to_f16(N, f, h2);
+    rg_cpu_backend.f32_to_f16(N, f, h2);
     for (int i = 0; i < N; i++) {
         uint16_t want = rg_f32_to_f16(f[i]);
         if (isnan(f[i]))

@@ -154,7 +154,9 @@ void train_args_usage(void) {
         if (o->choices) printf(" (%s)", o->choices);
         printf("\n");
     }
-    printf("\nEnvironment: RG_NUM_THREADS, RG_COMM, RG_DATA_DIR, RG_STALL_SECONDS, and RG_PROGRESS=lines|bar\n"
+    printf("\nEnvironment: RG_NUM_THREADS, RG_COMM, RG_DATA_DIR, RG_STALL_SECONDS, RG_PROGRESS=lines|bar,\n"
+           "and RG_ISA=avx512|avx2|generic (the CPU kernels' instruction set; default: the best\n"
+           "this CPU runs; --json prints it as cpu_isa)\n"
            "(the progress bar redraws in place on a terminal; under mpirun a rank's stdout is a\n"
            "terminal even when mpirun writes to a file, so scripts/rg-mpirun sets lines then).\n");
 }

@@ -1,0 +1,133 @@
+/* membw.c — the memory-bound kernels against a streaming copy over the same bytes.
+ *
+ * ReLU, dropout, max-pooling and the optimizer steps do a few operations per element they load,
+ * so their speed limit is memory bandwidth. Each is timed at the size it has in the CNN step
+ * (batch 128) next to a copy that moves the same number of bytes, reads plus writes, over the same
+ * footprint: the backend's y = 1*x + 0*y (axpby), a plain streaming loop compiled for the same
+ * instruction set and split between the threads like the kernels' loops. The ratio copy time /
+ * kernel time is the kernel's fraction of the streaming speed (100%: as fast as a copy).
+ * Interleaved, medians; --clock cpu for one thread on a shared machine. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "ringgrad.h"
+#include "tensor/backend_impl.h" /* kernels are timed through the backend table */
+
+#define N_ACT ((int64_t)128 * 64 * 24 * 24) /* conv2's output: ReLU, max-pool input */
+#define N_DROP ((int64_t)128 * 9216)        /* the first dropout's input */
+#define N_PAR ((int64_t)9216 * 128)         /* fc1.weight, for the optimizer steps */
+
+typedef struct {
+    float *a, *b, *c, *d, *e;
+    int32_t *am;
+    rg_pool2d_shape pool;
+    uint64_t step;
+} bufs;
+
+typedef struct {
+    const char *what;
+    double bytes; /* read + written */
+    void (*run)(bufs *);
+} mem_op;
+
+static void op_relu_fwd(bufs *x) {
+    rg_cpu_backend.relu_forward(N_ACT, x->a, x->b);
+}
+static void op_relu_bwd(bufs *x) {
+    rg_cpu_backend.relu_backward(N_ACT, x->a, x->b, 0.0f, x->c);
+}
+static void op_drop_fwd(bufs *x) {
+    rg_cpu_backend.dropout_forward(N_DROP, 0.25f, 7, x->step++ * N_DROP, x->a, x->b);
+}
+static void op_drop_bwd(bufs *x) {
+    rg_cpu_backend.dropout_backward(N_DROP, 0.25f, 7, x->step++ * N_DROP, x->a, 0.0f, x->b);
+}
+static void op_pool_fwd(bufs *x) {
+    rg_cpu_backend.maxpool2d_forward(&x->pool, x->a, x->b, x->am);
+}
+static void op_pool_bwd(bufs *x) {
+    rg_cpu_backend.maxpool2d_backward(&x->pool, x->b, x->am, 0.0f, x->c);
+}
+static void op_adam(bufs *x) {
+    rg_adam_hparams h = {.lr = 1e-3f,
+                         .beta1 = 0.9f,
+                         .beta2 = 0.999f,
+                         .eps = 1e-8f,
+                         .bias_correction1 = 0.1f,
+                         .bias_correction2 = 0.001f};
+    rg_cpu_backend.adam_step(N_PAR, &h, x->c, x->a, x->d, x->e);
+}
+static void op_sgd(bufs *x) {
+    rg_sgd_hparams h = {.lr = 1e-3f, .momentum = 0.9f};
+    rg_cpu_backend.sgd_step(N_PAR, &h, x->c, x->a, x->d);
+}
+
+/* A streaming copy of `bytes` bytes (a multiple of 4), through the kernels' own loop. */
+static void copy_bytes(char *dst, const char *src, size_t bytes) {
+    rg_cpu_backend.axpby((int64_t)(bytes / 4), 1.0f, (const float *)src, 0.0f, (float *)dst);
+}
+
+void rgb_run_membw(const rgb_opts *o) {
+    const mem_op ops[] = {
+        {"relu forward", 8.0 * N_ACT, op_relu_fwd},
+        {"relu backward", 12.0 * N_ACT, op_relu_bwd},
+        {"dropout forward", 8.0 * N_DROP, op_drop_fwd},
+        {"dropout backward", 8.0 * N_DROP, op_drop_bwd},
+        {"maxpool forward", 4.0 * (N_ACT + N_ACT / 2), op_pool_fwd},
+        {"maxpool backward", 4.0 * (N_ACT + N_ACT / 2), op_pool_bwd},
+        {"adam step", 28.0 * N_PAR, op_adam},
+        {"sgd step (momentum)", 20.0 * N_PAR, op_sgd},
+    };
+    bufs x = {.a = rgb_random(N_ACT, 1),
+              .b = rgb_random(N_ACT, 2),
+              .c = rgb_random(N_ACT, 3),
+              .d = rgb_random(N_PAR, 4),
+              .e = rgb_random(N_PAR, 5)};
+    for (int64_t i = 0; i < N_PAR; i++) x.e[i] *= x.e[i]; /* Adam's v >= 0 */
+    x.am = calloc((size_t)N_ACT / 4, sizeof *x.am);
+    x.pool = (rg_pool2d_shape){.n = 128,
+                               .c = 64,
+                               .h = 24,
+                               .w = 24,
+                               .p = 12,
+                               .q = 12,
+                               .kernel_h = 2,
+                               .kernel_w = 2,
+                               .stride_h = 2,
+                               .stride_w = 2};
+    size_t maxcopy = 28 * (size_t)N_ACT / 2 + 64;
+    char *src = malloc(maxcopy), *dst = malloc(maxcopy);
+    double *tc = calloc((size_t)o->iters, sizeof *tc), *to = calloc((size_t)o->iters, sizeof *to);
+    RG_CHECK(x.am && src && dst && tc && to, "membw: out of memory");
+    memset(src, 1, maxcopy), memset(dst, 2, maxcopy);
+    printf("\nMemory-bound kernels against a copy of the same bytes (read + written), median of "
+           "%d interleaved runs; kernels: %s\n",
+           o->iters, rg_cpu_isa());
+    printf("%-8s %-22s %8s %10s %10s %12s\n", "threads", "kernel", "MB", "kernel GB/s", "copy GB/s",
+           "kernel/copy");
+    for (int ti = 0; ti < o->nthreads; ti++) {
+        int nt = rg_set_num_threads(o->threads[ti]);
+        for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+            size_t half = (size_t)(ops[k].bytes / 2) / 4 * 4;
+            ops[k].run(&x), copy_bytes(dst, src, half); /* warm up */
+            for (int it = 0; it < o->iters; it++) {
+                double t0 = rgb_now();
+                copy_bytes(dst, src, half);
+                double t1 = rgb_now();
+                ops[k].run(&x);
+                tc[it] = t1 - t0, to[it] = rgb_now() - t1;
+            }
+            double c = rgb_median(tc, o->iters), t = rgb_median(to, o->iters);
+            printf("%-8d %-22s %8.1f %10.1f %10.1f %11.0f%%\n", nt, ops[k].what,
+                   ops[k].bytes * 1e-6, ops[k].bytes / t * 1e-9, ops[k].bytes / c * 1e-9,
+                   100.0 * c / t);
+            if (o->raw)
+                printf("raw membw threads=%d op=\"%s\" kernel_ms=%.3f copy_ms=%.3f\n", nt,
+                       ops[k].what, t * 1e3, c * 1e3);
+        }
+    }
+    free(tc), free(to), free(src), free(dst), free(x.am);
+    rgb_free(x.a), rgb_free(x.b), rgb_free(x.c), rgb_free(x.d), rgb_free(x.e);
+}

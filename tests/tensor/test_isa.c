@@ -1,0 +1,280 @@
+/* Tests of the per-instruction-set copies of the hot CPU kernels (tensor/cpu/isa_impl.h): every
+ * copy this CPU runs gives the generic copy's results on the same inputs (bit for bit where the
+ * arithmetic is the same, within float rounding where FMA or a different tiling changes the order
+ * of a sum), and the choice is one this CPU runs. Copies the CPU lacks are left out, so the test
+ * passes on any x86-64 machine; tests/tensor/tests.cmake also reruns whole test programs under
+ * RG_ISA=<each set>. */
+#include "rgtest.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const isas[] = {"avx2", "avx512", "native"};
+
+/* n floats from Philox stream seed, uniform in [lo, hi). */
+static float *rand_floats(int64_t n, float lo, float hi, uint64_t seed) {
+    float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
+    cr_assert(x);
+    rg_cpu_backend_isa("generic")->uniform(n, lo, hi, seed, 0, x);
+    return x;
+}
+
+static float *zeros(int64_t n) {
+    float *x = calloc((size_t)(n > 0 ? n : 1), sizeof *x);
+    cr_assert(x);
+    return x;
+}
+
+Test(tensor_isa, the_choice_is_a_set_this_cpu_runs) {
+    const char *isa = rg_cpu_isa();
+    cr_assert(rg_cpu_isa_supported(isa), "%s", isa);
+    cr_assert(rg_cpu_isa_init() == RG_OK);
+    cr_assert_eq(rg_cpu_backend_isa(isa), &rg_cpu_backend, "%s", isa);
+    cr_assert(rg_cpu_isa_supported("generic") || rg_cpu_isa_supported("native"));
+    cr_assert(!rg_cpu_isa_supported("avx9000"));
+    cr_assert(!rg_cpu_isa_supported(NULL));
+    const char *want = getenv("RG_ISA");
+    if (want && *want) cr_assert_str_eq(isa, want);
+}
+
+/* Runs one conv pass on table t. pass 0: forward, 1: backward data, 2: backward filter. */
+static void conv_pass(const rg_backend *t, int pass, const rg_conv2d_shape *s, const float *x,
+                      const float *w, const float *b, const float *dy, float *out, float *db) {
+    if (pass == 0)
+        t->conv2d_forward(s, x, w, b, out);
+    else if (pass == 1)
+        t->conv2d_backward_data(s, dy, w, 0.5f, out); /* beta: accumulate half */
+    else
+        t->conv2d_backward_filter(s, x, dy, 1.0f, out, db);
+}
+
+static rg_conv2d_shape conv_shape(int64_t n, int64_t c, int64_t h, int64_t k, int64_t r, int st,
+                                  int pad) {
+    rg_conv2d_shape s = {.n = n,
+                         .c = c,
+                         .h = h,
+                         .w = h + 1,
+                         .k = k,
+                         .r = r,
+                         .s = r,
+                         .stride_h = st,
+                         .stride_w = st,
+                         .pad_h = pad,
+                         .pad_w = pad};
+    s.p = (s.h + 2 * pad - r) / st + 1, s.q = (s.w + 2 * pad - r) / st + 1;
+    return s;
+}
+
+Test(tensor_isa, conv2d_passes_match_generic) {
+    rg_set_num_threads(2);
+    const rg_conv2d_shape shapes[] = {
+        conv_shape(3, 1, 28, 32, 3, 1, 1),  /* the CNN's conv1: the direct path */
+        conv_shape(2, 32, 14, 64, 3, 1, 1), /* conv2: the channels-last tiles */
+        conv_shape(2, 5, 9, 7, 3, 2, 1),    /* odd sizes, stride 2: partial tiles */
+        conv_shape(2, 19, 8, 21, 1, 2, 0),  /* 1x1, strided */
+        conv_shape(1, 3, 11, 40, 5, 1, 2),
+    };
+    const rg_backend *g = rg_cpu_backend_isa("generic");
+    cr_assert(g || rg_cpu_isa_supported("native"));
+    if (!g) return; /* a -DRG_NATIVE=ON build has one copy only */
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        const rg_conv2d_shape *s = &shapes[si];
+        int64_t nx = s->n * s->c * s->h * s->w, nw = s->k * s->c * s->r * s->s;
+        int64_t ny = s->n * s->k * s->p * s->q;
+        float *x = rand_floats(nx, -1, 1, 1 + si), *w = rand_floats(nw, -1, 1, 2 + si);
+        float *b = rand_floats(s->k, -1, 1, 3 + si), *dy = rand_floats(ny, -1, 1, 4 + si);
+        for (int pass = 0; pass < 3; pass++) {
+            int64_t n = pass == 0 ? ny : pass == 1 ? nx : nw;
+            float *want = rand_floats(n, -1, 1, 9), *wdb = rand_floats(s->k, -1, 1, 10);
+            conv_pass(g, pass, s, x, w, b, dy, want, wdb);
+            for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
+                const rg_backend *t = rg_cpu_backend_isa(isas[i]);
+                if (!t) continue;
+                float *got = rand_floats(n, -1, 1, 9), *gdb = rand_floats(s->k, -1, 1, 10);
+                conv_pass(t, pass, s, x, w, b, dy, got, gdb);
+                char what[96];
+                snprintf(what, sizeof what, "%s: shape %zu, pass %d", isas[i], si, pass);
+                rgt_assert_close(got, want, n, 1e-4, 1e-4, what);
+                if (pass == 2) rgt_assert_close(gdb, wdb, s->k, 1e-4, 1e-4, what);
+                free(got), free(gdb);
+            }
+            free(want), free(wdb);
+        }
+        free(x), free(w), free(b), free(dy);
+    }
+}
+
+/* Compares the float outputs of one element-wise kernel call on every copy with generic's. */
+#define FOR_EACH_COPY(t, name)                                                                     \
+    for (size_t i_ = 0; i_ < sizeof isas / sizeof *isas; i_++)                                     \
+        for (const rg_backend *t = rg_cpu_backend_isa(isas[i_]); t; t = NULL)                      \
+            for (const char *name = isas[i_]; name; name = NULL)
+
+Test(tensor_isa, elementwise_dropout_and_maxpool_match_generic) {
+    rg_set_num_threads(2);
+    const rg_backend *g = rg_cpu_backend_isa("generic");
+    if (!g) return;
+    const int64_t n = 100003; /* odd: every vector loop has a tail; over RG_CPU_PAR_MIN */
+    float *x = rand_floats(n, -2, 2, 21), *dy = rand_floats(n, -2, 2, 22);
+    float *want = zeros(n), *got = zeros(n);
+    float *xs = zeros(n); /* x with special values, for the kernels that only compare or scale */
+    memcpy(xs, x, n * sizeof(float));
+    xs[5] = NAN, xs[6] = -0.0f, xs[7] = INFINITY, xs[8] = -INFINITY;
+/* tol < 0: bit for bit; else within tol relative (a fused multiply-add rounds once where the
+ * generic copy rounds twice, as in a*x + b*y) */
+#define CHECK(call_g, call_t, what, tol)                                                           \
+    do {                                                                                           \
+        memcpy(want, dy, n * sizeof(float)), memcpy(got, dy, n * sizeof(float));                   \
+        call_g;                                                                                    \
+        FOR_EACH_COPY(t, isa) {                                                                    \
+            memcpy(got, dy, n * sizeof(float));                                                    \
+            call_t;                                                                                \
+            char w_[64];                                                                           \
+            snprintf(w_, sizeof w_, "%s: %s", isa, what);                                          \
+            if (tol < 0)                                                                           \
+                cr_assert(!memcmp(got, want, n * sizeof(float)), "%s", w_);                        \
+            else                                                                                   \
+                rgt_assert_close(got, want, n, tol, tol, w_);                                      \
+        }                                                                                          \
+    } while (0)
+#define SAME(call_g, call_t, what) CHECK(call_g, call_t, what, -1.0)
+#define CLOSE(call_g, call_t, what) CHECK(call_g, call_t, what, 1e-6)
+    SAME(g->relu_forward(n, xs, want), t->relu_forward(n, xs, got), "relu_forward");
+    SAME(g->relu_backward(n, xs, dy, 0.0f, want), t->relu_backward(n, xs, dy, 0.0f, got),
+         "relu_bwd");
+    CLOSE(g->relu_backward(n, x, dy, 1.0f, want), t->relu_backward(n, x, dy, 1.0f, got),
+          "relu_bwd acc");
+    SAME(g->dropout_forward(n, 0.3f, 5, 7, xs, want), t->dropout_forward(n, 0.3f, 5, 7, xs, got),
+         "dropout_forward");
+    CLOSE(g->dropout_backward(n, 0.3f, 5, 3, dy, 1.0f, want),
+          t->dropout_backward(n, 0.3f, 5, 3, dy, 1.0f, got), "dropout_backward");
+    CLOSE(g->axpby(n, 0.5f, x, -2.0f, want), t->axpby(n, 0.5f, x, -2.0f, got), "axpby");
+    SAME(g->fill(n, 3.0f, want), t->fill(n, 3.0f, got), "fill");
+    CLOSE(g->uniform(n, -1, 2, 8, 3, want), t->uniform(n, -1, 2, 8, 3, got), "uniform");
+    rg_bcast bc = {.ndim = 2, .shape = {n / 7, 7}, .bstride = {0, 1}, .n = n / 7 * 7, .nb = 7};
+    SAME(g->binary(RG_BINARY_MUL, &bc, x, dy, want), t->binary(RG_BINARY_MUL, &bc, x, dy, got),
+         "binary mul");
+    /* f16 packing: the F16C copies round exactly as the scalar formula */
+    uint16_t *hw = malloc(n * sizeof *hw), *ht = malloc(n * sizeof *ht);
+    cr_assert(hw && ht);
+    g->f32_to_f16(n, xs, hw);
+    FOR_EACH_COPY(t, isa) {
+        t->f32_to_f16(n, xs, ht);
+        cr_assert(!memcmp(ht, hw, n * sizeof *hw), "%s: f32_to_f16", isa);
+    }
+    SAME(g->f16_to_f32(n, hw, want), t->f16_to_f32(n, hw, got), "f16_to_f32");
+    /* max-pooling, 2x2 and a padded 3x3 stride 2, forward (values and argmax) and backward */
+    rg_pool2d_shape ps[2] = {
+        {.n = 4,
+         .c = 8,
+         .h = 28,
+         .w = 28,
+         .p = 14,
+         .q = 14,
+         .kernel_h = 2,
+         .kernel_w = 2,
+         .stride_h = 2,
+         .stride_w = 2},
+        {.n = 2,
+         .c = 3,
+         .h = 13,
+         .w = 11,
+         .p = 7,
+         .q = 6,
+         .kernel_h = 3,
+         .kernel_w = 3,
+         .stride_h = 2,
+         .stride_w = 2,
+         .pad_h = 1,
+         .pad_w = 1},
+    };
+    for (int k = 0; k < 2; k++) {
+        int64_t no = ps[k].n * ps[k].c * ps[k].p * ps[k].q,
+                ni = ps[k].n * ps[k].c * ps[k].h * ps[k].w;
+        int32_t *aw = malloc(no * sizeof *aw), *at = malloc(no * sizeof *at);
+        cr_assert(aw && at);
+        g->maxpool2d_forward(&ps[k], xs, want, aw);
+        FOR_EACH_COPY(t, isa) {
+            t->maxpool2d_forward(&ps[k], xs, got, at);
+            cr_assert(!memcmp(got, want, no * sizeof(float)), "%s: maxpool fwd %d", isa, k);
+            cr_assert(!memcmp(at, aw, no * sizeof *aw), "%s: maxpool argmax %d", isa, k);
+        }
+        memcpy(want, x, ni * sizeof(float));
+        g->maxpool2d_backward(&ps[k], dy, aw, 1.0f, want);
+        FOR_EACH_COPY(t, isa) {
+            memcpy(got, x, ni * sizeof(float));
+            t->maxpool2d_backward(&ps[k], dy, aw, 1.0f, got);
+            cr_assert(!memcmp(got, want, ni * sizeof(float)), "%s: maxpool bwd %d", isa, k);
+        }
+        free(aw), free(at);
+    }
+    free(hw), free(ht), free(xs), free(x), free(dy), free(want), free(got);
+}
+
+Test(tensor_isa, reductions_match_generic_within_rounding) {
+    rg_set_num_threads(1);
+    const rg_backend *g = rg_cpu_backend_isa("generic");
+    if (!g) return;
+    const int64_t rows = 37, len = 1001;
+    float *x = rand_floats(rows * len, -1, 1, 31), *dy = rand_floats(rows * len, -1, 1, 32);
+    float sw, st;
+    g->sum(rows * len, x, &sw);
+    rg_bcast bc = {.ndim = 2, .shape = {rows, len}, .bstride = {0, 1}, .n = rows * len, .nb = len};
+    float *dbw = rand_floats(len, -1, 1, 33), *dbt = zeros(len);
+    float *dbw0 = malloc(len * sizeof *dbw0);
+    cr_assert(dbw0);
+    memcpy(dbw0, dbw, len * sizeof *dbw);
+    g->reduce_bcast(&bc, dy, x, 1.0f, dbw);
+    int64_t *amw = malloc(rows * sizeof *amw), *amt = malloc(rows * sizeof *amt);
+    cr_assert(amw && amt);
+    g->argmax(rows, len, x, amw);
+    FOR_EACH_COPY(t, isa) {
+        t->sum(rows * len, x, &st);
+        cr_assert_float_eq(st, sw, 1e-3, "%s: sum %g vs %g", isa, st, sw);
+        memcpy(dbt, dbw0, len * sizeof *dbt);
+        t->reduce_bcast(&bc, dy, x, 1.0f, dbt);
+        rgt_assert_close(dbt, dbw, len, 1e-5, 1e-5, isa);
+        t->argmax(rows, len, x, amt);
+        cr_assert(!memcmp(amt, amw, rows * sizeof *amw), "%s: argmax", isa);
+    }
+    free(x), free(dy), free(dbw), free(dbt), free(dbw0), free(amw), free(amt);
+}
+
+/* The dropout kernels test the drawn words against an integer threshold; every copy keeps exactly
+ * the elements rg_dropout_keep (the formula the CUDA kernel uses) keeps, at awkward p too. */
+Test(tensor_isa, dropout_masks_are_the_formula_on_every_copy) {
+    const float ps[] = {0.0f, 5.9604645e-08f, 0.1f, 0.25f, 1.0f / 3.0f, 0.5f, 0.9999999f, 1.0f};
+    const char *all[] = {"generic", "avx2", "avx512", "native"};
+    const int64_t n = 4099;
+    float *x = zeros(n), *y = zeros(n);
+    for (int64_t i = 0; i < n; i++) x[i] = 1.0f;
+    for (size_t c = 0; c < sizeof all / sizeof *all; c++) {
+        const rg_backend *t = rg_cpu_backend_isa(all[c]);
+        if (!t) continue;
+        for (size_t k = 0; k < sizeof ps / sizeof *ps; k++) {
+            t->dropout_forward(n, ps[k], 99, 13, x, y);
+            for (int64_t i = 0; i < n; i++)
+                cr_assert_eq(y[i] != 0.0f, rg_dropout_keep(ps[k], 99, 13 + (uint64_t)i),
+                             "%s: p %.9g element %lld", all[c], (double)ps[k], (long long)i);
+        }
+    }
+    free(x), free(y);
+}
+
+/* Every copy's table is complete, like the one test_backend.c checks. */
+Test(tensor_isa, every_table_fills_every_entry) {
+    const char *all[] = {"generic", "avx2", "avx512", "native"};
+    int tables = 0;
+    for (size_t c = 0; c < sizeof all / sizeof *all; c++) {
+        const rg_backend *t = rg_cpu_backend_isa(all[c]);
+        if (!t) continue;
+        tables++;
+        cr_assert_str_eq(t->name, "cpu");
+#define RG_CHECK_ENTRY(ret, fn, params) cr_assert(t->fn != NULL, "%s: %s", all[c], #fn);
+        RG_BACKEND_KERNELS(RG_CHECK_ENTRY)
+#undef RG_CHECK_ENTRY
+    }
+    cr_assert(tables >= 1);
+}

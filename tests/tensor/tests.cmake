@@ -1,0 +1,40 @@
+# The instruction-set copies of the hot CPU kernels (tensor/cpu/isa_impl.h, cmake/isa.cmake).
+#   <test>/isa_<set>: the kernel tests, the gradient checks and the PyTorch reference test again
+#     with RG_ISA=<set>, for each set this build has (run_isa.sh: Skipped where the CPU lacks it).
+#     test_isa.c compares the copies with each other directly.
+#   tensor/isa_objects: no wide vector instructions outside the dispatched kernels (check_isa.sh).
+#   tensor/isa_bad_env, tensor/isa_missing_set: an unknown RG_ISA, or one naming a set this build
+#     lacks, is a clear error listing the sets it runs.
+set(RG_ISA_RERUN tensor/test_conv2d tensor/test_elementwise tensor/test_kernels
+    tensor/test_dropout tensor/test_maxpool2d tensor/test_bcast tensor/test_reduce
+    tensor/test_cross_entropy tensor/test_matmul autograd/test_gradcheck layers/test_layers
+    models/test_reference optim/test_optim dist/test_dist)
+foreach(isa ${RG_ISAS})
+  foreach(t ${RG_ISA_RERUN})
+    get_filename_component(_name ${t} NAME)
+    if(NOT TARGET ${_name})
+      continue()
+    endif()
+    add_test(NAME ${t}/isa_${isa}
+             COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_isa.sh ${isa} $<TARGET_FILE:ringgrad-bench>
+                     $<TARGET_FILE:${_name}> --jobs 1)
+    get_filename_component(_module ${t} DIRECTORY)
+    set_tests_properties(${t}/isa_${isa} PROPERTIES LABELS "${_module};isa" TIMEOUT 600
+                         SKIP_RETURN_CODE 77 ENVIRONMENT "${RG_TEST_ENV}")
+  endforeach()
+endforeach()
+
+add_test(NAME tensor/isa_objects COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_isa.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(tensor/isa_objects PROPERTIES LABELS "tensor;isa" SKIP_RETURN_CODE 77)
+
+add_test(NAME tensor/isa_bad_env COMMAND ${CMAKE_COMMAND} -E env RG_ISA=avx9000
+                                         $<TARGET_FILE:ringgrad-bench> --only peak --iters 1)
+set_tests_properties(tensor/isa_bad_env PROPERTIES LABELS "tensor;isa" WILL_FAIL FALSE
+                     PASS_REGULAR_EXPRESSION "RG_ISA=avx9000: unknown instruction set \\(expected one of: [a-z0-9, ]+\\)")
+# A set the build lacks is an error naming the sets it has, not a silent fallback.
+if(NOT "native" IN_LIST RG_ISAS)
+  add_test(NAME tensor/isa_missing_set COMMAND ${CMAKE_COMMAND} -E env RG_ISA=native
+                                               $<TARGET_FILE:ringgrad-bench> --only peak --iters 1)
+  set_tests_properties(tensor/isa_missing_set PROPERTIES LABELS "tensor;isa"
+                       PASS_REGULAR_EXPRESSION "RG_ISA=native: this build has no kernels for it \\(this one runs: generic")
+endif()
