@@ -100,7 +100,7 @@ static void agreement(const rg_ddp *d, const rg_param_list *params, rg_status st
         plan = fnv1a(plan, &d->buckets[b].numel, sizeof(int64_t));
     a[AG_MODEL] = (int64_t)model, a[AG_TENSORS] = params->n, a[AG_BUCKETS] = d->n_buckets;
     a[AG_PLAN] = (int64_t)plan, a[AG_ACCUM] = d->opts.accum_steps;
-    a[AG_FLAGS] = d->opts.compress_fp16 | d->opts.no_overlap << 1;
+    a[AG_FLAGS] = d->opts.compress_fp16 | d->opts.no_overlap << 1 | d->opts.defer_average << 2;
     a[AG_STATUS] = st;
 }
 
@@ -134,9 +134,10 @@ static rg_status explain_model_mismatch(rg_comm *comm, const rg_param_list *para
 }
 
 static void describe_setup(const int64_t *a, char *buf, size_t cap) {
-    snprintf(buf, cap, "%" PRId64 " bucket(s), accum_steps %" PRId64 ", fp16 %s, overlap %s",
+    snprintf(buf, cap,
+             "%" PRId64 " bucket(s), accum_steps %" PRId64 ", fp16 %s, overlap %s, defer_average %s",
              a[AG_BUCKETS], a[AG_ACCUM], a[AG_FLAGS] & 1 ? "on" : "off",
-             a[AG_FLAGS] & 2 ? "off" : "on");
+             a[AG_FLAGS] & 2 ? "off" : "on", a[AG_FLAGS] & 4 ? "on" : "off");
 }
 
 /* Collective: every rank fails alike when one rank's set-up failed (`mine`, with its message)
@@ -168,7 +169,7 @@ static rg_status check_same_everywhere(rg_ddp *d, const rg_param_list *params, r
         st = rg_error(RG_EMISMATCH,
                       "ddp: rank %d sets up DDP differently from rank 0: rank 0 has %s; "
                       "rank %d has %s%s; give every rank the same bucket_mb, first_bucket_mb, "
-                      "accum_steps, compress_fp16 and no_overlap; this is rank %d",
+                      "accum_steps, compress_fp16, no_overlap and defer_average; this is rank %d",
                       bad, s0, bad, sb,
                       all[AG_BUCKETS] == all[AG_LEN * bad + AG_BUCKETS] &&
                               all[AG_PLAN] != all[AG_LEN * bad + AG_PLAN]
@@ -270,6 +271,7 @@ static rg_ddp_opts defaults(const rg_ddp_opts *o) {
     if (r.bucket_mb <= 0) r.bucket_mb = 25;
     if (r.first_bucket_mb <= 0) r.first_bucket_mb = r.bucket_mb < 1 ? r.bucket_mb : 1;
     if (r.accum_steps <= 0) r.accum_steps = 1;
+    if (r.compress_fp16) r.defer_average = false;
     return r;
 }
 
@@ -314,7 +316,8 @@ static void launch(rg_ddp *d, int b) {
         st = rg_comm_allreduce_async(d->comm, bk->half, bk->numel, RG_COMM_F16, RG_REDUCE_AVG,
                                      &bk->req);
     } else {
-        st = rg_comm_allreduce_async(d->comm, bk->data, bk->numel, RG_COMM_F32, RG_REDUCE_AVG,
+        st = rg_comm_allreduce_async(d->comm, bk->data, bk->numel, RG_COMM_F32,
+                                     d->opts.defer_average ? RG_REDUCE_SUM : RG_REDUCE_AVG,
                                      &bk->req);
     }
     /* Enqueueing only fails if the communicator is already broken; wait reports it. */
@@ -341,6 +344,10 @@ static void on_grad_ready(rg_tensor *param, void *ctx) {
              e->name);
     e->ready = true;
     if (--d->buckets[e->bucket].pending == 0) launch_ready_in_order(d);
+}
+
+float rg_ddp_grad_scale(const rg_ddp *d) {
+    return d->opts.defer_average ? 1.0f / (float)rg_comm_size(d->comm) : 1.0f;
 }
 
 bool rg_ddp_will_sync(const rg_ddp *d) {

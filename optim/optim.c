@@ -9,6 +9,7 @@
 #include "ringgrad/autograd.h"
 #include "tensor/backend_impl.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,11 +52,14 @@ static bool build_state(rg_optim *o, const char *const *buf_names) {
     return true;
 }
 
-rg_optim *rg_optim_alloc(const rg_param_list *params, int n_bufs, const char *const *buf_names) {
+rg_optim *rg_optim_alloc(size_t size, const rg_param_list *params, int n_bufs,
+                         const char *const *buf_names) {
     RG_CHECK(params, "optimizer: NULL parameter list");
     RG_CHECK(n_bufs >= 0 && n_bufs <= RG_OPTIM_MAX_BUFS, "optimizer: %d buffers", n_bufs);
-    rg_optim *o = calloc(1, sizeof *o);
+    RG_CHECK(size >= sizeof(rg_optim), "optimizer: struct of %zu bytes", size);
+    rg_optim *o = calloc(1, size);
     if (!o) return rg_error(RG_ENOMEM, "optimizer: out of host memory"), NULL;
+    o->grad_scale = 1.0f;
     o->n_bufs = n_bufs;
     o->params = calloc((size_t)params->n + 1, sizeof *o->params);
     o->param_steps = calloc((size_t)params->n + 1, sizeof *o->param_steps);
@@ -118,6 +122,16 @@ float rg_optim_get_lr(const rg_optim *o) {
 void rg_optim_set_lr(rg_optim *o, float lr) {
     RG_CHECK(lr >= 0.0f, "%s: learning rate %g is negative", o->kind, (double)lr);
     o->lr = lr;
+}
+
+void rg_optim_set_grad_scale(rg_optim *o, float scale) {
+    RG_CHECK(o && scale > 0.0f && isfinite(scale), "rg_optim_set_grad_scale: scale %g must be positive",
+             (double)scale);
+    o->grad_scale = scale;
+}
+
+float rg_optim_get_grad_scale(const rg_optim *o) {
+    return o->grad_scale;
 }
 
 int64_t rg_optim_num_steps(const rg_optim *o) {

@@ -13,8 +13,9 @@ typedef struct {
     int64_t max_steps; /* -1: no limit */
     int batch_size;    /* per rank */
     /* optimisation */
-    const char *optim, *lr_schedule;
-    double lr, momentum, weight_decay, lr_gamma;
+    const char *optim, *lr_schedule, *lr_scaling;
+    double lr; /* < 0: the optimizer's default */
+    double momentum, weight_decay, lr_gamma;
     int warmup_steps, lr_step_size;
     bool scale_lr;
     /* reproducibility */

@@ -1,4 +1,5 @@
 /* setup.c — ringgrad-train's set-up: data, model, optimizer, checkpoints, DDP and loaders. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,15 +46,27 @@ rg_status trainer_setup_data(trainer *t) {
     return trainer_agree(t, st);
 }
 
+/* --scale-lr's factor k: the global batch over one rank's batch (ranks x accumulation steps),
+ * linearly (Goyal et al., for SGD) or its square root (--lr-scaling sqrt, for Adam). 1 without
+ * --scale-lr. */
+static double lr_factor(const trainer *t) {
+    double k = (double)t->world * t->a.accum_steps;
+    if (!t->a.scale_lr) return 1.0;
+    return strcmp(t->a.lr_scaling, "sqrt") == 0 ? sqrt(k) : k;
+}
+
+/* Through the registry: --optim names it, and only the flags the user gave become its options
+ * (an optimizer without a momentum says so, naming its own options). */
 static rg_optim *make_optimizer(trainer *t, const rg_param_list *params) {
-    float lr = (float)(t->a.lr * (t->a.scale_lr ? t->world : 1));
-    float wd = (float)t->a.weight_decay;
-    if (strcmp(t->a.optim, "sgd") == 0)
-        return rg_sgd_new(params, &(rg_sgd_opts){.lr = lr, .momentum = (float)t->a.momentum,
-                                                  .weight_decay = wd});
-    if (strcmp(t->a.optim, "adamw") == 0)
-        return rg_adamw_new(params, &(rg_adam_opts){.lr = lr, .weight_decay = wd});
-    return rg_adam_new(params, &(rg_adam_opts){.lr = lr, .weight_decay = wd});
+    char opts[256] = "";
+    if (t->a.lr > 0) snprintf(opts, sizeof opts, "lr=%.9g,", t->a.lr);
+    if (t->a.momentum > 0) snprintf(opts + strlen(opts), sizeof opts - strlen(opts),
+                                    "momentum=%.9g,", t->a.momentum);
+    snprintf(opts + strlen(opts), sizeof opts - strlen(opts), "weight_decay=%.9g",
+             t->a.weight_decay);
+    rg_optim *o = rg_optim_new(t->a.optim, params, opts);
+    if (o && t->a.scale_lr) rg_optim_set_lr(o, rg_optim_get_lr(o) * (float)lr_factor(t));
+    return o;
 }
 
 static void set_schedule(trainer *t, int64_t total_steps) {
@@ -65,6 +78,8 @@ static void set_schedule(trainer *t, int64_t total_steps) {
         .kind = kind, .base_lr = rg_optim_get_lr(t->opt), .step_size = t->a.lr_step_size,
         .gamma = t->a.lr_gamma, .t_max = total_steps > 0 ? total_steps : 1,
         .warmup_steps = t->a.warmup_steps,
+        /* Goyal et al.'s gradual warmup: from the unscaled rate to k times it, not from 0 */
+        .warmup_start = 1.0 / lr_factor(t),
     };
     rg_optim_set_schedule(t->opt, &s);
 }
@@ -99,17 +114,19 @@ rg_status trainer_setup_model(trainer *t) {
     t->opt = make_optimizer(t, params);
     if (!t->opt) {
         trainer_error(t, "optimizer: %s", rg_last_error());
-        return trainer_agree(t, RG_ENOMEM);
+        return trainer_agree(t, RG_EINVAL);
     }
     RG_TRY(load_checkpoint(t));
     t->ddp = rg_ddp_new(params, t->comm, &(rg_ddp_opts){
         .bucket_mb = t->a.bucket_mb, .accum_steps = t->a.accum_steps,
         .compress_fp16 = strcmp(t->a.compress, "fp16") == 0, .no_overlap = t->a.no_overlap,
-        .no_allreduce = t->a.no_allreduce});
+        .no_allreduce = t->a.no_allreduce, .defer_average = true});
     if (!t->ddp) {
         trainer_error(t, "%s", rg_last_error());
         return RG_EMISMATCH; /* rg_ddp_new fails on every rank alike */
     }
+    /* the buckets hold sums: the optimizer's kernels apply the 1/N as they read them */
+    rg_optim_set_grad_scale(t->opt, rg_ddp_grad_scale(t->ddp));
     return RG_OK;
 }
 
