@@ -2,10 +2,14 @@
  *
  * What it teaches: how a framework overlaps gradient communication with backward.
  *
- *   backward walks the tape in reverse:  fc2 ... fc1 ... conv2 ... conv1
- *   gradient-ready hooks fire:           fc2.b fc2.w | fc1.b fc1.w | conv2.* conv1.*
- *   buckets (reverse parameter order):   [ bucket 0 ][ bucket 1     ][ bucket 2      ]
- *   comm thread:                              allreduce 0   allreduce 1    allreduce 2
+ *   backward walks the tape in reverse:  fc2 ... fc1 ............ conv2 ............ conv1
+ *   gradient-ready hooks fire:           fc2.b fc2.w fc1.b fc1.w | conv2.* conv1.*
+ *   buckets (reverse parameter order):   [ bucket 0: 4.5 MiB     ][ bucket 1: 74 KiB ]
+ *   comm thread:                                   allreduce 0 ............      allreduce 1
+ *
+ * That is the CNN's default plan (2 buckets): the first bucket closes once it passes 1 MiB, which
+ * fc1.weight does, so its allreduce runs while conv2 and conv1 run backward; the rest stay
+ * under the 25 MiB cap and go last.
  *
  * Each parameter's gradient is a view into its bucket's flat buffer, so when a bucket's last
  * gradient is final the buffer is ready to send as is: no copy. Buckets are launched strictly in
