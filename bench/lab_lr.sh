@@ -9,13 +9,14 @@
 # equal to k ranks at batch B (the same images in each step, the same weights).
 #
 #   bench/lab_lr.sh [--epochs 3] [--batch 64] [--k 8] [--lr 0.05] [--warmup 100] [--threads 2]
-#                   [--out bench/results]
+#                   [--out bench/results] [--bin build/bin/ringgrad-train]
 #
 # Writes OUT/lab_lr.jsonl: one line per config and epoch ({"config", "epoch", "test_accuracy",
 # "train_loss", "load"}), for scripts/plot_bench.py lab_lr.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 epochs=3 batch=64 k=8 lr=0.05 warmup=100 threads=2 out="$ROOT/bench/results"
+bin="$ROOT/build/bin/ringgrad-train"
 while [ $# -gt 0 ]; do
     case "$1" in
     --epochs) epochs=$2; shift 2 ;;
@@ -25,6 +26,7 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --bin) bin=$2; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "lab_lr.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -39,7 +41,7 @@ run() { # NAME ARGS...
     shift
     load=$(cut -d' ' -f1 /proc/loadavg)
     echo "lab_lr: $name: ringgrad-train ${common[*]} $*" >&2
-    RG_PROGRESS=lines "$ROOT/build/bin/ringgrad-train" "${common[@]}" "$@" |
+    RG_PROGRESS=lines "$bin" "${common[@]}" "$@" |
         awk -v name="$name" -v load="$load" '
             /^Epoch [0-9]+\// { split($2, e, "/"); epoch = e[1] }
             /test_accuracy:/ {

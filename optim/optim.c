@@ -152,3 +152,10 @@ void rg_optim_set_schedule(rg_optim *o, const rg_lr_schedule *s) {
 const rg_param_list *rg_optim_state(rg_optim *o) {
     return &o->state;
 }
+
+size_t rg_optim_state_bytes(const rg_optim *o) {
+    size_t bytes = 0;
+    for (int b = 0; b < o->n_bufs; b++)
+        for (int i = 0; i < o->n; i++) bytes += (size_t)o->bufs[b][i]->numel * sizeof(float);
+    return bytes;
+}

@@ -31,7 +31,7 @@ static int64_t count_correct(rg_tensor *logits, rg_tensor *labels_host) {
 
 /* Returns false when the step failed (a peer died): the caller stops training. */
 static bool train_step(trainer *t, const rg_batch *b, metrics *m) {
-    bool sync = rg_ddp_will_sync(t->ddp);
+    bool sync = t->zero ? rg_zero1_will_sync(t->zero) : rg_ddp_will_sync(t->ddp);
     rg_scope_begin();
     rg_tensor *x = t->dev.type == RG_DEV_CPU ? b->x : rg_tensor_to(b->x, t->dev);
     rg_tensor *y = t->dev.type == RG_DEV_CPU ? b->y : rg_tensor_to(b->y, t->dev);
@@ -47,10 +47,18 @@ static bool train_step(trainer *t, const rg_batch *b, metrics *m) {
     rg_backward(t->a.accum_steps > 1 ? rg_scale(loss, 1.0f / (float)t->a.accum_steps) : loss);
     rg_trace_end();
 
-    rg_trace_begin("ddp_wait", "comm");
-    rg_status st = rg_ddp_wait(t->ddp);
-    rg_trace_end();
-    if (st == RG_OK && sync) {
+    rg_status st = RG_OK;
+    if (t->zero) { /* zero1: reduce-scatter, the shard's update and the allgather, in one call */
+        rg_trace_begin(sync ? "zero1_step" : "accumulate", "comm");
+        st = rg_zero1_step(t->zero);
+        rg_trace_end();
+        if (st == RG_OK && sync) t->step++;
+    } else {
+        rg_trace_begin("ddp_wait", "comm");
+        st = rg_ddp_wait(t->ddp);
+        rg_trace_end();
+    }
+    if (st == RG_OK && sync && !t->zero) {
         rg_trace_begin("optimizer", "compute");
         rg_optim_step(t->opt);
         rg_optim_zero_grad(t->opt);
@@ -149,6 +157,8 @@ static void print_summary(const trainer *t, double seconds) {
         printf("\"train_loss\":%.6f,\"train_accuracy\":%.6f,", t->last_loss, t->last_acc);
     else
         printf("\"train_loss\":null,\"train_accuracy\":null,");
+    printf("\"strategy\":\"%s\",\"optimizer_state_bytes\":%zu,", t->a.strategy,
+           rg_optim_state_bytes(t->opt));
     printf("\"test_accuracy\":%.6f,\"images_per_sec\":%.1f,\"train_seconds\":%.3f,\"seconds\":%.3f}\n",
            t->test_acc, t->train_seconds > 0 ? (double)t->images / t->train_seconds : 0.0,
            t->train_seconds, seconds);
@@ -206,6 +216,8 @@ static void teardown(trainer *t) {
     rg_loader_free(t->train);
     rg_loader_free(t->test);
     rg_ddp_free(t->ddp);
+    if (t->zero) t->opt = NULL; /* the sharded optimizer's own */
+    rg_zero1_free(t->zero);
     rg_optim_free(t->opt);
     rg_model_free(t->net);
     rg_dataset_free(t->train_ds);

@@ -126,6 +126,10 @@ RG_API void rg_optim_set_schedule(rg_optim *opt, const rg_lr_schedule *s);
  * load) restores the state. Borrowed from opt, valid until rg_optim_free. */
 RG_API const rg_param_list *rg_optim_state(rg_optim *opt);
 
+/* Bytes of the state's buffers (moments, momentum buffers; step counters excluded): what the
+ * optimizer costs in memory, e.g. to compare DDP with ZeRO-1 (ringgrad-train --json). */
+RG_API size_t rg_optim_state_bytes(const rg_optim *opt);
+
 /* Frees the optimizer and its state (not the parameters). NULL is a no-op. */
 RG_API void rg_optim_free(rg_optim *opt);
 

@@ -28,7 +28,7 @@ typedef struct {
     const char *init, *save, *resume, *timeline;
     bool json;
     /* distribution */
-    const char *comm, *compress;
+    const char *strategy, *comm, *compress;
     double bucket_mb, stall_seconds;
     int accum_steps;
     bool no_overlap, no_allreduce;

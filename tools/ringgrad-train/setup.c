@@ -55,18 +55,38 @@ static double lr_factor(const trainer *t) {
     return strcmp(t->a.lr_scaling, "sqrt") == 0 ? sqrt(k) : k;
 }
 
-/* Through the registry: --optim names it, and only the flags the user gave become its options
- * (an optimizer without a momentum says so, naming its own options). */
-static rg_optim *make_optimizer(trainer *t, const rg_param_list *params) {
-    char opts[256] = "";
-    if (t->a.lr > 0) snprintf(opts, sizeof opts, "lr=%.9g,", t->a.lr);
-    if (t->a.momentum > 0) snprintf(opts + strlen(opts), sizeof opts - strlen(opts),
-                                    "momentum=%.9g,", t->a.momentum);
-    snprintf(opts + strlen(opts), sizeof opts - strlen(opts), "weight_decay=%.9g",
-             t->a.weight_decay);
-    rg_optim *o = rg_optim_new(t->a.optim, params, opts);
-    if (o && t->a.scale_lr) rg_optim_set_lr(o, rg_optim_get_lr(o) * (float)lr_factor(t));
-    return o;
+/* The optimizer's options for the registry: only the flags the user gave (an optimizer without
+ * a momentum says so, naming its own options). */
+static void optim_options(const trainer *t, char *opts, size_t cap) {
+    opts[0] = 0;
+    if (t->a.lr > 0) snprintf(opts, cap, "lr=%.9g,", t->a.lr);
+    if (t->a.momentum > 0)
+        snprintf(opts + strlen(opts), cap - strlen(opts), "momentum=%.9g,", t->a.momentum);
+    snprintf(opts + strlen(opts), cap - strlen(opts), "weight_decay=%.9g", t->a.weight_decay);
+}
+
+/* --strategy ddp: the optimizer through the registry (--optim names it), then the DDP reducer
+ * over every parameter; zero1: the sharded optimizer, which makes its own (dist/zero1.c). */
+RG_NODISCARD static rg_status make_strategy(trainer *t, const rg_param_list *params) {
+    char opts[256];
+    optim_options(t, opts, sizeof opts);
+    if (strcmp(t->a.strategy, "zero1") == 0) {
+        t->zero = rg_zero1_new(params, t->comm, t->a.optim, opts,
+                               &(rg_zero1_opts){.accum_steps = t->a.accum_steps});
+        if (!t->zero) {
+            trainer_error(t, "zero1: %s", rg_last_error());
+            return RG_EINVAL; /* rg_zero1_new fails on every rank alike */
+        }
+        t->opt = rg_zero1_optim(t->zero);
+    } else {
+        t->opt = rg_optim_new(t->a.optim, params, opts);
+        if (!t->opt) {
+            trainer_error(t, "optimizer: %s", rg_last_error());
+            return trainer_agree(t, RG_EINVAL);
+        }
+    }
+    if (t->a.scale_lr) rg_optim_set_lr(t->opt, rg_optim_get_lr(t->opt) * (float)lr_factor(t));
+    return RG_OK;
 }
 
 static void set_schedule(trainer *t, int64_t total_steps) {
@@ -111,11 +131,16 @@ rg_status trainer_setup_model(trainer *t) {
         return trainer_agree(t, st);
     }
     const rg_param_list *params = rg_model_params(t->net);
-    t->opt = make_optimizer(t, params);
-    if (!t->opt) {
-        trainer_error(t, "optimizer: %s", rg_last_error());
+    if (strcmp(t->a.strategy, "zero1") == 0 && t->a.resume) {
+        trainer_error(t, "--strategy zero1 cannot --resume yet: its optimizer state is sharded "
+                      "over the ranks, and --save writes the weights only; use --strategy ddp");
         return trainer_agree(t, RG_EINVAL);
     }
+    if (strcmp(t->a.strategy, "zero1") == 0) { /* rank 0's --init weights, then broadcast */
+        RG_TRY(load_checkpoint(t));
+        return make_strategy(t, params);
+    }
+    RG_TRY(make_strategy(t, params));
     RG_TRY(load_checkpoint(t));
     t->ddp = rg_ddp_new(params, t->comm, &(rg_ddp_opts){
         .bucket_mb = t->a.bucket_mb, .accum_steps = t->a.accum_steps,
@@ -159,7 +184,8 @@ rg_status trainer_save(trainer *t, int64_t epoch) {
     if (!t->a.save || t->rank != 0) return RG_OK;
     rg_checkpoint_meta meta = {.step = t->step, .epoch = epoch, .seed = (uint64_t)t->a.seed};
     snprintf(meta.model, sizeof meta.model, "%s", t->a.model);
-    rg_status st = rg_checkpoint_save(t->a.save, t->net, t->opt, &meta);
+    /* zero1: the weights only (rank 0 holds a shard of the optimizer state) */
+    rg_status st = rg_checkpoint_save(t->a.save, t->net, t->zero ? NULL : t->opt, &meta);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
     return st;
 }
