@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/powersgd_impl.h"
 #include "ringgrad/autograd.h"
 #include "tensor/backend_impl.h"
 
@@ -44,8 +45,16 @@ typedef struct {
     rg_comm_req *req; /* in flight, or NULL */
 } bucket;
 
+typedef struct { /* a matrix PowerSGD compresses: not in any bucket */
+    rg_tensor *param;
+    rg_psgd_matrix st;
+} compressed;
+
 struct rg_ddp {
     rg_comm *comm;
+    compressed *psgd; /* compress_powersgd: the matrices it takes, in registration order */
+    int n_psgd;
+    int64_t bytes_per_step;
     rg_ddp_opts opts;
     rg_device device;
     const rg_backend *be;
@@ -104,7 +113,8 @@ static void agreement(const rg_ddp *d, const rg_param_list *params, rg_status st
         plan = fnv1a(plan, &d->buckets[b].numel, sizeof(int64_t));
     a[AG_MODEL] = (int64_t)model, a[AG_TENSORS] = params->n, a[AG_BUCKETS] = d->n_buckets;
     a[AG_PLAN] = (int64_t)plan, a[AG_ACCUM] = d->opts.accum_steps;
-    a[AG_FLAGS] = d->opts.compress_fp16 | d->opts.no_overlap << 1 | d->opts.defer_average << 2;
+    a[AG_FLAGS] = d->opts.compress_fp16 | d->opts.no_overlap << 1 | d->opts.defer_average << 2 |
+                  d->opts.compress_powersgd << 3 | (int64_t)d->opts.powersgd_rank << 8;
     a[AG_STATUS] = st;
 }
 
@@ -275,8 +285,29 @@ static rg_ddp_opts defaults(const rg_ddp_opts *o) {
     if (r.bucket_mb <= 0) r.bucket_mb = 25;
     if (r.first_bucket_mb <= 0) r.first_bucket_mb = r.bucket_mb < 1 ? r.bucket_mb : 1;
     if (r.accum_steps <= 0) r.accum_steps = 1;
-    if (r.compress_fp16) r.defer_average = false;
+    if (r.powersgd_rank <= 0) r.powersgd_rank = 4;
+    RG_CHECK(!(r.compress_fp16 && r.compress_powersgd), "ddp: choose fp16 or PowerSGD, not both");
+    /* both send averages: float16 sums must stay in range, PowerSGD's Q is averaged */
+    if (r.compress_fp16 || r.compress_powersgd) r.defer_average = false;
     return r;
+}
+
+/* The state of every matrix PowerSGD takes, in registration order (the same on every rank), each
+ * with its own seed for Q's first values. */
+RG_NODISCARD static rg_status init_psgd(rg_ddp *d, const rg_param_list *params) {
+    for (int i = 0; i < params->n; i++) {
+        rg_tensor *t = params->items[i].tensor;
+        if (params->items[i].is_buffer || !rg_tensor_requires_grad(t) ||
+            !rg_psgd_worth(t->ndim, t->shape, d->opts.powersgd_rank))
+            continue;
+        compressed *c = &d->psgd[d->n_psgd++];
+        c->param = t;
+        if (!rg_psgd_init(&c->st, t->shape[0], t->numel / t->shape[0], d->opts.powersgd_rank,
+                          0x5eed0000u + (uint64_t)i))
+            return rg_error(RG_ENOMEM, "ddp: out of memory for PowerSGD's state of %s",
+                            params->items[i].name);
+    }
+    return RG_OK;
 }
 
 rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts *opts) {
@@ -287,7 +318,8 @@ rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts
     d->opts = defaults(opts);
     d->entries = calloc((size_t)params->n + 1, sizeof *d->entries);
     d->buckets = calloc((size_t)params->n + 1, sizeof *d->buckets);
-    RG_CHECK(d->entries && d->buckets, "rg_ddp_new: out of host memory");
+    d->psgd = calloc((size_t)params->n + 1, sizeof *d->psgd);
+    RG_CHECK(d->entries && d->buckets && d->psgd, "rg_ddp_new: out of host memory");
     for (int i = params->n - 1; i >= 0; i--) { /* reverse registration order */
         rg_tensor *t = params->items[i].tensor;
         if (params->items[i].is_buffer || !rg_tensor_requires_grad(t)) continue;
@@ -297,11 +329,18 @@ rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts
                  "ddp: parameters on different devices "
                  "(%s); move the whole model to one device first",
                  params->items[i].name);
+        if (d->opts.compress_powersgd && rg_psgd_worth(t->ndim, t->shape, d->opts.powersgd_rank)) {
+            RG_CHECK(t->device.type == RG_DEV_CPU,
+                     "ddp: PowerSGD compresses host gradients only; %s is on a GPU",
+                     params->items[i].name);
+            continue; /* compressed after backward (rg_ddp_wait), not bucketed */
+        }
         d->entries[d->n_entries++] = (entry){.param = t, .name = params->items[i].name};
     }
+    rg_status psgd_st = d->opts.compress_powersgd ? init_psgd(d, params) : RG_OK;
     d->be = rg_backend_for(d->n_entries ? d->device : RG_CPU);
     d->n_buckets = plan_buckets(d);
-    if (check_same_everywhere(d, params, alloc_buckets(d)) != RG_OK ||
+    if (check_same_everywhere(d, params, psgd_st != RG_OK ? psgd_st : alloc_buckets(d)) != RG_OK ||
         broadcast_from_rank0(comm, params) != RG_OK) {
         rg_ddp_free(d);
         return NULL;
@@ -354,6 +393,30 @@ float rg_ddp_grad_scale(const rg_ddp *d) {
     return d->opts.defer_average ? 1.0f / (float)rg_comm_size(d->comm) : 1.0f;
 }
 
+/* PowerSGD over every compressed matrix, one after the other, after the buckets. */
+RG_NODISCARD static rg_status reduce_compressed(rg_ddp *d) {
+    int64_t floats = 0;
+    for (int i = 0; i < d->n_psgd; i++) {
+        rg_tensor *p = d->psgd[i].param;
+        if (!p->grad) { /* unused in this backward: it contributes zeros */
+            p->grad = rg_tensor_new(RG_F32, p->ndim, p->shape, p->device);
+            if (!p->grad) return rg_error(RG_ENOMEM, "ddp: out of memory for a gradient");
+            rg_tensor_fill_(p->grad, 0.0f);
+        }
+        RG_TRY(rg_psgd_reduce(&d->psgd[i].st, p->grad->data, d->comm, &floats));
+    }
+    d->bytes_per_step += floats * 4;
+    return RG_OK;
+}
+
+int64_t rg_ddp_bytes_per_step(const rg_ddp *d) {
+    return d->bytes_per_step;
+}
+
+int rg_ddp_num_compressed(const rg_ddp *d) {
+    return d->n_psgd;
+}
+
 bool rg_ddp_will_sync(const rg_ddp *d) {
     return d->micro_step + 1 >= d->opts.accum_steps;
 }
@@ -385,6 +448,10 @@ rg_status rg_ddp_wait(rg_ddp *d) {
     for (int i = 0; i < d->n_entries; i++) d->entries[i].ready = false;
     d->next_launch = 0;
     d->micro_step = 0;
+    int64_t floats = 0;
+    for (int b = 0; b < d->n_buckets; b++) floats += d->buckets[b].numel;
+    d->bytes_per_step = floats * (d->opts.compress_fp16 ? 2 : 4);
+    if (st == RG_OK) st = reduce_compressed(d);
     return st;
 }
 
@@ -426,6 +493,8 @@ void rg_ddp_free(rg_ddp *d) {
         if (bk->data) d->be->free(bk->data, (size_t)bk->numel * sizeof(float));
         if (bk->half) d->be->free(bk->half, (size_t)bk->numel * sizeof(uint16_t));
     }
+    for (int i = 0; i < d->n_psgd; i++) rg_psgd_free(&d->psgd[i].st);
+    free(d->psgd);
     free(d->entries);
     free(d->buckets);
     free(d);

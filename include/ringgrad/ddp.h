@@ -43,6 +43,11 @@ typedef struct {
                                the optimizer's kernel, which saves a pass over every gradient
                                (fused optimizers do the same). Ignored with compress_fp16, whose
                                float16 sums are averaged on the wire to stay in range. */
+    bool compress_powersgd; /* PowerSGD (Vogels et al. 2019) with error feedback, as PyTorch's comm
+                               hook, for the large matrices (where (n+m)r <= nm/2, e.g. fc1.weight):
+                               each is sent as two rank-r factors after backward; the rest goes
+                               through the buckets exactly. Host (CPU) gradients only. */
+    int powersgd_rank;      /* r, default 4 */
 } rg_ddp_opts;
 
 typedef struct rg_ddp rg_ddp;
@@ -67,6 +72,13 @@ RG_API RG_NODISCARD rg_status rg_ddp_wait(rg_ddp *ddp);
 /* The factor the gradients still need after rg_ddp_wait to be the average: 1/N with
  * defer_average (they hold the sum over the N ranks), else 1. */
 RG_API float rg_ddp_grad_scale(const rg_ddp *ddp);
+
+/* Floats handed to allreduces by the last reducing step (buckets, and PowerSGD's P and Q), times
+ * their size on the wire (4 bytes; 2 with fp16): the payload each rank contributes per step. A
+ * ring moves 2(N-1)/N times this over each link. */
+RG_API int64_t rg_ddp_bytes_per_step(const rg_ddp *ddp);
+/* Number of matrices PowerSGD compresses (0 without compress_powersgd). */
+RG_API int rg_ddp_num_compressed(const rg_ddp *ddp);
 
 /* True when the coming backward is the one that reduces (always, with accum_steps 1). */
 RG_API bool rg_ddp_will_sync(const rg_ddp *ddp);

@@ -30,7 +30,7 @@ typedef struct {
     /* distribution */
     const char *strategy, *comm, *compress;
     double bucket_mb, stall_seconds;
-    int accum_steps;
+    int accum_steps, powersgd_rank;
     bool no_overlap, no_allreduce;
     bool help;
 } train_args;

@@ -145,6 +145,8 @@ rg_status trainer_setup_model(trainer *t) {
     t->ddp = rg_ddp_new(params, t->comm, &(rg_ddp_opts){
         .bucket_mb = t->a.bucket_mb, .accum_steps = t->a.accum_steps,
         .compress_fp16 = strcmp(t->a.compress, "fp16") == 0, .no_overlap = t->a.no_overlap,
+        .compress_powersgd = strcmp(t->a.compress, "powersgd") == 0,
+        .powersgd_rank = t->a.powersgd_rank,
         .no_allreduce = t->a.no_allreduce, .defer_average = true});
     if (!t->ddp) {
         trainer_error(t, "%s", rg_last_error());
