@@ -208,6 +208,10 @@ int64_t rg_zero1_shard_numel(const rg_zero1 *z) {
     return hi > lo ? hi - lo : 0;
 }
 
+int64_t rg_zero1_bytes_per_step(const rg_zero1 *z) {
+    return z->shard * z->size * (int64_t)sizeof(float);
+}
+
 void rg_zero1_free(rg_zero1 *z) {
     if (!z) return;
     for (int i = 0; i < z->n_entries; i++) { /* ordinary gradients again, with their values */

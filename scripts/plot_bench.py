@@ -17,6 +17,8 @@ scaling    bench/scaling.sh's summary: images/s of ringgrad on 1 and 2 ranks (wi
            2x) and of PyTorch DDP on 1 and 2 ranks, the runs as dots, the medians as bars.
 overlap    bench/overlap.sh's runs: per network, the median step time of the three modes
            (overlap, no-overlap, compute-only) and the fraction of communication hidden.
+lab_bytes  bench/lab_bytes.sh's runs (docs/LABS.md, lab 6): bytes each rank sends per step and
+           its optimizer memory, per strategy.
 lab_lr     bench/lab_lr.sh's runs (docs/LABS.md, lab 4): test accuracy after each epoch for the
            small batch, the big batch unscaled, with the linear rule, and with warmup.
 
@@ -183,14 +185,37 @@ def plot_lab_lr(path, out):
     fig.savefig(out, dpi=100)
 
 
+def plot_lab_bytes(path, out):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    labels = [r["label"] for r in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    sent = [r.get("bytes_per_step", 0) / 2**20 for r in rows]
+    state = [r["optimizer_state_bytes"] / 2**20 for r in rows]
+    for ax, vals, what in ((left, sent, "MiB each rank gives the allreduces per step"),
+                           (right, state, "optimizer state per rank, MiB")):
+        bars = ax.barh(range(len(rows)), vals, color="#4e79a7")
+        ax.set_yticks(range(len(rows)), labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(what, fontsize=9)
+        for b, v in zip(bars, vals):
+            ax.text(b.get_width(), b.get_y() + b.get_height() / 2, " %.2f" % v, va="center",
+                    fontsize=7)
+        ax.set_xlim(0, max(vals) * 1.25)
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle("CNN with Adam on %d ranks (zero1 sends a reduce-scatter and an allgather: "
+                 "an allreduce's bytes)" % rows[0]["world_size"], fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("kind", choices=["allreduce", "scaling", "overlap", "lab_lr"])
+    p.add_argument("kind", choices=["allreduce", "scaling", "overlap", "lab_lr", "lab_bytes"])
     p.add_argument("input")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
     {"allreduce": plot_allreduce, "scaling": plot_scaling, "overlap": plot_overlap,
-     "lab_lr": plot_lab_lr}[a.kind](a.input, a.output)
+     "lab_lr": plot_lab_lr, "lab_bytes": plot_lab_bytes}[a.kind](a.input, a.output)
     print("wrote", a.output)
 
 

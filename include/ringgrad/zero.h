@@ -60,6 +60,9 @@ RG_API rg_optim *rg_zero1_optim(rg_zero1 *z);
  * elements of the flattened weights this rank updates (about numel / N). */
 RG_API size_t rg_zero1_state_bytes(const rg_zero1 *z);
 RG_API int64_t rg_zero1_shard_numel(const rg_zero1 *z);
+/* The bytes of a step's collectives in allreduce terms: the flat gradient (padded to N shards)
+ * that the reduce-scatter and the allgather move between them, as an allreduce of it would. */
+RG_API int64_t rg_zero1_bytes_per_step(const rg_zero1 *z);
 
 /* Restores ordinary gradients (holding the current values), frees the optimizer and the buffers.
  * NULL is a no-op. Not collective. */
