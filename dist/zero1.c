@@ -58,7 +58,7 @@ RG_NODISCARD static rg_status alloc_flat(rg_zero1 *z) {
     size_t total = (size_t)(z->shard * z->size) * sizeof(float);
     z->gflat = z->be->alloc(total);
     z->wflat = z->be->alloc(total);
-    z->gshard = z->be->alloc((size_t)z->shard * sizeof(float) + 1);
+    z->gshard = z->be->alloc((size_t)z->shard * sizeof(float)); /* shard >= 1 */
     if (!z->gflat || !z->wflat || !z->gshard)
         return rg_error(RG_ENOMEM, "zero1: out of memory for flat buffers of %zu bytes", total);
     z->be->memset0(z->gflat, total);
@@ -228,7 +228,7 @@ void rg_zero1_free(rg_zero1 *z) {
     size_t total = (size_t)(z->shard * z->size) * sizeof(float);
     if (z->gflat) z->be->free(z->gflat, total);
     if (z->wflat) z->be->free(z->wflat, total);
-    if (z->gshard) z->be->free(z->gshard, (size_t)z->shard * sizeof(float) + 1);
+    if (z->gshard) z->be->free(z->gshard, (size_t)z->shard * sizeof(float));
     free(z->views);
     free(z->entries);
     free(z);

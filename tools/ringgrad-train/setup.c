@@ -136,6 +136,12 @@ rg_status trainer_setup_model(trainer *t) {
                       "over the ranks, and --save writes the weights only; use --strategy ddp");
         return trainer_agree(t, RG_EINVAL);
     }
+    if (strcmp(t->a.strategy, "zero1") == 0 &&
+        (strcmp(t->a.compress, "none") != 0 || t->a.no_overlap || t->a.no_allreduce)) {
+        trainer_error(t, "--strategy zero1 takes no --compress, --no-overlap or --no-allreduce "
+                      "(they are options of --strategy ddp's buckets)");
+        return trainer_agree(t, RG_EINVAL);
+    }
     if (strcmp(t->a.strategy, "zero1") == 0) { /* rank 0's --init weights, then broadcast */
         RG_TRY(load_checkpoint(t));
         return make_strategy(t, params);
