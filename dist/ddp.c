@@ -149,9 +149,11 @@ static rg_status explain_model_mismatch(rg_comm *comm, const rg_param_list *para
 
 static void describe_setup(const int64_t *a, char *buf, size_t cap) {
     snprintf(buf, cap,
-             "%" PRId64 " bucket(s), accum_steps %" PRId64 ", fp16 %s, overlap %s, defer_average %s",
+             "%" PRId64 " bucket(s), accum_steps %" PRId64
+             ", fp16 %s, overlap %s, defer_average %s, powersgd rank %" PRId64,
              a[AG_BUCKETS], a[AG_ACCUM], a[AG_FLAGS] & 1 ? "on" : "off",
-             a[AG_FLAGS] & 2 ? "off" : "on", a[AG_FLAGS] & 4 ? "on" : "off");
+             a[AG_FLAGS] & 2 ? "off" : "on", a[AG_FLAGS] & 4 ? "on" : "off",
+             a[AG_FLAGS] & 8 ? a[AG_FLAGS] >> 8 : 0);
 }
 
 /* Collective: every rank fails alike when one rank's set-up failed (`mine`, with its message)
@@ -183,7 +185,7 @@ static rg_status check_same_everywhere(rg_ddp *d, const rg_param_list *params, r
         st = rg_error(RG_EMISMATCH,
                       "ddp: rank %d sets up DDP differently from rank 0: rank 0 has %s; "
                       "rank %d has %s%s; give every rank the same bucket_mb, first_bucket_mb, "
-                      "accum_steps, compress_fp16, no_overlap and defer_average; this is rank %d",
+                      "accum_steps, compressions, no_overlap and defer_average; this is rank %d",
                       bad, s0, bad, sb,
                       all[AG_BUCKETS] == all[AG_LEN * bad + AG_BUCKETS] &&
                               all[AG_PLAN] != all[AG_LEN * bad + AG_PLAN]

@@ -61,7 +61,8 @@ void rg_psgd_orthogonalize(float *a, int64_t rows, int cols) {
 /* Standard normal values for Q's start (Box-Muller over Philox), then orthogonalised. */
 static void init_q(rg_psgd_matrix *s) {
     for (int64_t i = 0; i < s->m * s->r; i++) {
-        float u1 = rg_philox_uniform(s->seed, 2 * (uint64_t)i), u2 = rg_philox_uniform(s->seed, 2 * (uint64_t)i + 1);
+        float u1 = rg_philox_uniform(s->seed, 2 * (uint64_t)i),
+              u2 = rg_philox_uniform(s->seed, 2 * (uint64_t)i + 1);
         s->q[i] = sqrtf(-2.0f * logf(u1 > 1e-12f ? u1 : 1e-12f)) * cosf(6.2831853f * u2);
     }
     rg_psgd_orthogonalize(s->q, s->m, s->r);

@@ -40,10 +40,10 @@ struct rg_zero1 {
     rg_device device;
     zentry *entries;
     int n_entries;
-    int64_t numel, shard; /* trainable elements; shard = ceil(numel / size) */
-    float *gflat;         /* (size * shard) gradients: every parameter's grad is a view */
-    float *gshard;        /* (shard) this rank's reduced shard */
-    float *wflat;         /* (size * shard) weights, the allgather's buffer */
+    int64_t numel, shard;   /* trainable elements; shard = ceil(numel / size) */
+    float *gflat;           /* (size * shard) gradients: every parameter's grad is a view */
+    float *gshard;          /* (shard) this rank's reduced shard */
+    float *wflat;           /* (size * shard) weights, the allgather's buffer */
     rg_named_tensor *views; /* this rank's pieces: views into wflat with grads into gshard */
     int n_views;
     rg_optim *optim;
@@ -80,7 +80,8 @@ static void attach(rg_zero1 *z) {
     for (int i = 0; i < z->n_entries; i++) {
         zentry *e = &z->entries[i];
         rg_tensor *p = e->param;
-        rg_tensor *view = rg_tensor_wrap(RG_F32, p->ndim, p->shape, p->device, z->gflat + e->offset);
+        rg_tensor *view =
+            rg_tensor_wrap(RG_F32, p->ndim, p->shape, p->device, z->gflat + e->offset);
         if (p->grad) rg_tensor_copy_(view, p->grad);
         rg_tensor_free(p->grad);
         p->grad = view;
@@ -180,8 +181,8 @@ rg_status rg_zero1_step(rg_zero1 *z) {
         return RG_OK;
     }
     z->micro_step = 0;
-    RG_TRY(rg_comm_reduce_scatter(z->comm, z->gflat, z->gshard, z->shard, RG_COMM_F32,
-                                  RG_REDUCE_SUM));
+    RG_TRY(
+        rg_comm_reduce_scatter(z->comm, z->gflat, z->gshard, z->shard, RG_COMM_F32, RG_REDUCE_SUM));
     rg_optim_step(z->optim);
     float *mine = z->wflat + (int64_t)z->rank * z->shard;
     RG_TRY(rg_comm_allgather(z->comm, mine, z->wflat, z->shard, RG_COMM_F32));

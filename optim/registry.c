@@ -44,7 +44,8 @@ static void key_list(const rg_optim_desc *d, char *buf, size_t cap) {
 /* Sets one "key=value" (len chars at kv) in the options; RG_EINVAL naming the problem. */
 static rg_status set_key(const rg_optim_desc *d, void *opts, const char *kv, size_t len) {
     char item[128], keys[256];
-    if (len >= sizeof item) return rg_error(RG_EINVAL, "%s: option '%.40s...' too long", d->name, kv);
+    if (len >= sizeof item)
+        return rg_error(RG_EINVAL, "%s: option '%.40s...' too long", d->name, kv);
     memcpy(item, kv, len);
     item[len] = 0;
     char *eq = strchr(item, '=');

@@ -160,8 +160,9 @@ static void print_summary(const trainer *t, double seconds) {
     printf("\"strategy\":\"%s\",\"optimizer_state_bytes\":%zu,", t->a.strategy,
            rg_optim_state_bytes(t->opt));
     /* the payload each rank gives the collectives per step, in allreduce terms */
+    int64_t sent = t->zero ? rg_zero1_bytes_per_step(t->zero) : rg_ddp_bytes_per_step(t->ddp);
     printf("\"compress\":\"%s\",\"bytes_per_step\":%lld,", t->zero ? "none" : t->a.compress,
-           (long long)(t->zero ? rg_zero1_bytes_per_step(t->zero) : rg_ddp_bytes_per_step(t->ddp)));
+           (long long)sent);
     printf("\"test_accuracy\":%.6f,\"images_per_sec\":%.1f,\"train_seconds\":%.3f,\"seconds\":%.3f}\n",
            t->test_acc, t->train_seconds > 0 ? (double)t->images / t->train_seconds : 0.0,
            t->train_seconds, seconds);

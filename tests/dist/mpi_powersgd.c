@@ -56,7 +56,8 @@ static void test_rounds_match_the_reference_over_ranks(void) {
                 for (int c = 0; c < M; c++)
                     for (int j = 0; j < R; j++)
                         for (int i = 0; i < N; i++)
-                            q2[c * R + j] += all[(size_t)k * N * M + i * M + c] * p[i * R + j] / size;
+                            q2[c * R + j] +=
+                                all[(size_t)k * N * M + i * M + c] * p[i * R + j] / size;
             memcpy(q, q2, sizeof q);
             int64_t floats = 0;
             MT_OK(rg_psgd_reduce(&s, g, comms[b], &floats));
@@ -65,7 +66,8 @@ static void test_rounds_match_the_reference_over_ranks(void) {
                     double approx = 0;
                     for (int j = 0; j < R; j++) approx += p[i * R + j] * q[c * R + j];
                     e[i * M + c] = mine[i * M + c] - approx;
-                    MT_CHECK(fabs(g[i * M + c] - approx) < 1e-4 && fabs(s.error[i * M + c] - e[i * M + c]) < 1e-4,
+                    MT_CHECK(fabs(g[i * M + c] - approx) < 1e-4 &&
+                                 fabs(s.error[i * M + c] - e[i * M + c]) < 1e-4,
                              "%s step %d element (%d, %d): %g (error %g), reference %g (error %g)",
                              comm_name(comms[b]), t, i, c, g[i * M + c], s.error[i * M + c], approx,
                              e[i * M + c]);
@@ -103,10 +105,12 @@ static void test_ddp_compresses_the_large_matrix_and_reduces_the_rest_exactly(vo
             norm += fabs(want[k]);
         }
         if (big) { /* an approximation: close to the average, but not equal */
-            MT_CHECK(err > 1e-6 * norm && err < norm, "%s: |error| %g of %g", l->items[i].name, err, norm);
+            MT_CHECK(err > 1e-6 * norm && err < norm, "%s: |error| %g of %g", l->items[i].name, err,
+                     norm);
             sent_floats += (g->shape[0] + g->numel / g->shape[0]) * 4;
         } else {
-            MT_CHECK(err <= 1e-5 * (norm + 1e-6), "%s: exact part off by %g", l->items[i].name, err);
+            MT_CHECK(err <= 1e-5 * (norm + 1e-6), "%s: exact part off by %g", l->items[i].name,
+                     err);
             sent_floats += g->numel;
         }
         free(want);
