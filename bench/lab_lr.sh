@@ -49,6 +49,7 @@ run() { # NAME ARGS...
                 match($0, /test_accuracy: [0-9.]+/); acc = substr($0, RSTART + 15, RLENGTH - 15)
                 printf "{\"config\":\"%s\",\"epoch\":%d,\"test_accuracy\":%s,\"train_loss\":%s,\"load\":%s}\n",
                        name, epoch, acc, (loss ~ /^[0-9.]+$/ ? loss : "null"), load
+                fflush()
             }' | tee -a "$jsonl"
 }
 run small
