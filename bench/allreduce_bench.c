@@ -16,12 +16,16 @@
  *         into buckets as the trainer does (first bucket 1 MiB, then 25 MiB), each bucket one
  *         async allreduce with AVG, launched in order and then waited for;
  *   ddpring  the same on a ring comm (ringgrad-train --comm ring), whose AVG scales only the
- *         block each rank owns before the allgather, 1/N of the buffer.
+ *         block each rank owns before the allgather, 1/N of the buffer;
+ *   ddpsum, ddpsumring  the reducer with defer_average (what ringgrad-train runs): buckets are
+ *         summed and the 1/N is left to the optimizer's kernel, which reads every gradient
+ *         anyway (rg_optim_set_grad_scale), so no pass of its own is timed here.
  * A measurement is `iters` back-to-back calls (about --budget seconds), its time the slowest
  * rank's; the table shows the median over --rounds rounds as
  *   algbw = bytes / time                    what the caller sees, and
  *   busbw = algbw * 2(n-1)/n                what each link carries (NCCL-tests' definition),
- * and each method's busbw as a ratio of raw's. To add a column, add an entry to `ms` in main.
+ * and each method's busbw as a ratio of raw's: the median over rounds of the per-round ratio
+ * (each round times every method back to back, so a burst of load hits a pair alike). To add a column, add an entry to `ms` in main.
  * Before timing, each method's result is checked once. */
 #include <math.h>
 #include <mpi.h>
@@ -76,13 +80,14 @@ typedef struct {
     char (*names)[32];
     int n;
     rg_ddp *ddp;
+    bool defer; /* defer_average: sums, the 1/N left to the optimizer */
 } ddp_bench;
 
 static void ddp_bench_clear(ddp_bench *b) {
     rg_ddp_free(b->ddp);
     for (int i = 0; i < b->n; i++) rg_tensor_free(b->params[i]);
     free(b->params), free(b->items), free(b->names);
-    *b = (ddp_bench){.comm = b->comm};
+    *b = (ddp_bench){.comm = b->comm, .defer = b->defer};
 }
 
 /* Layers of a weight of up to DDP_TENSOR_MAX - 128 elements and a bias of 128 (fewer at the end).
@@ -107,7 +112,8 @@ static void ddp_prepare(void *ctx, int64_t count) {
         left -= n;
     }
     rg_param_list list = {b->items, b->n};
-    b->ddp = rg_ddp_new(&list, b->comm, &(rg_ddp_opts){.bucket_mb = 25, .first_bucket_mb = 1});
+    b->ddp = rg_ddp_new(&list, b->comm, &(rg_ddp_opts){.bucket_mb = 25, .first_bucket_mb = 1,
+                                                        .defer_average = b->defer});
     if (!b->ddp) die_unless_ok(RG_EPEER);
     b->count = count;
 }
@@ -215,13 +221,17 @@ static void bench_size(const method *ms, int nm, int64_t bytes, const options *o
     for (int r = 0; r < o->rounds; r++)
         for (int k = 0; k < nm; k++) t[k][r] = measure(&ms[k], buf, count, iters);
     if (rank == 0) {
-        double bus = 2.0 * (size - 1) / size, raw_bus = 0;
+        /* the ratio: the median over rounds of raw's time / this method's in the same round
+         * (interleaved pairs: load that hits one round hits both); before the medians, which
+         * sort t in place */
+        double bus = 2.0 * (size - 1) / size, ratio[8][MAX_ROUNDS];
+        for (int k = 1; k < nm; k++)
+            for (int r = 0; r < o->rounds; r++) ratio[k][r] = t[0][r] / t[k][r];
         printf("%10lld %6d", (long long)bytes, iters);
         for (int k = 0; k < nm; k++) {
             double alg = bytes / bench_median(t[k], o->rounds) / 1e9;
-            if (k == 0) raw_bus = alg * bus;
             printf(" | %7.3f %7.3f", alg, alg * bus);
-            if (k > 0) printf(" %5.2f", alg * bus / raw_bus);
+            if (k > 0) printf(" %5.2f", bench_median(ratio[k], o->rounds));
         }
         printf("\n");
         fflush(stdout);
@@ -245,6 +255,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     ddp_bench ddp = {.comm = mpi}, ddp_ring = {.comm = ring};
+    ddp_bench ddp_sum = {.comm = mpi, .defer = true}, ddp_sum_ring = {.comm = ring, .defer = true};
     const method ms[] = {
         {.name = "raw", .run = run_raw},
         {.name = "mpi", .run = run_comm, .ctx = mpi},
@@ -264,6 +275,18 @@ int main(int argc, char **argv) {
          .load = ddp_load,
          .store = ddp_store,
          .average = true},
+        {.name = "ddpsum",
+         .run = run_ddp,
+         .ctx = &ddp_sum,
+         .prepare = ddp_prepare,
+         .load = ddp_load,
+         .store = ddp_store},
+        {.name = "ddpsumring",
+         .run = run_ddp,
+         .ctx = &ddp_sum_ring,
+         .prepare = ddp_prepare,
+         .load = ddp_load,
+         .store = ddp_store},
     };
     int nm = (int)(sizeof ms / sizeof *ms);
     _Static_assert(sizeof ms / sizeof *ms <= 8, "bench_size keeps times for 8 methods");
@@ -279,6 +302,8 @@ int main(int argc, char **argv) {
         bench_size(ms, nm, ((int64_t)b + 3) / 4 * 4, &o, rank, size);
     ddp_bench_clear(&ddp);
     ddp_bench_clear(&ddp_ring);
+    ddp_bench_clear(&ddp_sum);
+    ddp_bench_clear(&ddp_sum_ring);
     rg_comm_free(mpi);
     rg_comm_free(ring);
     return rg_dist_finalize(d) == RG_OK ? 0 : 1;

@@ -83,12 +83,16 @@ typedef struct {
     float lr, momentum, dampening, weight_decay;
     bool nesterov;
     bool first_step; /* the momentum buffer is empty: torch sets buf = d_p on the first step */
+    float grad_scale; /* g = grad_scale * grad (DDP's 1/N folded in); 0 is read as 1 */
 } rg_sgd_hparams;
 
-/* d = g + wd*p;  buf = first ? d : mu*buf + (1-dampening)*d;  d = nesterov ? d + mu*buf : buf;
- * p -= lr*d */
+/* The factor applied to a gradient as the update reads it; 0 (a zeroed hparams) means none. */
+static RG_HOSTDEV float rg_k_grad_scale(float s) { return s != 0.0f ? s : 1.0f; }
+
+/* g *= grad_scale;  d = g + wd*p;  buf = first ? d : mu*buf + (1-dampening)*d;
+ * d = nesterov ? d + mu*buf : buf;  p -= lr*d */
 static RG_HOSTDEV void rg_sgd_update(const rg_sgd_hparams *h, float *p, float g, float *buf) {
-    float d = g;
+    float d = rg_k_grad_scale(h->grad_scale) * g;
     if (h->weight_decay != 0.0f) d += h->weight_decay * *p;
     if (h->momentum != 0.0f) {
         float b = h->first_step ? d : h->momentum * *buf + (1.0f - h->dampening) * d;
@@ -103,12 +107,14 @@ typedef struct {
     bool decoupled;          /* AdamW: p *= 1 - lr*wd before the step; Adam: g += wd*p */
     float bias_correction1;  /* 1 - beta1^t */
     float bias_correction2;  /* 1 - beta2^t */
+    float grad_scale;        /* g = grad_scale * grad (DDP's 1/N folded in); 0 is read as 1 */
 } rg_adam_hparams;
 
-/* m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2;
+/* g *= grad_scale;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2;
  * p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps) */
 static RG_HOSTDEV void rg_adam_update(const rg_adam_hparams *h, float *p, float g, float *m,
                                       float *v) {
+    g *= rg_k_grad_scale(h->grad_scale);
     if (h->weight_decay != 0.0f) {
         if (h->decoupled) *p *= 1.0f - h->lr * h->weight_decay;
         else g += h->weight_decay * *p;

@@ -2,10 +2,14 @@
  *
  * What it teaches: how a framework overlaps gradient communication with backward.
  *
- *   backward walks the tape in reverse:  fc2 ... fc1 ... conv2 ... conv1
- *   gradient-ready hooks fire:           fc2.b fc2.w | fc1.b fc1.w | conv2.* conv1.*
- *   buckets (reverse parameter order):   [ bucket 0 ][ bucket 1     ][ bucket 2      ]
- *   comm thread:                              allreduce 0   allreduce 1    allreduce 2
+ *   backward walks the tape in reverse:  fc2 ... fc1 ............ conv2 ............ conv1
+ *   gradient-ready hooks fire:           fc2.b fc2.w fc1.b fc1.w | conv2.* conv1.*
+ *   buckets (reverse parameter order):   [ bucket 0: 4.5 MiB     ][ bucket 1: 74 KiB ]
+ *   comm thread:                                   allreduce 0 ............      allreduce 1
+ *
+ * That is the CNN's default plan (2 buckets): the first bucket closes once it passes 1 MiB, which
+ * fc1.weight does, so its allreduce runs while conv2 and conv1 run backward; the rest stay
+ * under the 25 MiB cap and go last.
  *
  * Each parameter's gradient is a view into its bucket's flat buffer, so when a bucket's last
  * gradient is final the buffer is ready to send as is: no copy. Buckets are launched strictly in
@@ -18,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/powersgd_impl.h"
 #include "ringgrad/autograd.h"
 #include "tensor/backend_impl.h"
 #include "core/alloc.h"
@@ -41,8 +46,16 @@ typedef struct {
     rg_comm_req *req; /* in flight, or NULL */
 } bucket;
 
+typedef struct { /* a matrix PowerSGD compresses: not in any bucket */
+    rg_tensor *param;
+    rg_psgd_matrix st;
+} compressed;
+
 struct rg_ddp {
     rg_comm *comm;
+    compressed *psgd; /* compress_powersgd: the matrices it takes, in registration order */
+    int n_psgd;
+    int64_t bytes_per_step;
     rg_ddp_opts opts;
     rg_device device;
     const rg_backend *be;
@@ -101,7 +114,8 @@ static void agreement(const rg_ddp *d, const rg_param_list *params, rg_status st
         plan = fnv1a(plan, &d->buckets[b].numel, sizeof(int64_t));
     a[AG_MODEL] = (int64_t)model, a[AG_TENSORS] = params->n, a[AG_BUCKETS] = d->n_buckets;
     a[AG_PLAN] = (int64_t)plan, a[AG_ACCUM] = d->opts.accum_steps;
-    a[AG_FLAGS] = d->opts.compress_fp16 | d->opts.no_overlap << 1;
+    a[AG_FLAGS] = d->opts.compress_fp16 | d->opts.no_overlap << 1 | d->opts.defer_average << 2 |
+                  d->opts.compress_powersgd << 3 | (int64_t)d->opts.powersgd_rank << 8;
     a[AG_STATUS] = st;
 }
 
@@ -134,9 +148,12 @@ static rg_status explain_model_mismatch(rg_comm *comm, const rg_param_list *para
 }
 
 static void describe_setup(const int64_t *a, char *buf, size_t cap) {
-    snprintf(buf, cap, "%" PRId64 " bucket(s), accum_steps %" PRId64 ", fp16 %s, overlap %s",
+    snprintf(buf, cap,
+             "%" PRId64 " bucket(s), accum_steps %" PRId64
+             ", fp16 %s, overlap %s, defer_average %s, powersgd rank %" PRId64,
              a[AG_BUCKETS], a[AG_ACCUM], a[AG_FLAGS] & 1 ? "on" : "off",
-             a[AG_FLAGS] & 2 ? "off" : "on");
+             a[AG_FLAGS] & 2 ? "off" : "on", a[AG_FLAGS] & 4 ? "on" : "off",
+             a[AG_FLAGS] & 8 ? a[AG_FLAGS] >> 8 : 0);
 }
 
 /* Collective: every rank fails alike when one rank's set-up failed (`mine`, with its message)
@@ -167,7 +184,7 @@ static rg_status check_same_everywhere(rg_ddp *d, const rg_param_list *params, r
         st = rg_error(RG_EMISMATCH,
                       "ddp: rank %d sets up DDP differently from rank 0: rank 0 has %s; "
                       "rank %d has %s%s; give every rank the same bucket_mb, first_bucket_mb, "
-                      "accum_steps, compress_fp16 and no_overlap; this is rank %d",
+                      "accum_steps, compressions, no_overlap and defer_average; this is rank %d",
                       bad, s0, bad, sb,
                       all[AG_BUCKETS] == all[AG_LEN * bad + AG_BUCKETS] &&
                               all[AG_PLAN] != all[AG_LEN * bad + AG_PLAN]
@@ -269,7 +286,29 @@ static rg_ddp_opts defaults(const rg_ddp_opts *o) {
     if (r.bucket_mb <= 0) r.bucket_mb = 25;
     if (r.first_bucket_mb <= 0) r.first_bucket_mb = r.bucket_mb < 1 ? r.bucket_mb : 1;
     if (r.accum_steps <= 0) r.accum_steps = 1;
+    if (r.powersgd_rank <= 0) r.powersgd_rank = 4;
+    RG_CHECK(!(r.compress_fp16 && r.compress_powersgd), "ddp: choose fp16 or PowerSGD, not both");
+    /* both send averages: float16 sums must stay in range, PowerSGD's Q is averaged */
+    if (r.compress_fp16 || r.compress_powersgd) r.defer_average = false;
     return r;
+}
+
+/* The state of every matrix PowerSGD takes, in registration order (the same on every rank), each
+ * with its own seed for Q's first values. */
+RG_NODISCARD static rg_status init_psgd(rg_ddp *d, const rg_param_list *params) {
+    for (int i = 0; i < params->n; i++) {
+        rg_tensor *t = params->items[i].tensor;
+        if (params->items[i].is_buffer || !rg_tensor_requires_grad(t) ||
+            !rg_psgd_worth(t->ndim, t->shape, d->opts.powersgd_rank))
+            continue;
+        compressed *c = &d->psgd[d->n_psgd++];
+        c->param = t;
+        if (!rg_psgd_init(&c->st, t->shape[0], t->numel / t->shape[0], d->opts.powersgd_rank,
+                          0x5eed0000u + (uint64_t)i))
+            return rg_error(RG_ENOMEM, "ddp: out of memory for PowerSGD's state of %s",
+                            params->items[i].name);
+    }
+    return RG_OK;
 }
 
 rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts *opts) {
@@ -279,6 +318,7 @@ rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts
     d->opts = defaults(opts);
     d->entries = rg_xcalloc((size_t)params->n + 1, sizeof *d->entries, "rg_ddp_new: its entries");
     d->buckets = rg_xcalloc((size_t)params->n + 1, sizeof *d->buckets, "rg_ddp_new: its buckets");
+    d->psgd = rg_xcalloc((size_t)params->n + 1, sizeof *d->psgd, "rg_ddp_new: PowerSGD's list");
     for (int i = params->n - 1; i >= 0; i--) { /* reverse registration order */
         rg_tensor *t = params->items[i].tensor;
         if (params->items[i].is_buffer || !rg_tensor_requires_grad(t)) continue;
@@ -288,11 +328,18 @@ rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts
                  "ddp: parameters on different devices "
                  "(%s); move the whole model to one device first",
                  params->items[i].name);
+        if (d->opts.compress_powersgd && rg_psgd_worth(t->ndim, t->shape, d->opts.powersgd_rank)) {
+            RG_CHECK(t->device.type == RG_DEV_CPU,
+                     "ddp: PowerSGD compresses host gradients only; %s is on a GPU",
+                     params->items[i].name);
+            continue; /* compressed after backward (rg_ddp_wait), not bucketed */
+        }
         d->entries[d->n_entries++] = (entry){.param = t, .name = params->items[i].name};
     }
+    rg_status psgd_st = d->opts.compress_powersgd ? init_psgd(d, params) : RG_OK;
     d->be = rg_backend_for(d->n_entries ? d->device : RG_CPU);
     d->n_buckets = plan_buckets(d);
-    if (check_same_everywhere(d, params, alloc_buckets(d)) != RG_OK ||
+    if (check_same_everywhere(d, params, psgd_st != RG_OK ? psgd_st : alloc_buckets(d)) != RG_OK ||
         broadcast_from_rank0(comm, params) != RG_OK) {
         rg_ddp_free(d);
         return NULL;
@@ -311,7 +358,8 @@ static void launch(rg_ddp *d, int b) {
         st = rg_comm_allreduce_async(d->comm, bk->half, bk->numel, RG_COMM_F16, RG_REDUCE_AVG,
                                      &bk->req);
     } else {
-        st = rg_comm_allreduce_async(d->comm, bk->data, bk->numel, RG_COMM_F32, RG_REDUCE_AVG,
+        st = rg_comm_allreduce_async(d->comm, bk->data, bk->numel, RG_COMM_F32,
+                                     d->opts.defer_average ? RG_REDUCE_SUM : RG_REDUCE_AVG,
                                      &bk->req);
     }
     /* Enqueueing only fails if the communicator is already broken; wait reports it. */
@@ -338,6 +386,34 @@ static void on_grad_ready(rg_tensor *param, void *ctx) {
              e->name);
     e->ready = true;
     if (--d->buckets[e->bucket].pending == 0) launch_ready_in_order(d);
+}
+
+float rg_ddp_grad_scale(const rg_ddp *d) {
+    return d->opts.defer_average ? 1.0f / (float)rg_comm_size(d->comm) : 1.0f;
+}
+
+/* PowerSGD over every compressed matrix, one after the other, after the buckets. */
+RG_NODISCARD static rg_status reduce_compressed(rg_ddp *d) {
+    int64_t floats = 0;
+    for (int i = 0; i < d->n_psgd; i++) {
+        rg_tensor *p = d->psgd[i].param;
+        if (!p->grad) { /* unused in this backward: it contributes zeros */
+            p->grad = rg_tensor_new(RG_F32, p->ndim, p->shape, p->device);
+            if (!p->grad) return rg_error(RG_ENOMEM, "ddp: out of memory for a gradient");
+            rg_tensor_fill_(p->grad, 0.0f);
+        }
+        RG_TRY(rg_psgd_reduce(&d->psgd[i].st, p->grad->data, d->comm, &floats));
+    }
+    d->bytes_per_step += floats * 4;
+    return RG_OK;
+}
+
+int64_t rg_ddp_bytes_per_step(const rg_ddp *d) {
+    return d->bytes_per_step;
+}
+
+int rg_ddp_num_compressed(const rg_ddp *d) {
+    return d->n_psgd;
 }
 
 bool rg_ddp_will_sync(const rg_ddp *d) {
@@ -371,6 +447,10 @@ rg_status rg_ddp_wait(rg_ddp *d) {
     for (int i = 0; i < d->n_entries; i++) d->entries[i].ready = false;
     d->next_launch = 0;
     d->micro_step = 0;
+    int64_t floats = 0;
+    for (int b = 0; b < d->n_buckets; b++) floats += d->buckets[b].numel;
+    d->bytes_per_step = floats * (d->opts.compress_fp16 ? 2 : 4);
+    if (st == RG_OK) st = reduce_compressed(d);
     return st;
 }
 
@@ -412,6 +492,8 @@ void rg_ddp_free(rg_ddp *d) {
         if (bk->data) d->be->free(bk->data, (size_t)bk->numel * sizeof(float));
         if (bk->half) d->be->free(bk->half, (size_t)bk->numel * sizeof(uint16_t));
     }
+    for (int i = 0; i < d->n_psgd; i++) rg_psgd_free(&d->psgd[i].st);
+    free(d->psgd);
     free(d->entries);
     free(d->buckets);
     free(d);

@@ -29,6 +29,7 @@
 #include "ringgrad/dist.h"
 #include "ringgrad/timeline.h"
 #include "ringgrad/ddp.h"
+#include "ringgrad/zero.h"
 /* models */
 #include "ringgrad/model.h"
 #include "ringgrad/safetensors.h"

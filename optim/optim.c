@@ -10,6 +10,7 @@
 #include "tensor/backend_impl.h"
 #include "core/alloc.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,11 +52,14 @@ static bool build_state(rg_optim *o, const char *const *buf_names) {
     return true;
 }
 
-rg_optim *rg_optim_alloc(const rg_param_list *params, int n_bufs, const char *const *buf_names) {
+rg_optim *rg_optim_alloc(size_t size, const rg_param_list *params, int n_bufs,
+                         const char *const *buf_names) {
     RG_CHECK(params, "optimizer: NULL parameter list");
     RG_CHECK(n_bufs >= 0 && n_bufs <= RG_OPTIM_MAX_BUFS, "optimizer: %d buffers", n_bufs);
-    rg_optim *o = calloc(1, sizeof *o);
+    RG_CHECK(size >= sizeof(rg_optim), "optimizer: struct of %zu bytes", size);
+    rg_optim *o = calloc(1, size);
     if (!o) return rg_error(RG_ENOMEM, "optimizer: out of host memory"), NULL;
+    o->grad_scale = 1.0f;
     o->n_bufs = n_bufs;
     o->params = calloc((size_t)params->n + 1, sizeof *o->params);
     o->param_steps = calloc((size_t)params->n + 1, sizeof *o->param_steps);
@@ -120,6 +124,16 @@ void rg_optim_set_lr(rg_optim *o, float lr) {
     o->lr = lr;
 }
 
+void rg_optim_set_grad_scale(rg_optim *o, float scale) {
+    RG_CHECK(o && scale > 0.0f && isfinite(scale), "rg_optim_set_grad_scale: scale %g must be positive",
+             (double)scale);
+    o->grad_scale = scale;
+}
+
+float rg_optim_get_grad_scale(const rg_optim *o) {
+    return o->grad_scale;
+}
+
 int64_t rg_optim_num_steps(const rg_optim *o) {
     return o->step;
 }
@@ -137,4 +151,11 @@ void rg_optim_set_schedule(rg_optim *o, const rg_lr_schedule *s) {
 
 const rg_param_list *rg_optim_state(rg_optim *o) {
     return &o->state;
+}
+
+size_t rg_optim_state_bytes(const rg_optim *o) {
+    size_t bytes = 0;
+    for (int b = 0; b < o->n_bufs; b++)
+        for (int i = 0; i < o->n; i++) bytes += (size_t)o->bufs[b][i]->numel * sizeof(float);
+    return bytes;
 }

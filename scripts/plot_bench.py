@@ -7,6 +7,8 @@
         -o docs/images/scaling.png
     /usr/bin/python3 scripts/plot_bench.py overlap bench/results/overlap.jsonl \\
         -o docs/images/overlap.png
+    /usr/bin/python3 scripts/plot_bench.py lab_lr bench/results/lab_lr.jsonl \\
+        -o docs/images/lab_lr.png
 
 allreduce  the table bench/allreduce_bench.c prints (saved with tee): bus bandwidth against
            message size, one line per method, and each method's busbw as a fraction of raw
@@ -15,6 +17,10 @@ scaling    bench/scaling.sh's summary: images/s of ringgrad on 1 and 2 ranks (wi
            2x) and of PyTorch DDP on 1 and 2 ranks, the runs as dots, the medians as bars.
 overlap    bench/overlap.sh's runs: per network, the median step time of the three modes
            (overlap, no-overlap, compute-only) and the fraction of communication hidden.
+lab_bytes  bench/lab_bytes.sh's runs (docs/LABS.md, lab 6): bytes each rank sends per step and
+           its optimizer memory, per strategy.
+lab_lr     bench/lab_lr.sh's runs (docs/LABS.md, lab 4): test accuracy after each epoch for the
+           small batch, the big batch unscaled, with the linear rule, and with warmup.
 
 Needs matplotlib (python3-matplotlib; scripts/install-deps.sh --bench).
 """
@@ -32,7 +38,9 @@ METHOD_STYLE = {"raw": ("k", "o", "raw MPI_Allreduce (baseline)"),
                 "ring": ("#f28e2b", "^", "ring comm (our ring allreduce)"),
                 "avg": ("#76b7b2", "v", "mpi comm, AVG (sum, then x 1/N)"),
                 "ddp": ("#e15759", "D", "DDP buckets on the mpi comm (rg_ddp_wait)"),
-                "ddpring": ("#b07aa1", "P", "DDP buckets on the ring comm")}
+                "ddpring": ("#b07aa1", "P", "DDP buckets on the ring comm"),
+                "ddpsum": ("#59a14f", "*", "DDP buckets, 1/N in the optimizer (mpi comm)"),
+                "ddpsumring": ("#9c755f", "X", "DDP buckets, 1/N in the optimizer (ring comm)")}
 
 
 def parse_allreduce(path):
@@ -74,7 +82,7 @@ def plot_allreduce(path, out):
     top.set_title(title, fontsize=9)
     top.legend(fontsize=8)
     top.grid(alpha=0.3)
-    for level, what, va in ((0.9, "DDP target 90%", "bottom"), (0.7, "ring target 70%", "top")):
+    for level, what, va in ((0.95, "DDP target 95%", "bottom"), (0.7, "ring target 70%", "top")):
         bot.axhline(level, color="gray", ls="--", lw=0.8)
         bot.text(max(raw) * 1.3, level, what, fontsize=7, va=va, ha="right", color="gray")
     bot.axvspan(1 << 20, max(raw) * 1.5, color="gray", alpha=0.07)
@@ -154,14 +162,60 @@ def plot_overlap(path, out):
     fig.savefig(out, dpi=100)
 
 
+LAB_LR_STYLE = {"small": ("k", "o", "batch B, lr"),
+                "big": ("#e15759", "v", "batch kB, lr (unscaled)"),
+                "big_scaled": ("#f28e2b", "^", "batch kB, k x lr (linear rule)"),
+                "big_warmup": ("#4e79a7", "s", "batch kB, k x lr after warmup from lr")}
+
+
+def plot_lab_lr(path, out):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for cfg in dict.fromkeys(r["config"] for r in rows):
+        pts = sorted((r["epoch"], 100 * r["test_accuracy"]) for r in rows if r["config"] == cfg)
+        color, marker, label = LAB_LR_STYLE.get(cfg, (None, "x", cfg))
+        ax.plot([e for e, _ in pts], [a for _, a in pts], marker=marker, color=color, label=label)
+    ax.set_xlabel("epoch (the same images for every curve)")
+    ax.set_ylabel("test accuracy, %")
+    ax.set_title("SGD on Fashion-MNIST, big batch emulated with --accum-steps", fontsize=9)
+    ax.set_xticks(sorted({r["epoch"] for r in rows}))
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
+def plot_lab_bytes(path, out):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    labels = [r["label"] for r in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    sent = [r.get("bytes_per_step", 0) / 2**20 for r in rows]
+    state = [r["optimizer_state_bytes"] / 2**20 for r in rows]
+    for ax, vals, what in ((left, sent, "MiB each rank gives the allreduces per step"),
+                           (right, state, "optimizer state per rank, MiB")):
+        bars = ax.barh(range(len(rows)), vals, color="#4e79a7")
+        ax.set_yticks(range(len(rows)), labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(what, fontsize=9)
+        for b, v in zip(bars, vals):
+            ax.text(b.get_width(), b.get_y() + b.get_height() / 2, " %.2f" % v, va="center",
+                    fontsize=7)
+        ax.set_xlim(0, max(vals) * 1.25)
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle("CNN with Adam on %d ranks (zero1 sends a reduce-scatter and an allgather: "
+                 "an allreduce's bytes)" % rows[0]["world_size"], fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("kind", choices=["allreduce", "scaling", "overlap"])
+    p.add_argument("kind", choices=["allreduce", "scaling", "overlap", "lab_lr", "lab_bytes"])
     p.add_argument("input")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
-    {"allreduce": plot_allreduce, "scaling": plot_scaling, "overlap": plot_overlap}[a.kind](
-        a.input, a.output)
+    {"allreduce": plot_allreduce, "scaling": plot_scaling, "overlap": plot_overlap,
+     "lab_lr": plot_lab_lr, "lab_bytes": plot_lab_bytes}[a.kind](a.input, a.output)
     print("wrote", a.output)
 
 

@@ -30,10 +30,10 @@ static int64_t count_correct(rg_tensor *logits, rg_tensor *labels_host) {
     return c;
 }
 
-/* One micro-batch; the verdict of guard_step (guard.c) says whether to go on. A failed allreduce
+/* One micro-batch; the verdict of guard_step (guard.c) says whether to go on. A failed collective
  * (a peer died) is reported here. */
 static guard_verdict train_step(trainer *t, const rg_batch *b, metrics *m) {
-    bool sync = rg_ddp_will_sync(t->ddp);
+    bool sync = t->zero ? rg_zero1_will_sync(t->zero) : rg_ddp_will_sync(t->ddp);
     rg_scope_begin();
     rg_tensor *x = t->dev.type == RG_DEV_CPU ? b->x : rg_tensor_to(b->x, t->dev);
     rg_tensor *y = t->dev.type == RG_DEV_CPU ? b->y : rg_tensor_to(b->y, t->dev);
@@ -49,12 +49,27 @@ static guard_verdict train_step(trainer *t, const rg_batch *b, metrics *m) {
     rg_backward(t->a.accum_steps > 1 ? rg_scale(loss, 1.0f / (float)t->a.accum_steps) : loss);
     rg_trace_end();
 
-    rg_trace_begin("ddp_wait", "comm");
-    rg_status st = rg_ddp_wait(t->ddp);
-    rg_trace_end();
-    /* non-finite loss or gradients, or a signal, on any rank: every rank decides alike here */
-    guard_verdict v = st == RG_OK ? guard_step(t, loss_value, sync) : GUARD_FAILED;
-    if ((v == GUARD_GO || v == GUARD_STOP_AFTER_STEP) && sync) {
+    rg_status st = RG_OK;
+    guard_verdict v;
+    if (t->zero) {
+        /* zero1: the guard sees this rank's own gradients (the reduce-scatter is inside
+         * rg_zero1_step), so a bad one stops every rank one step later, through the flags */
+        v = guard_step(t, loss_value, sync);
+        if (v == GUARD_GO || v == GUARD_STOP_AFTER_STEP) {
+            rg_trace_begin(sync ? "zero1_step" : "accumulate", "comm");
+            st = rg_zero1_step(t->zero); /* reduce-scatter, the shard's update, allgather */
+            rg_trace_end();
+            if (st == RG_OK && sync) t->step++;
+            if (st != RG_OK) v = GUARD_FAILED;
+        }
+    } else {
+        rg_trace_begin("ddp_wait", "comm");
+        st = rg_ddp_wait(t->ddp);
+        rg_trace_end();
+        /* non-finite loss or gradients, or a signal, on any rank: every rank decides alike here */
+        v = st == RG_OK ? guard_step(t, loss_value, sync) : GUARD_FAILED;
+    }
+    if ((v == GUARD_GO || v == GUARD_STOP_AFTER_STEP) && sync && !t->zero) {
         rg_trace_begin("optimizer", "compute");
         rg_optim_step(t->opt);
         rg_optim_zero_grad(t->opt);
@@ -180,7 +195,13 @@ static void print_summary(const trainer *t, double seconds, const char *error) {
         guard_json_string(stdout, error);
     else
         printf("null");
-    printf("}\n");
+    printf(",\"strategy\":\"%s\",\"optimizer_state_bytes\":%zu,", t->a.strategy,
+           t->opt ? rg_optim_state_bytes(t->opt) : (size_t)0);
+    /* the payload each rank gives the collectives per step, in allreduce terms */
+    int64_t sent = t->zero ? rg_zero1_bytes_per_step(t->zero)
+                   : t->ddp ? rg_ddp_bytes_per_step(t->ddp) : 0;
+    printf("\"compress\":\"%s\",\"bytes_per_step\":%lld}\n", t->zero ? "none" : t->a.compress,
+           (long long)sent);
     fflush(stdout);
 }
 
@@ -249,6 +270,8 @@ static void teardown(trainer *t) {
     rg_loader_free(t->train);
     rg_loader_free(t->test);
     rg_ddp_free(t->ddp);
+    if (t->zero) t->opt = NULL; /* the sharded optimizer's own */
+    rg_zero1_free(t->zero);
     rg_optim_free(t->opt);
     rg_model_free(t->net);
     rg_dataset_free(t->train_ds);

@@ -4,7 +4,8 @@
  *   rg_ddp *ddp = rg_ddp_new(rg_model_params(net), comm, &(rg_ddp_opts){.bucket_mb = 25});
  *   for each step:
  *       rg_backward(loss);      gradient-ready hooks fill buckets; full buckets start reducing
- *       rg_ddp_wait(ddp);       every bucket reduced and averaged over the ranks
+ *       rg_ddp_wait(ddp);       every bucket reduced and averaged over the ranks (or summed,
+ *                               with .defer_average: then the optimizer applies the 1/N)
  *       rg_optim_step(opt);
  *
  * Wrapping a model broadcasts rank 0's parameters and buffers, so every replica starts equal, and
@@ -38,6 +39,16 @@ typedef struct {
                                barrier, so the ranks keep in step as they otherwise would, while
                                each keeps its own gradients and the replicas drift apart (for
                                benchmarks: bench/overlap.sh) */
+    bool defer_average;     /* sum the buckets, leave the 1/N to the reader of the gradients:
+                               rg_optim_set_grad_scale(opt, rg_ddp_grad_scale(ddp)) folds it into
+                               the optimizer's kernel, which saves a pass over every gradient
+                               (fused optimizers do the same). Ignored with compress_fp16, whose
+                               float16 sums are averaged on the wire to stay in range. */
+    bool compress_powersgd; /* PowerSGD (Vogels et al. 2019) with error feedback, as PyTorch's comm
+                               hook, for the large matrices (where (n+m)r <= nm/2, e.g. fc1.weight):
+                               each is sent as two rank-r factors after backward; the rest goes
+                               through the buckets exactly. Host (CPU) gradients only. */
+    int powersgd_rank;      /* r, default 4 */
 } rg_ddp_opts;
 
 typedef struct rg_ddp rg_ddp;
@@ -58,6 +69,17 @@ RG_API rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_d
  * backward fires the hooks of every parameter its scope used, so a gradient made final twice
  * before the wait stops the program (RG_CHECK) rather than send its bucket twice. */
 RG_API RG_NODISCARD rg_status rg_ddp_wait(rg_ddp *ddp);
+
+/* The factor the gradients still need after rg_ddp_wait to be the average: 1/N with
+ * defer_average (they hold the sum over the N ranks), else 1. */
+RG_API float rg_ddp_grad_scale(const rg_ddp *ddp);
+
+/* Floats handed to allreduces by the last reducing step (buckets, and PowerSGD's P and Q), times
+ * their size on the wire (4 bytes; 2 with fp16): the payload each rank contributes per step. A
+ * ring moves 2(N-1)/N times this over each link. */
+RG_API int64_t rg_ddp_bytes_per_step(const rg_ddp *ddp);
+/* Number of matrices PowerSGD compresses (0 without compress_powersgd). */
+RG_API int rg_ddp_num_compressed(const rg_ddp *ddp);
 
 /* True when the coming backward is the one that reduces (always, with accum_steps 1). */
 RG_API bool rg_ddp_will_sync(const rg_ddp *ddp);

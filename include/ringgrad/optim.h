@@ -55,6 +55,17 @@ RG_API rg_optim *rg_adam_new(const rg_param_list *params, const rg_adam_opts *op
  * stays 0 unless given; torch's AdamW default is 0.01. */
 RG_API rg_optim *rg_adamw_new(const rg_param_list *params, const rg_adam_opts *opts);
 
+/* ---- by name: the registry (a new optimizer registers in optim/registry.c) ---- */
+
+/* The optimizer registered as `name` ("sgd", "adam", "adamw"), with options given as
+ * "key=value,key=value" (NULL or "" for the defaults), the keys being the fields of its options
+ * struct: rg_optim_new("sgd", params, "lr=0.1,momentum=0.9,nesterov=1"). Absent keys take the
+ * defaults of rg_<name>_new, and SGD's lr defaults to 0.01 here. Returns NULL with RG_EINVAL
+ * naming an unknown optimizer, key or value (and listing the known ones), or with RG_ENOMEM. */
+RG_API rg_optim *rg_optim_new(const char *name, const rg_param_list *params, const char *options);
+/* The registered names, "sgd, adam, adamw". Static string. */
+RG_API const char *rg_optim_names(void);
+
 /* Updates every parameter that has a gradient, with the current learning rate; then, if a
  * schedule is set, moves the learning rate to the schedule's value for the next step. */
 RG_API void rg_optim_step(rg_optim *opt);
@@ -65,6 +76,12 @@ RG_API void rg_optim_zero_grad(rg_optim *opt);
 /* The learning rate the next rg_optim_step uses, and setting it (>= 0). */
 RG_API float rg_optim_get_lr(const rg_optim *opt);
 RG_API void rg_optim_set_lr(rg_optim *opt, float lr);
+/* The factor the update applies to every gradient as it reads it (default 1): the kernels use
+ * grad_scale * grad in place of grad, in the same pass. DDP uses it to fold its 1/N average into
+ * the step instead of a separate pass over the gradients (rg_ddp_opts.defer_average; set it to
+ * rg_ddp_grad_scale(ddp)), as fused optimizers fold in a loss scale. scale > 0. */
+RG_API void rg_optim_set_grad_scale(rg_optim *opt, float scale);
+RG_API float rg_optim_get_grad_scale(const rg_optim *opt);
 /* Number of rg_optim_step calls so far (restored by a checkpoint). */
 RG_API int64_t rg_optim_num_steps(const rg_optim *opt);
 /* "sgd", "adam" or "adamw". Static string. */
@@ -108,6 +125,10 @@ RG_API void rg_optim_set_schedule(rg_optim *opt, const rg_lr_schedule *s);
  * or "<...>.exp_avg" and "<...>.exp_avg_sq" (Adam). Writing into these tensors (a checkpoint
  * load) restores the state. Borrowed from opt, valid until rg_optim_free. */
 RG_API const rg_param_list *rg_optim_state(rg_optim *opt);
+
+/* Bytes of the state's buffers (moments, momentum buffers; step counters excluded): what the
+ * optimizer costs in memory, e.g. to compare DDP with ZeRO-1 (ringgrad-train --json). */
+RG_API size_t rg_optim_state_bytes(const rg_optim *opt);
 
 /* Frees the optimizer and its state (not the parameters). NULL is a no-op. */
 RG_API void rg_optim_free(rg_optim *opt);

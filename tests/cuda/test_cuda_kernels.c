@@ -147,8 +147,9 @@ Test(cuda_kernels, sgd_and_adam_updates_match_the_cpu) {
         {.lr = 0.1f},
         {.lr = 0.1f, .momentum = 0.9f, .first_step = true},
         {.lr = 0.05f, .momentum = 0.9f, .dampening = 0.1f, .weight_decay = 1e-2f, .nesterov = true},
+        {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-2f, .grad_scale = 0.25f},
     };
-    for (int t = 0; t < 3; t++) optim_case(&sgd[t], NULL, 10 * t);
+    for (int t = 0; t < 4; t++) optim_case(&sgd[t], NULL, 10 * t);
     rg_adam_hparams adam[] = {
         {.lr = 1e-3f,
          .beta1 = 0.9f,
@@ -165,8 +166,15 @@ Test(cuda_kernels, sgd_and_adam_updates_match_the_cpu) {
          .decoupled = true,
          .bias_correction1 = 0.271f,
          .bias_correction2 = 0.003f},
+        {.lr = 1e-3f,
+         .beta1 = 0.9f,
+         .beta2 = 0.999f,
+         .eps = 1e-8f,
+         .bias_correction1 = 0.1f,
+         .bias_correction2 = 0.001f,
+         .grad_scale = 1.0f / 3.0f},
     };
-    for (int t = 0; t < 2; t++) optim_case(NULL, &adam[t], 100 + 10 * t);
+    for (int t = 0; t < 3; t++) optim_case(NULL, &adam[t], 100 + 10 * t);
 }
 
 Test(cuda_kernels, float16_packing_is_bit_exact) {

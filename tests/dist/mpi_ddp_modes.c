@@ -1,7 +1,7 @@
 /* The DDP reducer's modes and failure cases, on both host backends (mpi, ring), each against an
  * allgather-based reference (mpi_ddp.h): gradient accumulation (no communication until the K-th
  * backward, which reduces the sum), float16 compression within its error bound, the no_overlap
- * baseline, parameters unused on some or all ranks (zeros, no hang), a model or set-up that
+ * baseline, the deferred average (sums, with 1/N folded into the optimizer), parameters unused on some or all ranks (zeros, no hang), a model or set-up that
  * differs on one rank (RG_EMISMATCH naming the difference on every rank, no hang, the
  * communicator still usable), and rg_ddp_free giving back ordinary gradients. */
 #include "mpi_ddp.h"
@@ -131,6 +131,55 @@ static void test_no_overlap_sends_one_bucket_after_backward_with_the_same_result
             zero_grads(l);
             zero_grads(lr);
         }
+        rg_ddp_free(ddp);
+        rg_model_free(net);
+        rg_model_free(ref);
+    }
+}
+
+/* ---- deferred average: the buckets hold the sum, the optimizer applies 1/N ---- */
+
+static void test_defer_average_leaves_the_sum_and_a_scale_of_one_over_n(void) {
+    for (int b = 0; b < 2; b++) {
+        rg_model *net = mlp_new(), *ref = mlp_new();
+        const rg_param_list *l = rg_model_params(net), *lr = rg_model_params(ref);
+        rg_ddp *ddp = rg_ddp_new(l, comms[b], &(rg_ddp_opts){.first_bucket_mb = 0.1,
+                                                              .bucket_mb = 0.5,
+                                                              .defer_average = true});
+        MT_CHECK(ddp, "%s", rg_last_error());
+        MT_CHECK(rg_ddp_grad_scale(ddp) == 1.0f / (float)size, "scale %g, want 1/%d",
+                 (double)rg_ddp_grad_scale(ddp), size);
+        MT_OK(mlp_step(net, ddp, ref, 0));
+        int64_t n = trainable_numel(l);
+        float *got = flat_grads(l), *local = flat_grads(lr);
+        double *mean = mean_over_ranks(comms[b], local, n, NULL);
+        for (int64_t i = 0; i < n; i++) mean[i] *= size; /* the sum */
+        check_close("defer_average: the sum", got, mean, n, 1e-5, 1e-7);
+        free(got), free(local), free(mean);
+        /* an SGD step with the scale folded in lands where one on the average lands */
+        rg_optim *opt = rg_sgd_new(l, &(rg_sgd_opts){.lr = 0.5f});
+        rg_optim_set_grad_scale(opt, rg_ddp_grad_scale(ddp));
+        rg_optim *opt_ref = rg_sgd_new(lr, &(rg_sgd_opts){.lr = 0.5f});
+        for (int i = 0; i < lr->n; i++) { /* ref: the mean gradient, by allgather */
+            rg_tensor *g = lr->items[i].tensor->grad;
+            if (!g) continue;
+            double *m = mean_over_ranks(comms[b], g->data, g->numel, NULL);
+            for (int64_t j = 0; j < g->numel; j++) ((float *)g->data)[j] = (float)m[j];
+            free(m);
+        }
+        rg_optim_step(opt);
+        rg_optim_step(opt_ref);
+        float *w = calloc((size_t)n, sizeof *w);
+        double *w_ref = calloc((size_t)n, sizeof *w_ref);
+        for (int i = 0, k = 0; i < l->n; i++) {
+            const rg_tensor *t = l->items[i].tensor, *tr = lr->items[i].tensor;
+            if (l->items[i].is_buffer || !rg_tensor_requires_grad(t)) continue;
+            for (int64_t j = 0; j < t->numel; j++, k++)
+                w[k] = ((float *)t->data)[j], w_ref[k] = ((float *)tr->data)[j];
+        }
+        check_close("defer_average: SGD step with the folded 1/N", w, w_ref, n, 1e-5, 1e-6);
+        free(w), free(w_ref);
+        rg_optim_free(opt), rg_optim_free(opt_ref);
         rg_ddp_free(ddp);
         rg_model_free(net);
         rg_model_free(ref);
@@ -293,6 +342,7 @@ int main(int argc, char **argv) {
     MT_RUN(test_accumulation_reduces_the_sum_on_the_kth_backward_only);
     MT_RUN(test_fp16_compression_stays_within_its_error_bound);
     MT_RUN(test_no_overlap_sends_one_bucket_after_backward_with_the_same_result);
+    MT_RUN(test_defer_average_leaves_the_sum_and_a_scale_of_one_over_n);
     MT_RUN(test_unused_parameters_contribute_zeros_without_a_hang);
     MT_RUN(test_a_mismatch_on_one_rank_is_an_error_on_every_rank);
     MT_RUN(test_free_restores_ordinary_gradients);

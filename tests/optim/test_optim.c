@@ -73,7 +73,42 @@ static void set_grad(rg_tensor *p, const float *g) {
     rg_tensor_copy_from_host(p->grad, g);
 }
 
+/* The same rules built by name through the registry (optim/registry.c). */
+static rg_optim *by_name_sgd_nesterov(const rg_param_list *p) {
+    return rg_optim_new("sgd", p, "lr=0.1,momentum=0.9,nesterov=1");
+}
+static rg_optim *by_name_sgd_weight_decay(const rg_param_list *p) {
+    return rg_optim_new("sgd", p, "lr=0.1,momentum=0.9,weight_decay=0.01");
+}
+static rg_optim *by_name_adam(const rg_param_list *p) {
+    return rg_optim_new("adam", p, "lr=0.01");
+}
+static rg_optim *by_name_adam_weight_decay(const rg_param_list *p) {
+    return rg_optim_new("adam", p, "lr=0.01,beta1=0.8,beta2=0.99,eps=1e-6,weight_decay=0.1");
+}
+static rg_optim *by_name_adamw(const rg_param_list *p) {
+    return rg_optim_new("adamw", p, "weight_decay=0.1,lr=0.01");
+}
+
+static const config by_name[] = {
+    {"sgd_nesterov", by_name_sgd_nesterov},   {"sgd_weight_decay", by_name_sgd_weight_decay},
+    {"adam", by_name_adam},                   {"adam_weight_decay", by_name_adam_weight_decay},
+    {"adamw", by_name_adamw},
+};
+
+/* Steps the rule through the reference's gradients multiplied by `grad_mult`, with the optimizer's
+ * grad scale at 1/grad_mult (as DDP's summed buckets with the 1/N folded into the step). */
+static void run_config_scaled(rg_safetensors *f, const config *c, float grad_mult);
+
 static void run_config(rg_safetensors *f, const config *c) {
+    run_config_scaled(f, c, 1.0f);
+}
+
+static void scale_by(float *g, int64_t n, float k) {
+    for (int64_t i = 0; i < n; i++) g[i] *= k;
+}
+
+static void run_config_scaled(rg_safetensors *f, const config *c, float grad_mult) {
     float *a0 = nn_ref_read(f, "init.a", "F32", NA), *b0 = nn_ref_read(f, "init.b", "F32", NB);
     float *ga = nn_ref_read(f, "grad.a", "F32", STEPS * NA),
           *gb = nn_ref_read(f, "grad.b", "F32", STEPS * NB);
@@ -85,7 +120,9 @@ static void run_config(rg_safetensors *f, const config *c) {
     two_params tp;
     two_params_init(&tp, a0, b0);
     rg_optim *opt = c->make(&tp.list);
-    cr_assert_not_null(opt);
+    cr_assert_not_null(opt, "%s: %s", c->name, rg_last_error());
+    scale_by(ga, STEPS * NA, grad_mult), scale_by(gb, STEPS * NB, grad_mult);
+    rg_optim_set_grad_scale(opt, 1.0f / grad_mult);
     for (int k = 0; k < STEPS; k++) {
         if (k == HALVE_LR_AFTER) rg_optim_set_lr(opt, rg_optim_get_lr(opt) * 0.5f);
         set_grad(tp.a, ga + k * NA);
@@ -107,6 +144,70 @@ Test(optim_torch, every_rule_matches_torch_optim_step_by_step) {
     rg_safetensors *f = nn_ref_open("optim_ref.safetensors");
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) run_config(f, &configs[i]);
     rg_safetensors_close(f);
+}
+
+Test(optim_registry, rules_built_by_name_match_torch_optim) {
+    rg_safetensors *f = nn_ref_open("optim_ref.safetensors");
+    for (size_t i = 0; i < sizeof by_name / sizeof by_name[0]; i++) run_config(f, &by_name[i]);
+    rg_safetensors_close(f);
+}
+
+Test(optim_grad_scale, summed_gradients_times_the_scale_match_torch_on_the_mean) {
+    /* 3 ranks' sum is 3x the mean; a scale of 1/3 in the kernel must give torch's update on the
+     * mean, for every rule (momentum, weight decay and Adam's moments all see the scaled g). */
+    rg_safetensors *f = nn_ref_open("optim_ref.safetensors");
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
+        run_config_scaled(f, &configs[i], 3.0f);
+    rg_safetensors_close(f);
+}
+
+Test(optim_grad_scale, a_wrong_scale_is_seen) {
+    /* the test above can fail: without the scale, summed gradients move SGD 3x as far */
+    float a0[NA] = {0}, b0[NB] = {0}, g[NA];
+    for (int i = 0; i < NA; i++) g[i] = 3.0f;
+    two_params tp;
+    two_params_init(&tp, a0, b0);
+    rg_optim *opt = rg_optim_new("sgd", &tp.list, "lr=0.5");
+    cr_assert_float_eq(rg_optim_get_grad_scale(opt), 1.0f, 0, "default: no scale");
+    set_grad(tp.a, g);
+    rg_optim_step(opt);
+    cr_assert_float_eq(rg_tensor_f32(tp.a)[0], -1.5f, 1e-7);
+    rg_optim_set_grad_scale(opt, 1.0f / 3.0f);
+    rg_optim_step(opt);
+    cr_assert_float_eq(rg_tensor_f32(tp.a)[0], -2.0f, 1e-6, "then 0.5 * 3 * 1/3");
+    rg_optim_free(opt);
+    rg_tensor_free(tp.a), rg_tensor_free(tp.b);
+}
+
+Test(optim_registry, unknown_names_keys_and_values_are_errors_that_list_the_known_ones) {
+    rg_param_list empty = {0};
+    cr_assert_str_eq(rg_optim_names(), "sgd, adam, adamw");
+    cr_assert_null(rg_optim_new("lamb", &empty, NULL));
+    cr_assert(strstr(rg_last_error(), "'lamb'") && strstr(rg_last_error(), "sgd, adam, adamw"),
+              "%s", rg_last_error());
+    cr_assert_null(rg_optim_new("adam", &empty, "lr=0.1,momentum=0.9"));
+    cr_assert(strstr(rg_last_error(), "adam has no option 'momentum'") &&
+                  strstr(rg_last_error(), "lr, beta1, beta2, eps, weight_decay"),
+              "%s", rg_last_error());
+    cr_assert_null(rg_optim_new("sgd", &empty, "lr=fast"));
+    cr_assert(strstr(rg_last_error(), "lr=fast: not a number"), "%s", rg_last_error());
+    cr_assert_null(rg_optim_new("sgd", &empty, "lr=0.1,nesterov=maybe"));
+    cr_assert(strstr(rg_last_error(), "not a boolean"), "%s", rg_last_error());
+    cr_assert_null(rg_optim_new("sgd", &empty, "lr=0.1,nesterov=1"), "Nesterov needs momentum");
+    cr_assert(strstr(rg_last_error(), "Nesterov"), "%s", rg_last_error());
+    cr_assert_null(rg_optim_new("adam", &empty, "beta2=1"));
+    cr_assert(strstr(rg_last_error(), "betas"), "%s", rg_last_error());
+    cr_assert_null(rg_optim_new("sgd", &empty, "lr"));
+    cr_assert(strstr(rg_last_error(), "not key=value"), "%s", rg_last_error());
+    rg_optim *o = rg_optim_new("sgd", &empty, "");
+    cr_assert_not_null(o, "%s", rg_last_error());
+    cr_assert_float_eq(rg_optim_get_lr(o), 0.01f, 0, "sgd's registry default");
+    cr_assert_str_eq(rg_optim_kind(o), "sgd");
+    rg_optim_free(o);
+    o = rg_optim_new("adamw", &empty, NULL);
+    cr_assert_str_eq(rg_optim_kind(o), "adamw");
+    cr_assert_float_eq(rg_optim_get_lr(o), 1e-3f, 0);
+    rg_optim_free(o);
 }
 
 Test(optim_state, names_kinds_and_per_parameter_step_counts) {

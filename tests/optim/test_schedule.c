@@ -50,6 +50,16 @@ Test(optim_schedule, constant_with_warmup_from_zero) {
         cr_assert_float_eq(rg_lr_schedule_at(&s, t), want[t], 1e-7, "step %d", t);
 }
 
+Test(optim_schedule, goyal_warmup_ramps_from_the_base_rate_to_k_times_it) {
+    /* ringgrad-train --scale-lr on k = 4 ranks with lr 0.1: base_lr 0.4, warmup_start 1/k.
+     * Goyal et al. 2017: start at the single-worker rate, reach k times it after the warmup. */
+    rg_lr_schedule s = {
+        .kind = RG_LR_CONSTANT, .base_lr = 0.4, .warmup_steps = 4, .warmup_start = 0.25};
+    float want[] = {0.1f, 0.175f, 0.25f, 0.325f, 0.4f, 0.4f};
+    for (int t = 0; t < 6; t++)
+        cr_assert_float_eq(rg_lr_schedule_at(&s, t), want[t], 1e-7, "step %d", t);
+}
+
 Test(optim_schedule, optimizer_applies_its_schedule_each_step) {
     rg_tensor *w = rgt_param(RG_SHAPE(2), -1, 1, 1);
     rg_named_tensor items[] = {{"w", w, false}};

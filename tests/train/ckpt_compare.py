@@ -6,7 +6,9 @@ Every tensor of A must be in B with the same dtype and shape, and the other way 
 each element must satisfy |a - b| <= atol + rtol |b| (atol = rtol = 0: bit for bit); the worst
 element of each tensor is printed. --expect-differ inverts the verdict: the run passes only if
 some tensor is OUTSIDE the tolerance (a control that the tolerance can fail). --meta KEY asks
-for equal metadata values (step, epoch, ...). Exit 0 on success, 1 otherwise.
+for equal metadata values (step, epoch, ...). --weights-only leaves out the optimizer's tensors
+("optim.*": a --strategy zero1 checkpoint has none, its state being sharded over the ranks).
+Exit 0 on success, 1 otherwise.
 Only the standard library: json and struct (the tests run without numpy or torch)."""
 import argparse
 import json
@@ -41,9 +43,16 @@ def main():
     ap.add_argument("--rtol", type=float, default=0.0)
     ap.add_argument("--expect-differ", action="store_true")
     ap.add_argument("--meta", action="append", default=[])
+    ap.add_argument("--weights-only", action="store_true")
     a = ap.parse_args()
     ta, ma = load(a.a)
     tb, mb = load(a.b)
+    if a.weights_only:
+        ta = {k: v for k, v in ta.items() if not k.startswith("optim.")}
+        tb = {k: v for k, v in tb.items() if not k.startswith("optim.")}
+        if not ta:
+            print("no weights to compare")
+            return 1
     problems = []
     if sorted(ta) != sorted(tb):
         problems.append("tensor names differ: %s" % sorted(set(ta) ^ set(tb)))

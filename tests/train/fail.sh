@@ -127,6 +127,15 @@ flags)
     check_flag "--epochs needs a value" --epochs
     check_flag "unexpected argument 'extra'" extra
     check_flag "--resume and --init exclude each other" --resume a --init b
+    # the optimizer registry (optim/registry.c) checks --optim and the options it is given
+    expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --optim lamb
+    expect_line "^ringgrad-train: error: optimizer: no optimizer named 'lamb' \(known: sgd, adam, adamw\)"
+    expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --momentum 0.9
+    expect_line "^ringgrad-train: error: optimizer: adam has no option 'momentum' \(its options: lr, beta1"
+    expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --strategy zero1 --resume x
+    expect_line "^ringgrad-train: error: --strategy zero1 cannot --resume yet"
+    expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --strategy zero1 --compress fp16
+    expect_line "^ringgrad-train: error: --strategy zero1 takes no --compress"
     expect_exit 2 30 "$RG_MPIRUN" -np 2 "$RG_TRAIN" --bogus
     [ "$(grep -c "^ringgrad-train: unknown option '--bogus'" "$log")" = 2 ] || fail "not one message per rank"
     expect_exit 0 20 "$RG_TRAIN" --help

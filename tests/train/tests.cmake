@@ -57,21 +57,35 @@ set(RG_EQUIV_RUNS
   "mlp_sgd_np3_mpi|mlp_sgd|3|mpi|1e-6"
   "cnn_sgd_np2_mpi|cnn_sgd|2|mpi|1e-4"
   "cnn_sgd_np3_ring|cnn_sgd|3|ring|1e-4")
-foreach(run ${RG_EQUIV_RUNS})
-  string(REPLACE "|" ";" run "${run}")
-  list(GET run 0 name)
-  list(GET run 1 cfg)
-  list(GET run 2 np)
-  list(GET run 3 comm)
-  list(GET run 4 tol)
-  set(extra "")
-  list(LENGTH run n)
-  if(n GREATER 5)
-    list(SUBLIST run 5 -1 extra)
-  endif()
-  rg_train_test(equiv/${name} ${np} rg_train_ref_${cfg} "train;mpi" ${RG_TRAIN_SH}/equiv.sh ranks
-                ${cfg} ${name} ${np} ${comm} ${tol} ${RG_EQUIV_${cfg}} ${extra})
-endforeach()
+# --strategy zero1 (ZeRO-1, dist/zero1.c): the same weights as 1 rank (and so as ddp on N ranks),
+# with the optimizer state sharded; its checkpoints hold the weights only.
+set(RG_EQUIV_ZERO1_RUNS
+  "zero1_mlp_adam_np2_mpi|mlp_adam|2|mpi|1e-4"
+  "zero1_mlp_adam_np3_ring|mlp_adam|3|ring|1e-4"
+  "zero1_mlp_sgd_np3_mpi|mlp_sgd|3|mpi|1e-6"
+  "zero1_mlp_adam_np2_ring_accum2|mlp_adam|2|ring|1e-4|--batch-size|12|--accum-steps|2"
+  "zero1_cnn_sgd_np2_mpi|cnn_sgd|2|mpi|1e-4")
+# rg_equiv_runs(MODE FLAGS RUN...): each RUN is "name|reference|ranks|comm|tolerance[|flags]", run
+# by equiv.sh MODE (ranks: weights and optimizer state; weights: the weights only) with FLAGS.
+function(rg_equiv_runs mode flags)
+  foreach(run ${ARGN})
+    string(REPLACE "|" ";" run "${run}")
+    list(GET run 0 name)
+    list(GET run 1 cfg)
+    list(GET run 2 np)
+    list(GET run 3 comm)
+    list(GET run 4 tol)
+    set(extra "")
+    list(LENGTH run n)
+    if(n GREATER 5)
+      list(SUBLIST run 5 -1 extra)
+    endif()
+    rg_train_test(equiv/${name} ${np} rg_train_ref_${cfg} "train;mpi" ${RG_TRAIN_SH}/equiv.sh
+                  ${mode} ${cfg} ${name} ${np} ${comm} ${tol} ${RG_EQUIV_${cfg}} ${flags} ${extra})
+  endforeach()
+endfunction()
+rg_equiv_runs(ranks "" ${RG_EQUIV_RUNS})
+rg_equiv_runs(weights "--strategy;zero1" ${RG_EQUIV_ZERO1_RUNS})
 rg_train_test(equiv/mlp_adam_control 1 rg_train_ref_mlp_adam train ${RG_TRAIN_SH}/equiv.sh differ
               mlp_adam mlp_adam_control 1e-4 ${RG_EQUIV_mlp_adam} --lr 0.00101)
 rg_train_test(equiv/mlp_sgd_control 1 rg_train_ref_mlp_sgd train ${RG_TRAIN_SH}/equiv.sh differ
@@ -84,6 +98,7 @@ foreach(mode kill mismatch options nodata nodata1 flags)
   rg_train_test(fail_${mode} 2 "" "train;mpi" ${RG_TRAIN_SH}/fail.sh ${mode})
 endforeach()
 rg_train_test(timeline 2 "" "train;mpi" ${RG_TRAIN_SH}/timeline.sh)
+rg_train_test(lr_rules 1 "" train ${RG_TRAIN_SH}/lr.sh)
 rg_train_test(resume 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh)
 
 # ---- 2 simulated hosts

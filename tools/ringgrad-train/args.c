@@ -28,15 +28,16 @@ static const opt options[] = {
     {"epochs", "N", "passes over the training set", OPT_INT, F(epochs), 1, 1e6, NULL},
     {"max-steps", "N", "stop after N optimizer steps (0 allowed: evaluate only)", OPT_I64, F(max_steps), 0, 1e15, NULL},
     {"batch-size", "N", "images per step on each rank (global batch = N x ranks)", OPT_INT, F(batch_size), 1, 1 << 20, NULL},
-    {"optim", "NAME", "optimizer", OPT_STR, F(optim), 0, 0, "adam|adamw|sgd"},
+    {"optim", "NAME", "optimizer, by its name in the registry (optim/registry.c): adam, adamw or sgd", OPT_STR, F(optim), 0, 0, NULL},
     {"lr", "X", "learning rate (default 1e-3 for adam/adamw, 0.01 for sgd)", OPT_DBL, F(lr), 1e-12, 1e6, NULL},
     {"momentum", "X", "SGD momentum", OPT_DBL, F(momentum), 0, 1, NULL},
     {"weight-decay", "X", "L2 penalty (adam, sgd) or decoupled decay (adamw)", OPT_DBL, F(weight_decay), 0, 1e6, NULL},
     {"lr-schedule", "NAME", "learning-rate schedule after warmup", OPT_STR, F(lr_schedule), 0, 0, "constant|step|cosine"},
     {"lr-step-size", "N", "step schedule: multiply by --lr-gamma every N steps", OPT_INT, F(lr_step_size), 1, 1e9, NULL},
     {"lr-gamma", "X", "step schedule factor", OPT_DBL, F(lr_gamma), 0, 1, NULL},
-    {"warmup-steps", "N", "linear warmup from 0 to the full rate over N steps", OPT_INT, F(warmup_steps), 0, 1e9, NULL},
-    {"scale-lr", NULL, "linear scaling rule: lr x world size (use with --warmup-steps; Goyal et al.)", OPT_FLAG, F(scale_lr), 0, 0, NULL},
+    {"warmup-steps", "N", "with --scale-lr: ramp linearly from --lr to the scaled rate over N steps (Goyal et al.)", OPT_INT, F(warmup_steps), 0, 1e9, NULL},
+    {"scale-lr", NULL, "scale the rate by k = ranks x --accum-steps (the global batch's growth)", OPT_FLAG, F(scale_lr), 0, 0, NULL},
+    {"lr-scaling", "RULE", "--scale-lr's rule: lr x k (Goyal et al., for SGD) or lr x sqrt(k) (for Adam)", OPT_STR, F(lr_scaling), 0, 0, "linear|sqrt"},
     {"seed", "N", "seed for initialisation, shuffling and dropout", OPT_I64, F(seed), 0, 9e15, NULL},
     {"no-shuffle", NULL, "take batches in file order (batch i holds images iB .. iB+B-1)", OPT_FLAG, F(no_shuffle), 0, 0, NULL},
     {"dropout", "P", "override every dropout rate (0 disables dropout)", OPT_DBL, F(dropout), 0, 1, NULL},
@@ -48,12 +49,14 @@ static const opt options[] = {
     {"resume", "FILE", "continue exactly from a checkpoint written by --save", OPT_STR, F(resume), 0, 0, NULL},
     {"timeline", "FILE", "write a Chrome-trace JSON of the run (open in Perfetto or chrome://tracing)", OPT_STR, F(timeline), 0, 0, NULL},
     {"json", NULL, "print a one-line JSON summary as the last line", OPT_FLAG, F(json), 0, 0, NULL},
+    {"strategy", "NAME", "data parallelism: ddp (allreduce the gradients) or zero1 (ZeRO-1: optimizer state sharded over the ranks)", OPT_STR, F(strategy), 0, 0, "ddp|zero1"},
     {"comm", "NAME", "collective backend (default: $RG_COMM, else nccl on cuda and mpi on cpu)", OPT_STR, F(comm), 0, 0, "mpi|ring|nccl"},
     {"bucket-mb", "X", "gradient bucket size in MiB", OPT_DBL, F(bucket_mb), 1e-6, 1e6, NULL},
     {"no-overlap", NULL, "baseline: one allreduce of all gradients after backward, no buckets", OPT_FLAG, F(no_overlap), 0, 0, NULL},
     {"no-allreduce", NULL, "baseline: send no gradients, only keep the ranks in step (replicas drift apart)", OPT_FLAG, F(no_allreduce), 0, 0, NULL},
     {"accum-steps", "K", "gradient accumulation: reduce and step every K batches", OPT_INT, F(accum_steps), 1, 1e6, NULL},
-    {"compress", "NAME", "gradient compression on the wire", OPT_STR, F(compress), 0, 0, "none|fp16"},
+    {"compress", "NAME", "gradient compression on the wire (powersgd: the large matrices as rank-R factors, with error feedback)", OPT_STR, F(compress), 0, 0, "none|fp16|powersgd"},
+    {"powersgd-rank", "R", "rank of PowerSGD's approximation", OPT_INT, F(powersgd_rank), 1, 1024, NULL},
     {"stall-seconds", "S", "report ranks that have not joined a collective after S seconds", OPT_DBL, F(stall_seconds), 0.1, 1e7, NULL},
     {"help", NULL, "show this help", OPT_FLAG, F(help), 0, 0, NULL},
 };
@@ -63,8 +66,9 @@ static void defaults(train_args *a) {
     *a = (train_args){
         .model = "cnn", .data = "fmnist", .device = "cpu", .epochs = 2, .max_steps = -1,
         .batch_size = 128, .optim = "adam", .lr = -1, .momentum = 0, .lr_schedule = "constant",
+        .lr_scaling = "linear", .strategy = "ddp",
         .lr_step_size = 1000, .lr_gamma = 0.1, .seed = 42, .dropout = -1, .bucket_mb = 25,
-        .accum_steps = 1, .compress = "none", .stall_seconds = 60, .keep = 3,
+        .accum_steps = 1, .compress = "none", .powersgd_rank = 4, .stall_seconds = 60, .keep = 3,
     };
 }
 
@@ -134,8 +138,7 @@ int train_args_parse(train_args *a, int argc, char **argv) {
         if (!v) return usage_error("--%s needs a value", o->name);
         if (set_value(a, o, v)) return 2;
     }
-    a->lr_given = a->lr >= 0;
-    if (a->lr < 0) a->lr = strcmp(a->optim, "sgd") == 0 ? 0.01 : 1e-3;
+    a->lr_given = a->lr >= 0; /* < 0: the optimizer's default (the registry's) */
     if (a->resume && a->init) return usage_error("--resume and --init exclude each other");
     if (a->save_every && !a->save) return usage_error("--save-every needs --save FILE");
     return 0;

@@ -14,9 +14,10 @@ typedef struct {
     int64_t max_steps; /* -1: no limit */
     int batch_size;    /* per rank */
     /* optimisation */
-    const char *optim, *lr_schedule;
-    double lr, momentum, weight_decay, lr_gamma;
+    const char *optim, *lr_schedule, *lr_scaling;
+    double lr;     /* < 0: the optimizer's default */
     bool lr_given; /* --lr was on the command line (it then overrides a checkpoint's) */
+    double momentum, weight_decay, lr_gamma;
     int warmup_steps, lr_step_size;
     bool scale_lr;
     /* reproducibility */
@@ -31,9 +32,9 @@ typedef struct {
     int keep;           /* periodic checkpoints kept */
     bool json;
     /* distribution */
-    const char *comm, *compress;
+    const char *strategy, *comm, *compress;
     double bucket_mb, stall_seconds;
-    int accum_steps;
+    int accum_steps, powersgd_rank;
     bool no_overlap, no_allreduce;
     bool help;
 } train_args;

@@ -188,7 +188,7 @@ guard_verdict guard_step(trainer *t, float loss, bool sync) {
         return v;
     }
     guard_verdict v = collect(t); /* the previous step's flags */
-    if (v == GUARD_GO && bad && !t->a.no_allreduce) { /* the same on every rank */
+    if (v == GUARD_GO && bad && !t->a.no_allreduce && !t->zero) { /* the same on every rank */
         float *f = calloc((size_t)t->world, sizeof *f);
         if (!f) return trainer_error(t, "out of memory"), GUARD_FAILED;
         for (int r = 0; r < t->world; r++) f[r] = FLAG_GRAD; /* every rank has these gradients */

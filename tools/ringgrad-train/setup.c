@@ -1,4 +1,5 @@
 /* setup.c — ringgrad-train's set-up: data, model, optimizer, checkpoints, DDP and loaders. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,15 +56,47 @@ rg_status trainer_setup_data(trainer *t) {
     return guard_agree_i64(t, "the number of test images", t->test_ds->n);
 }
 
-static rg_optim *make_optimizer(trainer *t, const rg_param_list *params) {
-    float lr = (float)(t->a.lr * (t->a.scale_lr ? t->world : 1));
-    float wd = (float)t->a.weight_decay;
-    if (strcmp(t->a.optim, "sgd") == 0)
-        return rg_sgd_new(params, &(rg_sgd_opts){.lr = lr, .momentum = (float)t->a.momentum,
-                                                  .weight_decay = wd});
-    if (strcmp(t->a.optim, "adamw") == 0)
-        return rg_adamw_new(params, &(rg_adam_opts){.lr = lr, .weight_decay = wd});
-    return rg_adam_new(params, &(rg_adam_opts){.lr = lr, .weight_decay = wd});
+/* --scale-lr's factor k: the global batch over one rank's batch (ranks x accumulation steps),
+ * linearly (Goyal et al., for SGD) or its square root (--lr-scaling sqrt, for Adam). 1 without
+ * --scale-lr. */
+static double lr_factor(const trainer *t) {
+    double k = (double)t->world * t->a.accum_steps;
+    if (!t->a.scale_lr) return 1.0;
+    return strcmp(t->a.lr_scaling, "sqrt") == 0 ? sqrt(k) : k;
+}
+
+/* The optimizer's options for the registry: only the flags the user gave (an optimizer without
+ * a momentum says so, naming its own options). */
+static void optim_options(const trainer *t, char *opts, size_t cap) {
+    opts[0] = 0;
+    if (t->a.lr > 0) snprintf(opts, cap, "lr=%.9g,", t->a.lr);
+    if (t->a.momentum > 0)
+        snprintf(opts + strlen(opts), cap - strlen(opts), "momentum=%.9g,", t->a.momentum);
+    snprintf(opts + strlen(opts), cap - strlen(opts), "weight_decay=%.9g", t->a.weight_decay);
+}
+
+/* --strategy ddp: the optimizer through the registry (--optim names it), then the DDP reducer
+ * over every parameter; zero1: the sharded optimizer, which makes its own (dist/zero1.c). */
+RG_NODISCARD static rg_status make_strategy(trainer *t, const rg_param_list *params) {
+    char opts[256];
+    optim_options(t, opts, sizeof opts);
+    if (strcmp(t->a.strategy, "zero1") == 0) {
+        t->zero = rg_zero1_new(params, t->comm, t->a.optim, opts,
+                               &(rg_zero1_opts){.accum_steps = t->a.accum_steps});
+        if (!t->zero) {
+            trainer_error(t, "zero1: %s", rg_last_error());
+            return RG_EINVAL; /* rg_zero1_new fails on every rank alike */
+        }
+        t->opt = rg_zero1_optim(t->zero);
+    } else {
+        t->opt = rg_optim_new(t->a.optim, params, opts);
+        if (!t->opt) {
+            trainer_error(t, "optimizer: %s", rg_last_error());
+            return trainer_agree(t, RG_EINVAL);
+        }
+    }
+    if (t->a.scale_lr) rg_optim_set_lr(t->opt, rg_optim_get_lr(t->opt) * (float)lr_factor(t));
+    return RG_OK;
 }
 
 static void set_schedule(trainer *t, int64_t total_steps) {
@@ -75,6 +108,8 @@ static void set_schedule(trainer *t, int64_t total_steps) {
         .kind = kind, .base_lr = rg_optim_get_lr(t->opt), .step_size = t->a.lr_step_size,
         .gamma = t->a.lr_gamma, .t_max = total_steps > 0 ? total_steps : 1,
         .warmup_steps = t->a.warmup_steps,
+        /* Goyal et al.'s gradual warmup: from the unscaled rate to k times it, not from 0 */
+        .warmup_start = 1.0 / lr_factor(t),
     };
     rg_optim_set_schedule(t->opt, &s);
 }
@@ -128,7 +163,7 @@ RG_NODISCARD static rg_status load_checkpoint(trainer *t) {
     }
     t->step = meta.step, t->start_epoch = meta.epoch, t->resume_meta = meta;
     float saved = rg_optim_get_lr(t->opt);
-    float want = (float)(t->a.lr * (t->a.scale_lr ? t->world : 1));
+    float want = (float)(t->a.lr * lr_factor(t)); /* the same scaling as the start of a run */
     if (t->a.lr_given && want != saved) {
         rg_optim_set_lr(t->opt, want);
         if (t->rank == 0)
@@ -151,20 +186,35 @@ rg_status trainer_setup_model(trainer *t) {
         return trainer_agree(t, st);
     }
     const rg_param_list *params = rg_model_params(t->net);
-    t->opt = make_optimizer(t, params);
-    if (!t->opt) {
-        trainer_error(t, "optimizer: %s", rg_last_error());
-        return trainer_agree(t, RG_ENOMEM);
+    if (strcmp(t->a.strategy, "zero1") == 0 && t->a.resume) {
+        trainer_error(t, "--strategy zero1 cannot --resume yet: its optimizer state is sharded "
+                      "over the ranks, and --save writes the weights only; use --strategy ddp");
+        return trainer_agree(t, RG_EINVAL);
     }
+    if (strcmp(t->a.strategy, "zero1") == 0 &&
+        (strcmp(t->a.compress, "none") != 0 || t->a.no_overlap || t->a.no_allreduce)) {
+        trainer_error(t, "--strategy zero1 takes no --compress, --no-overlap or --no-allreduce "
+                      "(they are options of --strategy ddp's buckets)");
+        return trainer_agree(t, RG_EINVAL);
+    }
+    if (strcmp(t->a.strategy, "zero1") == 0) { /* rank 0's --init weights, then broadcast */
+        RG_TRY(load_checkpoint(t));
+        return make_strategy(t, params);
+    }
+    RG_TRY(make_strategy(t, params));
     RG_TRY(load_checkpoint(t));
     t->ddp = rg_ddp_new(params, t->comm, &(rg_ddp_opts){
         .bucket_mb = t->a.bucket_mb, .accum_steps = t->a.accum_steps,
         .compress_fp16 = strcmp(t->a.compress, "fp16") == 0, .no_overlap = t->a.no_overlap,
-        .no_allreduce = t->a.no_allreduce});
+        .compress_powersgd = strcmp(t->a.compress, "powersgd") == 0,
+        .powersgd_rank = t->a.powersgd_rank,
+        .no_allreduce = t->a.no_allreduce, .defer_average = true});
     if (!t->ddp) {
         trainer_error(t, "%s", rg_last_error());
         return RG_EMISMATCH; /* rg_ddp_new fails on every rank alike */
     }
+    /* the buckets hold sums: the optimizer's kernels apply the 1/N as they read them */
+    rg_optim_set_grad_scale(t->opt, rg_ddp_grad_scale(t->ddp));
     return RG_OK;
 }
 
@@ -232,7 +282,8 @@ rg_status trainer_save(trainer *t, int64_t epoch) {
                                .global_batch = (int64_t)t->a.batch_size * t->world * k,
                                .steps_per_epoch = rg_loader_steps_per_epoch(t->train) / k};
     snprintf(meta.model, sizeof meta.model, "%s", t->a.model);
-    rg_status st = rg_checkpoint_save(t->a.save, t->net, t->opt, &meta);
+    /* zero1: the weights only (rank 0 holds a shard of the optimizer state) */
+    rg_status st = rg_checkpoint_save(t->a.save, t->net, t->zero ? NULL : t->opt, &meta);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
     return st;
 }

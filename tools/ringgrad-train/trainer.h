@@ -19,7 +19,8 @@ typedef struct {
     rg_dataset *train_ds, *test_ds;
     rg_model *net;
     rg_optim *opt;
-    rg_ddp *ddp;
+    rg_ddp *ddp;     /* --strategy ddp */
+    rg_zero1 *zero;  /* --strategy zero1: owns opt */
     rg_loader *train, *test;
     progress prog;
 

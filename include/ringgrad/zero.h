@@ -1,0 +1,75 @@
+/* zero.h — ZeRO stage 1: data parallelism with the optimizer state sharded over the ranks
+ * (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion Parameter
+ * Models"; llm.c's zero_stage 1).
+ *
+ *   rg_zero1 *z = rg_zero1_new(rg_model_params(net), comm, "adam", "lr=1e-3", NULL);
+ *   for each step:
+ *       rg_backward(loss);      gradients land in one flat buffer (each grad is a view into it)
+ *       rg_zero1_step(z);       reduce-scatter the gradients: rank r gets the sum of shard r;
+ *                               the optimizer updates shard r of the weights only;
+ *                               allgather the weights: every rank has all of them again
+ *
+ * Each rank keeps the optimizer state (Adam's two moments, SGD's momentum) for 1/N of the
+ * weights, so that memory is divided by N. The bytes on the wire per step are those of an
+ * allreduce (a reduce-scatter and an allgather are its two halves), and the weights after each
+ * step are DDP's, up to float rounding: tests/train/equiv.sh compares them. */
+#ifndef RG_ZERO_H
+#define RG_ZERO_H
+
+#include "ringgrad/export.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ringgrad/comm.h"
+#include "ringgrad/optim.h"
+#include "ringgrad/params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int accum_steps; /* step only on every accum_steps-th rg_zero1_step call (default 1) */
+} rg_zero1_opts;
+
+typedef struct rg_zero1 rg_zero1;
+
+/* Wraps the trainable tensors of `params` (borrowed: they must outlive it): broadcasts rank 0's
+ * parameters and buffers, makes every gradient a view into one flat buffer, and creates the
+ * optimizer `optim` (a registry name, rg_optim_new, with its "key=value" options) over this
+ * rank's shard of the flattened weights. Collective. Returns NULL with rg_last_error() set
+ * (RG_EINVAL: an unknown optimizer or option; RG_ENOMEM; RG_EPEER) on every rank alike. */
+RG_API rg_zero1 *rg_zero1_new(const rg_param_list *params, rg_comm *comm, const char *optim,
+                              const char *options, const rg_zero1_opts *opts);
+
+/* True when the coming rg_zero1_step updates the weights (always, with accum_steps 1). */
+RG_API bool rg_zero1_will_sync(const rg_zero1 *z);
+
+/* After a backward: on an accumulating micro-step returns at once; otherwise reduce-scatters the
+ * gradients (sum; the optimizer applies the 1/N), steps the shard's optimizer, allgathers the
+ * weights into every parameter and zeroes the gradients. Collective. Returns RG_OK or the
+ * communicator's failure. */
+RG_API RG_NODISCARD rg_status rg_zero1_step(rg_zero1 *z);
+
+/* The shard's optimizer: for its learning rate and schedule (rg_optim_set_lr,
+ * rg_optim_set_schedule); its state holds this rank's shard only. Borrowed. */
+RG_API rg_optim *rg_zero1_optim(rg_zero1 *z);
+
+/* Bytes of optimizer state on this rank (moments, momentum buffers; counters excluded), and the
+ * elements of the flattened weights this rank updates (about numel / N). */
+RG_API size_t rg_zero1_state_bytes(const rg_zero1 *z);
+RG_API int64_t rg_zero1_shard_numel(const rg_zero1 *z);
+/* The bytes of a step's collectives in allreduce terms: the flat gradient (padded to N shards)
+ * that the reduce-scatter and the allgather move between them, as an allreduce of it would. */
+RG_API int64_t rg_zero1_bytes_per_step(const rg_zero1 *z);
+
+/* Restores ordinary gradients (holding the current values), frees the optimizer and the buffers.
+ * NULL is a no-op. Not collective. */
+RG_API void rg_zero1_free(rg_zero1 *z);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

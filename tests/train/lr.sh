@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# lr.sh — ringgrad-train's learning-rate rules for large batches, read back from the checkpoint's
+# "optim.lr" metadata (the rate of the next step): --scale-lr multiplies --lr by k = ranks x
+# --accum-steps (or by sqrt(k) with --lr-scaling sqrt), and --warmup-steps ramps from the unscaled
+# rate to the scaled one, as Goyal et al. 2017 do, not from 0. One rank, k = 4 by accumulation.
+source "$(dirname "$0")/lib.sh"
+
+lr_after() { # STEPS ARGS...: prints optim.lr of the checkpoint written after STEPS steps
+    local steps=$1 out="$RG_TRAIN_OUT/lr_rules.safetensors"
+    shift
+    rm -f "$out"
+    run_logged "$RG_TRAIN_OUT/lr_rules.log" 1 --model mlp --optim sgd --lr 0.1 --epochs 1 \
+        --batch-size 8 --max-steps "$steps" --save "$out" "$@"
+    python3 - "$out" <<'PY'
+import json, struct, sys
+blob = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack_from("<Q", blob, 0)
+print(json.loads(blob[8:8 + n])["__metadata__"]["optim.lr"])
+PY
+}
+
+check() { # WANT GOT WHAT
+    python3 -c 'import sys; sys.exit(abs(float(sys.argv[1]) - float(sys.argv[2])) > 1e-6)' "$1" "$2" ||
+        fail "$3: lr $2, want $1"
+    echo "ok: $3: lr $2"
+}
+
+check 0.1 "$(lr_after 1 --accum-steps 4)" "no --scale-lr: the rate as given"
+check 0.4 "$(lr_after 1 --accum-steps 4 --scale-lr)" "linear rule: 0.1 x k = 4"
+check 0.1 "$(lr_after 0 --accum-steps 4 --scale-lr --warmup-steps 4)" "warmup starts at the unscaled rate"
+check 0.25 "$(lr_after 2 --accum-steps 4 --scale-lr --warmup-steps 4)" "warmup, step 2 of 4: 0.1 -> 0.4"
+check 0.4 "$(lr_after 5 --accum-steps 4 --scale-lr --warmup-steps 4)" "after the warmup: 0.4"
+check 0.15 "$(lr_after 2 --accum-steps 4 --scale-lr --lr-scaling sqrt --warmup-steps 4)" \
+    "sqrt rule with warmup, step 2 of 4: 0.1 -> 0.2"
+echo "PASS: learning-rate scaling and warmup"
