@@ -122,6 +122,28 @@ static const char *sniff(const uint8_t *b, size_t n, int64_t *w, int64_t *h) {
     return NULL;
 }
 
+/* stb_image 2.27 (Debian's libstb) writes past a Huffman table when a JPEG's DHT segment declares
+ * more than 256 codes (fixed upstream in 2.28). stb finds markers by skipping bytes, so rather
+ * than follow the file's structure (where a damaged file could make us and stb disagree), every
+ * FF C4 pair is taken as a DHT and its tables are read the way stb reads them (on past the
+ * segment's end while its length says so; zeros past the end of the data). */
+RG_NODISCARD static rg_status check_jpeg_tables(const char *name, const uint8_t *b, size_t n) {
+    for (size_t p = 0; p + 4 <= n; p++) {
+        if (b[p] != 0xFF || b[p + 1] != 0xC4) continue;
+        long left = (long)be16(b + p + 2) - 2;
+        for (size_t q = p + 4; left > 0;) {
+            long codes = 0;
+            for (size_t i = 0; i < 16; i++) codes += q + 1 + i < n ? b[q + 1 + i] : 0;
+            if (codes > 256)
+                return rg_error(RG_ECORRUPT, "%s: cannot decode the image: damaged JPEG (a "
+                                "Huffman table with %ld codes, at most 256)", name, codes);
+            q += 17 + (size_t)codes;
+            left -= 17 + codes;
+        }
+    }
+    return RG_OK;
+}
+
 RG_NODISCARD static rg_status check_size(const char *name, int64_t w, int64_t h) {
     if (w <= 0 || h <= 0)
         return rg_error(RG_ECORRUPT, "%s: the header claims a %" PRId64 "x%" PRId64
@@ -141,6 +163,12 @@ RG_NODISCARD static rg_status header_info(const char *name, const uint8_t *b, si
     int64_t cw, ch;
     const char *fmt = sniff(b, n, &cw, &ch);
     if (fmt && cw >= 0) RG_TRY(check_size(name, cw, ch));
+    if (fmt && strcmp(fmt, "JPEG") == 0) RG_TRY(check_jpeg_tables(name, b, n));
+    /* stb_image 2.27 reads 16-bit PNM (maxval > 255) past its buffer (fixed in 2.28) */
+    if (n >= 2 && b[0] == 'P' && (b[1] == '5' || b[1] == '6') &&
+        stbi_is_16_bit_from_memory(b, n > INT32_MAX ? INT32_MAX : (int)n))
+        return rg_error(RG_ECORRUPT, "%s: 16-bit PGM/PPM files are not supported (convert to "
+                        "8 bits or PNG)", name);
     if (n > INT32_MAX) return rg_error(RG_ECORRUPT, "%s: file too large", name);
     if (!stbi_info_from_memory(b, (int)n, w, h, c)) {
         if (!whole) return RG_ENOENT; /* not in the prefix: the caller reads the whole file */

@@ -213,3 +213,33 @@ Test(dataset_image_io, fifos_devices_folders_and_missing_files, .timeout = 10) {
         fx_assert_error(rg_image_load(p, 3, &img), RG_EIO, p, "Permission denied");
     }
 }
+
+/* The fuzz corpus of tests/fuzz/fuzz_image.c, in every normal (and ASan) test run: the seeds, one
+ * per format variant, decode; the inputs the fuzzer once crashed stb_image 2.27 with (regress-*:
+ * a JPEG Huffman table of more than 256 codes, a 16-bit PPM) are refused cleanly. */
+#include <dirent.h>
+Test(dataset_image_io, fuzz_corpus_and_regressions) {
+    const char *dir = RG_SOURCE_DIR "/tests/fuzz/image";
+    DIR *d = opendir(dir);
+    cr_assert(d, "cannot open %s", dir);
+    int seeds = 0, regressions = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        bool seed = strncmp(e->d_name, "seed", 4) == 0;
+        for (int c = 1; c <= 3; c += 2) {
+            rg_image img;
+            rg_status s = rg_image_load(path, c, &img);
+            if (seed)
+                cr_assert_eq(s, RG_OK, "%s: %s", e->d_name, rg_last_error());
+            else
+                cr_assert(s == RG_OK || s == RG_ECORRUPT, "%s: %s", e->d_name, rg_last_error());
+            if (s == RG_OK) cr_assert(img.c == c && img.w > 0 && img.h > 0);
+            rg_image_deinit(&img);
+        }
+        seeds += seed, regressions += !seed;
+    }
+    closedir(d);
+    cr_assert(seeds >= 10 && regressions >= 3, "%d seeds, %d regression files", seeds, regressions);
+}
