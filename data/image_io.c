@@ -91,8 +91,32 @@ static uint32_t le32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* The format's name and the width and height its header claims, for the three formats whose
- * headers stb_image refuses without saying the size; NULL name when it is none of them. */
+/* The first three numbers of a PNM header (width, height, maxval), each capped at 10 digits (-1
+ * past the end); returns how many were found, or -1 when one has more than 9 digits: stb_image
+ * 2.27 parses them into a signed int that overflows (undefined behaviour) there. */
+static int pnm_numbers(const uint8_t *b, size_t n, int64_t v[3]) {
+    size_t p = 2;
+    int found = 0;
+    for (int k = 0; k < 3; k++) {
+        v[k] = -1;
+        while (p < n && (b[p] == ' ' || (b[p] >= '\t' && b[p] <= '\r') || b[p] == '#')) {
+            if (b[p] == '#')
+                while (p < n && b[p] != '\n' && b[p] != '\r') p++;
+            else p++;
+        }
+        int digits = 0;
+        int64_t x = 0;
+        for (; p < n && b[p] >= '0' && b[p] <= '9'; p++)
+            if (++digits <= 10) x = x * 10 + (b[p] - '0');
+        if (digits == 0) break;
+        if (digits > 9) return -1;
+        v[k] = x, found++;
+    }
+    return found;
+}
+
+/* The format's name and the width and height its header claims, for the formats whose headers
+ * stb_image refuses without saying the size (or parses unsafely); NULL name when it is none. */
 static const char *sniff(const uint8_t *b, size_t n, int64_t *w, int64_t *h) {
     *w = *h = -1;
     if (n >= 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0) {
@@ -118,6 +142,11 @@ static const char *sniff(const uint8_t *b, size_t n, int64_t *w, int64_t *h) {
             p += 2 + be16(b + p + 2);
         }
         return "JPEG";
+    }
+    if (n >= 2 && b[0] == 'P' && (b[1] == '5' || b[1] == '6')) {
+        int64_t v[3];
+        if (pnm_numbers(b, n, v) >= 2) *w = v[0], *h = v[1];
+        return "PNM";
     }
     return NULL;
 }
@@ -164,11 +193,15 @@ RG_NODISCARD static rg_status header_info(const char *name, const uint8_t *b, si
     const char *fmt = sniff(b, n, &cw, &ch);
     if (fmt && cw >= 0) RG_TRY(check_size(name, cw, ch));
     if (fmt && strcmp(fmt, "JPEG") == 0) RG_TRY(check_jpeg_tables(name, b, n));
+    int64_t pnm[3];
+    int pnm_found = fmt && strcmp(fmt, "PNM") == 0 ? pnm_numbers(b, n, pnm) : 0;
+    if (pnm_found < 0)
+        return rg_error(RG_ECORRUPT, "%s: cannot decode the image: damaged PNM header (a number "
+                        "of more than 9 digits)", name);
     /* stb_image 2.27 reads 16-bit PNM (maxval > 255) past its buffer (fixed in 2.28) */
-    if (n >= 2 && b[0] == 'P' && (b[1] == '5' || b[1] == '6') &&
-        stbi_is_16_bit_from_memory(b, n > INT32_MAX ? INT32_MAX : (int)n))
-        return rg_error(RG_ECORRUPT, "%s: 16-bit PGM/PPM files are not supported (convert to "
-                        "8 bits or PNG)", name);
+    if (pnm_found == 3 && pnm[2] > 255)
+        return rg_error(RG_ECORRUPT, "%s: 16-bit PGM/PPM files (maxval %lld) are not supported "
+                        "(convert to 8 bits or PNG)", name, (long long)pnm[2]);
     if (n > INT32_MAX) return rg_error(RG_ECORRUPT, "%s: file too large", name);
     if (!stbi_info_from_memory(b, (int)n, w, h, c)) {
         if (!whole) return RG_ENOENT; /* not in the prefix: the caller reads the whole file */

@@ -243,3 +243,27 @@ Test(dataset_image_io, fuzz_corpus_and_regressions) {
     closedir(d);
     cr_assert(seeds >= 10 && regressions >= 3, "%d seeds, %d regression files", seeds, regressions);
 }
+
+/* PNM headers that stb_image 2.27 mishandles: numbers that overflow its int, 16-bit samples it
+ * reads past its buffer; and a PNM claiming a huge size. */
+Test(dataset_image_io, pnm_headers_stb_mishandles_are_refused) {
+    struct {
+        const char *bytes, *want;
+    } cases[] = {
+        {"P5\n99999999999 2\n255\n", "more than 9 digits"},
+        {"P6\n2 2\n99999999999\n", "more than 9 digits"},
+        {"P5\n2 2\n65535\n\1\2\3\4\5\6\7\10", "16-bit PGM/PPM files (maxval 65535)"},
+        {"P6 # a comment\n100000 100000\n255\n", "claims 100000x100000 pixels"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rg_image img;
+        fx_assert_error(rg_image_decode("x.pgm", cases[i].bytes, strlen(cases[i].bytes) + 1, 1,
+                                        &img),
+                        RG_ECORRUPT, "x.pgm", cases[i].want);
+    }
+    const char *ok = "P5\n2 1\n255\n\x10\x20";
+    rg_image img;
+    cr_assert_eq(rg_image_decode("ok.pgm", ok, 13, 1, &img), RG_OK, "%s", rg_last_error());
+    cr_assert(img.w == 2 && img.h == 1 && img.px[0] == 0x10 && img.px[1] == 0x20);
+    rg_image_deinit(&img);
+}
