@@ -173,6 +173,23 @@ RG_NODISCARD static rg_status check_jpeg_tables(const char *name, const uint8_t 
     return RG_OK;
 }
 
+/* stb_image 2.27 passes a NULL buffer to memcpy (undefined, though of 0 bytes) when a PNG's first
+ * IDAT chunk is empty. Walks the chunks as stb does (length, type, data, CRC) and refuses that. */
+RG_NODISCARD static rg_status check_png_chunks(const char *name, const uint8_t *b, size_t n) {
+    for (size_t p = 8; p + 8 <= n;) {
+        uint32_t len = be32(b + p);
+        if (memcmp(b + p + 4, "IDAT", 4) == 0) {
+            if (len == 0)
+                return rg_error(RG_ECORRUPT, "%s: cannot decode the image: damaged PNG (its first "
+                                "IDAT chunk is empty)", name);
+            break; /* data has started: later empty chunks are harmless */
+        }
+        if (memcmp(b + p + 4, "IEND", 4) == 0 || len > n) break;
+        p += 12 + (size_t)len;
+    }
+    return RG_OK;
+}
+
 RG_NODISCARD static rg_status check_size(const char *name, int64_t w, int64_t h) {
     if (w <= 0 || h <= 0)
         return rg_error(RG_ECORRUPT, "%s: the header claims a %" PRId64 "x%" PRId64
@@ -193,6 +210,7 @@ RG_NODISCARD static rg_status header_info(const char *name, const uint8_t *b, si
     const char *fmt = sniff(b, n, &cw, &ch);
     if (fmt && cw >= 0) RG_TRY(check_size(name, cw, ch));
     if (fmt && strcmp(fmt, "JPEG") == 0) RG_TRY(check_jpeg_tables(name, b, n));
+    if (fmt && strcmp(fmt, "PNG") == 0) RG_TRY(check_png_chunks(name, b, n));
     int64_t pnm[3];
     int pnm_found = fmt && strcmp(fmt, "PNM") == 0 ? pnm_numbers(b, n, pnm) : 0;
     if (pnm_found < 0)

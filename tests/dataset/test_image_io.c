@@ -216,7 +216,8 @@ Test(dataset_image_io, fifos_devices_folders_and_missing_files, .timeout = 10) {
 
 /* The fuzz corpus of tests/fuzz/fuzz_image.c, in every normal (and ASan) test run: the seeds, one
  * per format variant, decode; the inputs the fuzzer once crashed stb_image 2.27 with (regress-*:
- * a JPEG Huffman table of more than 256 codes, a 16-bit PPM) are refused cleanly. */
+ * a JPEG Huffman table of more than 256 codes, a 16-bit PPM, a PNG whose first IDAT chunk is
+ * empty) are refused cleanly. */
 #include <dirent.h>
 Test(dataset_image_io, fuzz_corpus_and_regressions) {
     const char *dir = RG_SOURCE_DIR "/tests/fuzz/image";
