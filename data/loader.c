@@ -50,6 +50,7 @@ struct rg_loader {
     int64_t *indices;         /* (len) this rank's items in this epoch's order */
     int nslots;
     loader_slot *slots;
+    int fill_rank, fill_world; /* prepare only batches step % fill_world == fill_rank */
     rg_transform tf;
     rg_pool *pool;
     int workers;
@@ -107,6 +108,7 @@ static void fill_item(void *arg, int64_t b, int worker) {
 }
 
 static void fill_slot(rg_loader *l, loader_slot *s, int64_t step, int64_t epoch) {
+    if (l->fill_world > 1 && step % l->fill_world != l->fill_rank) return; /* not ours to use */
     int64_t first = step * l->batch;
     int64_t count = l->len - first < l->batch ? l->len - first : l->batch;
     batch_job j = {.l = l, .slot = s, .first = first, .epoch = (uint64_t)epoch};
@@ -240,6 +242,7 @@ static void slot_deinit(const rg_loader *l, loader_slot *s) {
 static bool loader_init(rg_loader *l, const rg_dataset *ds, const rg_loader_opts *o) {
     l->ds = ds;
     l->batch = o->batch;
+    l->fill_rank = o->fill_rank, l->fill_world = o->fill_world;
     rg_sampler_init(&l->sampler, ds->n, o->shuffle, o->seed, o->rank, o->world ? o->world : 1);
     l->len = rg_sampler_len(&l->sampler);
     l->steps = o->drop_last ? l->len / l->batch : (l->len + l->batch - 1) / l->batch;
@@ -269,6 +272,9 @@ rg_loader *rg_loader_new(const rg_dataset *ds, const rg_loader_opts *opts) {
              "rg_loader_new: prefetch %d not in [0, 64]", opts->prefetch);
     RG_CHECK(opts->workers >= 0 && opts->workers <= 256, "rg_loader_new: workers %d not in [0, 256]",
              opts->workers);
+    RG_CHECK(opts->fill_world >= 0 && opts->fill_rank >= 0 &&
+                 (opts->fill_world <= 1 || opts->fill_rank < opts->fill_world),
+             "rg_loader_new: fill_rank %d of fill_world %d", opts->fill_rank, opts->fill_world);
     RG_CHECK(opts->augment >= 0 && opts->augment < RG_AUGMENT_COUNT,
              "rg_loader_new: augment %d", (int)opts->augment);
     for (int64_t k = 0; opts->std && k < ds->c; k++)

@@ -61,6 +61,10 @@ typedef struct {
     bool eval;          /* apply the recipe's evaluation transform (deterministic) */
     const float *mean;  /* (C) per-channel mean of x/255 to subtract, or NULL: 0 */
     const float *std;   /* (C) per-channel std to divide by, or NULL: 1 (values > 0) */
+    /* Evaluation split by batch index: with fill_world > 1, only batches whose step %
+     * fill_world == fill_rank are prepared; the others are handed out with undefined contents
+     * (for a caller that skips them), so N ranks do not all decode every image. */
+    int fill_rank, fill_world;
 } rg_loader_opts;
 
 /* One batch. The tensors are long-lived and belong to the loader: they stay valid until the next

@@ -164,3 +164,24 @@ Test(dataset_augment, eval_transforms_are_deterministic) {
     free(a), free(b);
     rg_dataset_free(ds);
 }
+
+/* fill_rank/fill_world: the batches a rank scores are exactly the full loader's; the others are
+ * not prepared (their buffers keep what an earlier batch left). */
+Test(dataset_augment, fill_world_prepares_only_this_ranks_batches) {
+    rg_dataset *ds = synthetic(40, 1, 6, 6);
+    rg_loader *all = rg_loader_new(ds, &(rg_loader_opts){.batch = 4, .prefetch = 1});
+    rg_loader *mine = rg_loader_new(ds, &(rg_loader_opts){.batch = 4, .fill_rank = 1,
+                                                          .fill_world = 3, .prefetch = 1});
+    rg_batch a, b;
+    int owned = 0;
+    while (rg_loader_next(all, &a)) {
+        cr_assert(rg_loader_next(mine, &b));
+        cr_assert_eq(a.step, b.step);
+        if (b.step % 3 != 1) continue;
+        cr_assert(memcmp(a.x->data, b.x->data, 4 * 36 * 4) == 0, "step %lld", (long long)b.step);
+        owned++;
+    }
+    cr_assert_eq(owned, 3);
+    rg_loader_free(all), rg_loader_free(mine);
+    rg_dataset_free(ds);
+}

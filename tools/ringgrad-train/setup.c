@@ -105,7 +105,7 @@ rg_status trainer_setup_loaders(trainer *t) {
     /* Evaluation: every rank reads the whole test set in order and scores the batches with
      * index % world == rank, so no image is counted twice (a padded shard would). */
     o = trainer_loader_opts(t, false);
-    o.batch = 1000;
+    o.batch = 1000, o.fill_rank = t->rank, o.fill_world = t->world; /* only the batches we score */
     t->test = rg_loader_new(t->test_ds, &o);
     rg_status st = t->train && t->test ? RG_OK : RG_ENOMEM;
     if (st != RG_OK) {
