@@ -22,8 +22,10 @@ extern "C" {
 /* The largest images accepted: at most 16384 pixels on a side and 64 Mi pixels (8192 x 8192) in
  * all, and files of at most 256 MiB. A header claiming more is an error naming the file and its
  * claimed size, found before anything is allocated for the pixels. */
+#ifndef RG_IMAGE_MAX_SIDE /* the fuzz target builds data/image_io.c with smaller limits */
 #define RG_IMAGE_MAX_SIDE 16384
 #define RG_IMAGE_MAX_PIXELS ((int64_t)1 << 26)
+#endif
 #define RG_IMAGE_MAX_FILE_BYTES ((int64_t)1 << 28)
 
 /* A decoded image: (C,H,W) planar bytes, as the network wants them (files are interleaved). */
