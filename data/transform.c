@@ -164,11 +164,25 @@ static void flip_crop(const rg_transform *t, const float *base, draws *d, float 
             }
 }
 
+/* The common case in one pass: bytes to normalised floats, nothing moved. */
+static void convert(const rg_transform *t, const uint8_t *restrict src, float *restrict dst) {
+    int64_t plane = t->h * t->w;
+    for (int64_t ch = 0; ch < t->c; ch++) {
+        float m = t->mean[ch], s = t->inv_std[ch];
+        for (int64_t i = 0; i < plane; i++)
+            dst[ch * plane + i] = ((float)src[ch * plane + i] / 255.0f - m) * s;
+    }
+}
+
 void rg_transform_apply(const rg_transform *t, uint64_t epoch, int64_t item, const rg_image *img,
                         float *dst, float *scratch) {
     draws d = draws_for(t, epoch, item);
     bool same_size = img->h == t->h && img->w == t->w;
     rg_augment a = t->eval && t->augment == RG_AUGMENT_FLIP_CROP ? RG_AUGMENT_NONE : t->augment;
+    if (a == RG_AUGMENT_NONE && same_size) {
+        convert(t, img->px, dst);
+        return;
+    }
     if (a == RG_AUGMENT_RRC && t->eval) {
         resample(t, img, centre(t, img, 8.0 / 7.0), false, dst);
     } else if (a == RG_AUGMENT_RRC) {
