@@ -130,9 +130,11 @@ static const char *sniff(const uint8_t *b, size_t n, int64_t *w, int64_t *h) {
         }
         return "BMP";
     }
-    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) {
+    size_t soi = 0; /* stb takes any run of FF bytes before the D8 of the start marker */
+    while (soi < n && b[soi] == 0xFF) soi++;
+    if (soi > 0 && soi < n && b[soi] == 0xD8) {
         /* walk the segments to the frame header: SOF0..SOF15 except DHT, JPG and DAC */
-        for (size_t p = 2; p + 9 <= n && b[p] == 0xFF;) {
+        for (size_t p = soi + 1; p + 9 <= n && b[p] == 0xFF;) {
             uint8_t m = b[p + 1];
             if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
                 *h = be16(b + p + 5), *w = be16(b + p + 7);
