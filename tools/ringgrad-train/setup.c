@@ -1,4 +1,5 @@
-/* setup.c — ringgrad-train's set-up: data, model, optimizer, checkpoints, DDP and loaders. */
+/* setup.c — ringgrad-train's set-up: model, optimizer, checkpoints, DDP and loaders (the datasets
+ * are in data.c). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,7 @@
 /* trainer.h — the state of one ringgrad-train run, shared by its files:
  *   ringgrad-train.c      main: set-up in order, the epochs, the summary, tear-down
- *   ringgrad-train/setup.c   data, model, optimizer, checkpoints, DDP, loaders
+ *   ringgrad-train/setup.c   model, optimizer, checkpoints, DDP, loaders
+ *   ringgrad-train/data.c    datasets (fmnist, synthetic, imagefolder), augmentation options
  *   ringgrad-train/args.c    flags;  ringgrad-train/progress.c  the Keras-style bar */
 #ifndef RG_TRAINER_H
 #define RG_TRAINER_H
