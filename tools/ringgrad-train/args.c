@@ -165,8 +165,8 @@ int train_args_parse(train_args *a, int argc, char **argv) {
 void train_args_usage(void) {
     printf("Usage: ringgrad-train [options]\n"
            "       mpirun -np N ringgrad-train [options]   (data-parallel over N ranks)\n\n"
-           "Trains a model on Fashion-MNIST; with no options, the CNN with Adam (lr 1e-3,\n"
-           "batch 128) for 2 epochs.\n\nOptions:\n");
+           "Trains a model on Fashion-MNIST (or generated data, or your own image folder);\n"
+           "with no options, the CNN with Adam (lr 1e-3, batch 128) for 2 epochs.\n\nOptions:\n");
     for (size_t k = 0; k < sizeof options / sizeof options[0]; k++) {
         const opt *o = &options[k];
         char left[64];
