@@ -1,6 +1,6 @@
 # fuzz_image: the image decode path (data/image_io.c and stb_image) under libFuzzer, ASan and
-# UBSan. Built from the few sources it needs, with assertions on, so it does not depend on how the
-# library itself was built. CTest runs it for RG_FUZZ_SECONDS (default 60) over a copy of the seed
+# UBSan. Built from the few sources it needs, so it does not depend on how the library itself was
+# built. CTest runs it for RG_FUZZ_SECONDS (default 60) over a copy of the seed
 # corpus in tests/fuzz/image/.
 if(RG_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
