@@ -92,25 +92,39 @@ static void source_coord(int64_t i, int64_t n, double r0, double len, int64_t si
     *frac = (float)(s - (double)*lo);
 }
 
-/* dst (c,H,W) in pixel units [0, 255] = region r of src, bilinear, mirrored when flip. */
+/* dst (c,H,W) in pixel units [0, 255] = region r of src, bilinear, mirrored when flip. The
+ * column neighbours and weights are computed once per image, not once per pixel and channel. */
 static void resample(const rg_transform *t, const rg_image *src, region r, bool flip, float *dst) {
     int64_t H = t->h, W = t->w;
+    int64_t *cols = malloc((size_t)W * 2 * sizeof *cols);
+    float *fxs = malloc((size_t)W * sizeof *fxs);
+    if (!cols || !fxs) { /* out of memory: nearest column, computed per pixel */
+        free(cols), free(fxs);
+        cols = NULL, fxs = NULL;
+    }
+    for (int64_t x = 0; cols && x < W; x++)
+        source_coord(flip ? W - 1 - x : x, W, r.x0, r.w, src->w, &cols[2 * x], &cols[2 * x + 1],
+                     &fxs[x]);
     for (int64_t ch = 0; ch < t->c; ch++) {
         const uint8_t *p = src->px + ch * (int64_t)src->h * src->w;
         for (int64_t y = 0; y < H; y++) {
             int64_t y0, y1;
             float fy;
             source_coord(y, H, r.y0, r.h, src->h, &y0, &y1, &fy);
+            const uint8_t *row0 = p + y0 * src->w, *row1 = p + y1 * src->w;
+            float *out = dst + (ch * H + y) * W;
             for (int64_t x = 0; x < W; x++) {
                 int64_t x0, x1;
                 float fx;
-                source_coord(flip ? W - 1 - x : x, W, r.x0, r.w, src->w, &x0, &x1, &fx);
-                float top = (float)p[y0 * src->w + x0] * (1 - fx) + (float)p[y0 * src->w + x1] * fx;
-                float bot = (float)p[y1 * src->w + x0] * (1 - fx) + (float)p[y1 * src->w + x1] * fx;
-                dst[(ch * H + y) * W + x] = top * (1 - fy) + bot * fy;
+                if (cols) x0 = cols[2 * x], x1 = cols[2 * x + 1], fx = fxs[x];
+                else source_coord(flip ? W - 1 - x : x, W, r.x0, r.w, src->w, &x0, &x1, &fx);
+                float top = (float)row0[x0] * (1 - fx) + (float)row0[x1] * fx;
+                float bot = (float)row1[x0] * (1 - fx) + (float)row1[x1] * fx;
+                out[x] = top * (1 - fy) + bot * fy;
             }
         }
     }
+    free(cols), free(fxs);
 }
 
 /* The centre region that Resize(shorter side x factor) + CenterCrop(H,W) keeps. */
