@@ -2,6 +2,12 @@
  *
  *   build/bin/loader_bench [--data-dir DIR] [--batch 128] [--epochs 5] [--prefetch 2]
  * [--synthetic]
+ *   build/bin/loader_bench --image-folder ROOT [--batch 128] [--epochs 5] [--batches 40]
+ *                          [--augment none|flip-crop|rrc]
+ *
+ * With --image-folder (a lazy ImageFolder, e.g. written by ringgrad-export-images), each round
+ * times the first --batches batches with 1 worker and then with 2 (interleaved, so drift on a
+ * shared machine hits both alike), and prints the medians over --epochs rounds and their ratio.
  *
  * Prints the time to load Fashion-MNIST's train split (gunzip + checks), then images/s delivered
  * by rg_loader_next per epoch (shuffled, batch 128 by default) and their median. The consumer only
@@ -24,8 +30,53 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* images/s of the first `batches` batches of a fresh loader with `workers` workers. */
+static double folder_rate(const rg_dataset *ds, int64_t batch, int workers, int64_t batches,
+                          rg_augment aug, double *sink) {
+    rg_loader *l = rg_loader_new(ds, &(rg_loader_opts){.batch = batch, .shuffle = true, .seed = 1,
+                                                       .workers = workers, .augment = aug});
+    if (!l) return fprintf(stderr, "%s\n", rg_last_error()), -1;
+    rg_batch b;
+    int64_t images = 0, n = 0;
+    double t = now();
+    while (n < batches && rg_loader_next(l, &b)) {
+        *sink += ((const float *)b.x->data)[b.size - 1];
+        images += b.size, n++;
+    }
+    double rate = (double)images / (now() - t);
+    rg_loader_free(l);
+    return rate;
+}
+
+static int bench_folder(const char *root, int64_t batch, int rounds, int64_t batches,
+                        rg_augment aug) {
+    rg_dataset *ds;
+    double t0 = now();
+    if (rg_dataset_image_folder(root, &(rg_image_folder_opts){.lazy = true}, &ds) != RG_OK)
+        return fprintf(stderr, "%s\n", rg_last_error()), 1;
+    printf("index %-28s %8.3f s  (%lld images of %lldx%lldx%lld)\n", root, now() - t0,
+           (long long)ds->n, (long long)ds->c, (long long)ds->h, (long long)ds->w);
+    double *rate[2] = {malloc((size_t)rounds * sizeof(double)),
+                       malloc((size_t)rounds * sizeof(double))}, sink = 0;
+    for (int r = 0; r < rounds; r++)
+        for (int w = 0; w < 2; w++) {
+            rate[w][r] = folder_rate(ds, batch, w + 1, batches, aug, &sink);
+            printf("round %d: %d worker%s %14.0f images/s\n", r, w + 1, w ? "s" : " ", rate[w][r]);
+        }
+    qsort(rate[0], (size_t)rounds, sizeof(double), cmp_double);
+    qsort(rate[1], (size_t)rounds, sizeof(double), cmp_double);
+    double m1 = rate[0][rounds / 2], m2 = rate[1][rounds / 2];
+    printf("median: 1 worker %.0f, 2 workers %.0f images/s, ratio %.2f  (checksum %g)\n", m1, m2,
+           m2 / m1, sink);
+    free(rate[0]), free(rate[1]);
+    rg_dataset_free(ds);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    const char *dir = NULL;
+    const char *dir = NULL, *folder = NULL;
+    int64_t batches = 40;
+    rg_augment aug = RG_AUGMENT_NONE;
     int64_t batch = 128;
     int epochs = 5, prefetch = 2, synthetic = 0;
     for (int i = 1; i < argc; i++) {
@@ -39,15 +90,27 @@ int main(int argc, char **argv) {
             prefetch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--synthetic"))
             synthetic = 1;
+        else if (!strcmp(argv[i], "--image-folder") && i + 1 < argc)
+            folder = argv[++i];
+        else if (!strcmp(argv[i], "--batches") && i + 1 < argc)
+            batches = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--augment") && i + 1 < argc) {
+            i++;
+            aug = !strcmp(argv[i], "rrc")         ? RG_AUGMENT_RRC
+                  : !strcmp(argv[i], "flip-crop") ? RG_AUGMENT_FLIP_CROP
+                                                  : RG_AUGMENT_NONE;
+        }
         else
             return fprintf(stderr,
                            "usage: %s [--data-dir DIR] [--batch B] [--epochs E] "
-                           "[--prefetch P] [--synthetic]\n",
+                           "[--prefetch P] [--synthetic] [--image-folder ROOT [--batches N] "
+                           "[--augment A]]\n",
                            argv[0]),
                    2;
     }
     if (batch <= 0 || epochs <= 0 || epochs > 1000 || prefetch < 0 || prefetch > 64)
         return fprintf(stderr, "bad option value\n"), 2;
+    if (folder) return bench_folder(folder, batch, epochs, batches > 0 ? batches : 1, aug);
     rg_dataset *ds;
     double t0 = now();
     rg_status s = synthetic ? rg_dataset_synthetic(&(rg_synthetic_opts){.n = 60000, .seed = 1}, &ds)

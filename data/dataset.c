@@ -62,6 +62,32 @@ rg_dataset *rg_dataset_new(int64_t n, int64_t c, int64_t h, int64_t w, int num_c
     return ds;
 }
 
+/* A lazy dataset: labels and a table of n file names (filled by the caller), no pixels. Internal
+ * to data/ (declared in data/image_folder.c). */
+rg_dataset *rg_dataset_new_lazy(int64_t n, int64_t c, int64_t h, int64_t w, int num_classes);
+rg_dataset *rg_dataset_new_lazy(int64_t n, int64_t c, int64_t h, int64_t w, int num_classes) {
+    rg_dataset *ds = dataset_header(n, c, h, w, num_classes);
+    if (ds && !(ds->files = calloc((size_t)n, sizeof *ds->files))) {
+        rg_dataset_free(ds);
+        return rg_error(RG_ENOMEM, "dataset: out of memory for %" PRId64 " file names", n), NULL;
+    }
+    return ds;
+}
+
+rg_status rg_dataset_item(const rg_dataset *ds, int64_t i, rg_image *img) {
+    RG_CHECK(ds && img && i >= 0 && i < ds->n, "rg_dataset_item: item %" PRId64 " of %" PRId64, i,
+             ds ? ds->n : 0);
+    if (ds->files) return rg_image_load(ds->files[i], (int)ds->c, img);
+    *img = (rg_image){.px = ds->images + i * rg_dataset_image_size(ds), .c = (int)ds->c,
+                      .h = (int)ds->h, .w = (int)ds->w};
+    return RG_OK;
+}
+
+void rg_dataset_item_release(const rg_dataset *ds, rg_image *img) {
+    if (ds->files) rg_image_deinit(img);
+    else *img = (rg_image){0};
+}
+
 static void free_names(rg_dataset *ds) {
     if (!ds->class_names) return;
     for (int k = 0; k < ds->num_classes; k++) free(ds->class_names[k]);
@@ -72,6 +98,8 @@ static void free_names(rg_dataset *ds) {
 void rg_dataset_free(rg_dataset *ds) {
     if (!ds) return;
     free_names(ds);
+    for (int64_t i = 0; ds->files && i < ds->n; i++) free(ds->files[i]);
+    free(ds->files);
     free(ds->images);
     free(ds->labels);
     free(ds);

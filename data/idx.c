@@ -7,6 +7,9 @@
 #include "ringgrad/idx.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,12 +150,29 @@ rg_status rg_idx_read(const char *path, int ndim, rg_idx *out) {
     RG_CHECK(ndim >= 1 && ndim <= RG_IDX_MAX_DIMS, "rg_idx_read: ndim %d not in [1, %d]", ndim,
              RG_IDX_MAX_DIMS);
     memset(out, 0, sizeof *out);
-    errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f) {
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer forever; fstat then
+     * refuses anything that is not a regular file (FIFOs, devices, sockets, folders). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         if (errno == ENOENT) return rg_error(RG_ENOENT, "%s: no such file", path);
-        if (errno == 0) return rg_error(RG_ENOMEM, "%s: out of memory opening the file", path);
         return rg_error(RG_EIO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return rg_error(RG_EIO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return rg_error(RG_EIO, "%s: not a regular file (%s); IDX data must be a file", path,
+                        S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                        : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "special");
+    }
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return rg_error(RG_ENOMEM, "%s: out of memory opening the file", path);
     }
     gzbuffer(f, 256 * 1024);
     int64_t nbytes = 0;

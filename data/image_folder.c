@@ -5,8 +5,10 @@
  * the layout change every image loader makes: decoders return interleaved pixels (H,W,C), while
  * the network wants planes (C,H,W).
  *
- * stb_image is small and readable but not hardened against hostile files; image folders are
- * meant for the user's own data. */
+ * Two modes: eager decodes every image now into ds->images (small folders, tests); lazy checks
+ * every file's header now (so a bad file is an error before training, naming it) and leaves the
+ * decoding to the loader's workers, batch by batch (ImageNet-sized folders). Files are read by
+ * data/image_io.c, which treats them as hostile input. */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -17,10 +19,13 @@
 #include <sys/stat.h>
 
 #include "ringgrad/dataset.h"
-#include "data/stb_image_config.h"
-#include <stb/stb_image.h>
+#include "ringgrad/image.h"
+
+rg_dataset *rg_dataset_new_lazy(int64_t n, int64_t c, int64_t h, int64_t w, int num_classes);
 
 #define MAX_CLASSES 100000
+/* Decoded images of an eager folder beyond this are refused (use lazy). */
+#define EAGER_MAX_BYTES (INT64_C(1) << 36)
 
 /* A growable list of strings. */
 typedef struct {
@@ -85,14 +90,14 @@ RG_NODISCARD static rg_status list_dir(const char *dir, bool want_dirs, str_list
 }
 
 /* Every image path under root, class by class; class k's images are paths[first[k] ..
- * first[k + 1]). Fails when there is no class or no image. */
+ * first[k + 1]). Fails when there is no class or a class folder has no image. */
 RG_NODISCARD
 static rg_status collect(const char *root, str_list *classes, str_list *paths, int64_t **first) {
     RG_TRY(list_dir(root, true, classes));
     if (classes->n == 0)
         return rg_error(RG_ECORRUPT,
-                        "%s: no class folders (expected "
-                        "%s/<class>/<image>.png)",
+                        "%s: no class folders (expected %s/<class>/<image>.png, as torchvision's "
+                        "ImageFolder)",
                         root, root);
     if (classes->n > MAX_CLASSES)
         return rg_error(RG_ECORRUPT, "%s: %" PRId64 " class folders (at most %d)", root, classes->n,
@@ -102,9 +107,15 @@ static rg_status collect(const char *root, str_list *classes, str_list *paths, i
     char dir[4096], path[8192];
     for (int64_t k = 0; k < classes->n; k++) {
         (*first)[k] = paths->n;
-        snprintf(dir, sizeof dir, "%s/%s", root, classes->s[k]);
+        if (snprintf(dir, sizeof dir, "%s/%s", root, classes->s[k]) >= (int)sizeof dir)
+            return rg_error(RG_EINVAL, "%s/%s: path too long", root, classes->s[k]);
         str_list files = {0};
         rg_status s = list_dir(dir, false, &files);
+        if (s == RG_OK && files.n == 0)
+            s = rg_error(RG_ECORRUPT,
+                         "%s: class folder with no images (.png, .jpg, .jpeg, .bmp, .tga, .pgm, "
+                         ".ppm); remove it or add images",
+                         dir);
         for (int64_t i = 0; s == RG_OK && i < files.n; i++) {
             snprintf(path, sizeof path, "%s/%s", dir, files.s[i]);
             if (!list_push(paths, path)) s = rg_error(RG_ENOMEM, "%s: out of memory", root);
@@ -113,56 +124,89 @@ static rg_status collect(const char *root, str_list *classes, str_list *paths, i
         RG_TRY(s);
     }
     (*first)[classes->n] = paths->n;
-    if (paths->n == 0) return rg_error(RG_ECORRUPT, "%s: no images in the class folders", root);
+    return RG_OK;
+}
+
+/* The channel count and size of the dataset: the caller's, or the first image's. */
+RG_NODISCARD
+static rg_status shape(const char *first, const rg_image_folder_opts *o, int64_t *c, int64_t *h,
+                       int64_t *w) {
+    int iw, ih, ic;
+    RG_TRY(rg_image_info(first, &iw, &ih, &ic));
+    *c = o->channels ? o->channels : ic <= 2 ? 1 : 3;
+    if (o->h && o->w) *h = o->h, *w = o->w;
+    else *h = ih, *w = iw;
     return RG_OK;
 }
 
 /* Decodes one image into (C,H,W) bytes at dst, checking its size. */
 RG_NODISCARD static rg_status decode(const char *path, const rg_dataset *ds, uint8_t *dst) {
-    int w, h, file_channels, c = (int)ds->c;
-    uint8_t *px = stbi_load(path, &w, &h, &file_channels, c); /* (H,W,C), converted to c channels */
-    if (!px)
-        return rg_error(RG_ECORRUPT, "%s: cannot decode the image: %s", path,
-                        stbi_failure_reason());
-    if (w != ds->w || h != ds->h) {
-        stbi_image_free(px);
+    rg_image img;
+    RG_TRY(rg_image_load(path, (int)ds->c, &img));
+    if (img.w != ds->w || img.h != ds->h) {
+        int w = img.w, h = img.h;
+        rg_image_deinit(&img);
         return rg_error(RG_ECORRUPT,
                         "%s: image is %dx%d (width x height), expected %" PRId64 "x%" PRId64
                         " like the others",
                         path, w, h, ds->w, ds->h);
     }
-    for (int ch = 0; ch < c; ch++)
-        for (int64_t p = 0; p < (int64_t)w * h; p++) dst[ch * (int64_t)w * h + p] = px[p * c + ch];
-    stbi_image_free(px);
+    memcpy(dst, img.px, (size_t)rg_dataset_image_size(ds));
+    rg_image_deinit(&img);
     return RG_OK;
 }
 
-/* The size all images must have: the caller's, or the first image's. */
+static void progress(const rg_image_folder_opts *o, const char *root, int64_t files, bool done) {
+    if (o->progress && (done || files % 1024 == 0)) o->progress(root, files, done, o->progress_arg);
+}
+
+/* Eager: every image decoded now. */
 RG_NODISCARD
-static rg_status image_size(const char *first, const rg_image_folder_opts *o, int64_t *h,
-                            int64_t *w) {
-    if (o->h && o->w) return *h = o->h, *w = o->w, RG_OK;
-    int iw, ih, ic;
-    if (!stbi_info(first, &iw, &ih, &ic))
-        return rg_error(RG_ECORRUPT, "%s: cannot decode the image: %s", first,
-                        stbi_failure_reason());
-    *h = ih, *w = iw;
+static rg_status load_eager(const char *root, rg_dataset *ds, const rg_image_folder_opts *o,
+                            const str_list *paths) {
+    rg_status s = RG_OK;
+    for (int64_t i = 0; s == RG_OK && i < ds->n; i++) {
+        s = decode(paths->s[i], ds, ds->images + i * rg_dataset_image_size(ds));
+        progress(o, root, i + 1, false);
+    }
+    return s;
+}
+
+/* Lazy: every header checked now; the paths move into ds->files. */
+RG_NODISCARD
+static rg_status index_lazy(const char *root, rg_dataset *ds, const rg_image_folder_opts *o,
+                            str_list *paths) {
+    for (int64_t i = 0; i < ds->n; i++) {
+        int w, h, c;
+        RG_TRY(rg_image_info(paths->s[i], &w, &h, &c));
+        ds->files[i] = paths->s[i];
+        paths->s[i] = NULL;
+        progress(o, root, i + 1, false);
+    }
     return RG_OK;
 }
 
 /* Builds the dataset from the collected paths and labels. */
-RG_NODISCARD static rg_status load_images(const rg_image_folder_opts *o, const str_list *classes,
-                             const str_list *paths, const int64_t *first, rg_dataset **out) {
-    int64_t h = 0, w = 0, c = o->channels ? o->channels : 3;
-    RG_TRY(image_size(paths->s[0], o, &h, &w));
-    rg_dataset *ds = rg_dataset_new(paths->n, c, h, w, (int)classes->n);
+RG_NODISCARD
+static rg_status load_images(const char *root, const rg_image_folder_opts *o,
+                             const str_list *classes, str_list *paths, const int64_t *first,
+                             rg_dataset **out) {
+    int64_t c = 0, h = 0, w = 0;
+    RG_TRY(shape(paths->s[0], o, &c, &h, &w));
+    if (!o->lazy && c * h * w > EAGER_MAX_BYTES / paths->n)
+        return rg_error(RG_ENOMEM,
+                        "%s: %" PRId64 " images of %" PRId64 "x%" PRId64 "x%" PRId64
+                        " would not fit in memory decoded; load the folder lazily",
+                        root, paths->n, c, h, w);
+    rg_dataset *ds = o->lazy ? rg_dataset_new_lazy(paths->n, c, h, w, (int)classes->n)
+                             : rg_dataset_new(paths->n, c, h, w, (int)classes->n);
     if (!ds) return RG_ENOMEM;
     rg_status s = rg_dataset_set_class_names(ds, (const char *const *)classes->s);
     for (int64_t k = 0; k < classes->n; k++)
         for (int64_t i = first[k]; i < first[k + 1]; i++) ds->labels[i] = (int32_t)k;
-    for (int64_t i = 0; s == RG_OK && i < ds->n; i++)
-        s = decode(paths->s[i], ds, ds->images + i * rg_dataset_image_size(ds));
+    if (s == RG_OK) s = o->lazy ? index_lazy(root, ds, o, paths) : load_eager(root, ds, o, paths);
     if (s != RG_OK) return rg_dataset_free(ds), s;
+    progress(o, root, ds->n, true);
     *out = ds;
     return RG_OK;
 }
@@ -173,13 +217,15 @@ rg_status rg_dataset_image_folder(const char *root, const rg_image_folder_opts *
     rg_image_folder_opts o = opts ? *opts : (rg_image_folder_opts){0};
     RG_CHECK(o.channels == 0 || o.channels == 1 || o.channels == 3,
              "rg_dataset_image_folder: %d channels (1 or 3)", o.channels);
-    RG_CHECK(o.h >= 0 && o.w >= 0 && (o.h > 0) == (o.w > 0),
-             "rg_dataset_image_folder: give both h and w, or neither");
+    RG_CHECK(o.h >= 0 && o.w >= 0 && (o.h > 0) == (o.w > 0) && o.h <= RG_IMAGE_MAX_SIDE &&
+                 o.w <= RG_IMAGE_MAX_SIDE,
+             "rg_dataset_image_folder: give both h and w (at most %d), or neither",
+             RG_IMAGE_MAX_SIDE);
     *out = NULL;
     str_list classes = {0}, paths = {0};
     int64_t *first = NULL;
     rg_status s = collect(root, &classes, &paths, &first);
-    if (s == RG_OK) s = load_images(&o, &classes, &paths, first, out);
+    if (s == RG_OK) s = load_images(root, &o, &classes, &paths, first, out);
     list_free(&classes);
     list_free(&paths);
     free(first);

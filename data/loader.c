@@ -16,13 +16,21 @@
  * the bytes visible to the other thread.
  *
  * The next epoch starts as soon as the consumer sees the end of the current one, so its batches
- * are prepared while the program evaluates or checkpoints. */
+ * are prepared while the program evaluates or checkpoints.
+ *
+ * Inside one batch, the items go to a pool of workers (data/pool.c): each reads its item (decoding
+ * the file of a lazy dataset) and runs the transform (data/transform.c) into its place in the
+ * slot. A file that fails to decode becomes zeros and the first such error is kept for
+ * rg_loader_status(), so that every rank still runs the same number of steps. */
 #include "ringgrad/loader.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/pool_impl.h"
+#include "data/transform_impl.h"
 #include "ringgrad/sampler.h"
 #include "tensor/backend_impl.h"
 
@@ -42,6 +50,15 @@ struct rg_loader {
     int64_t *indices;         /* (len) this rank's items in this epoch's order */
     int nslots;
     loader_slot *slots;
+    int fill_rank, fill_world; /* prepare only batches step % fill_world == fill_rank */
+    rg_transform tf;
+    rg_pool *pool;
+    int workers;
+    float **scratch; /* (workers) buffers of C*H*W floats for the transforms */
+
+    pthread_mutex_t err_mu; /* guards the first error */
+    rg_status err;
+    char err_msg[1024];
 
     pthread_t thread;
     bool thread_started;
@@ -55,21 +72,47 @@ struct rg_loader {
 
 /* ---- filling one batch (the producer, outside the lock) ---- */
 
-/* x/255 as PyTorch's ToTensor computes it (a division, not a multiplication by 1/255, so the
- * floats are bit-identical); the compiler vectorises the loop. */
-static void bytes_to_unit_floats(const uint8_t *restrict src, float *restrict dst, int64_t n) {
-    for (int64_t i = 0; i < n; i++) dst[i] = (float)src[i] / 255.0f;
+typedef struct {
+    rg_loader *l;
+    loader_slot *slot;
+    int64_t first; /* position of the batch's first item in l->indices */
+    uint64_t epoch;
+} batch_job;
+
+static void record_error(rg_loader *l, rg_status st) {
+    pthread_mutex_lock(&l->err_mu);
+    if (l->err == RG_OK) {
+        l->err = st;
+        snprintf(l->err_msg, sizeof l->err_msg, "%s", rg_last_error());
+    }
+    pthread_mutex_unlock(&l->err_mu);
 }
 
-static void fill_slot(const rg_loader *l, loader_slot *s, int64_t step) {
+/* Item b of the batch (a pool job): read, transform, label. */
+static void fill_item(void *arg, int64_t b, int worker) {
+    batch_job *j = arg;
+    rg_loader *l = j->l;
     const rg_dataset *ds = l->ds;
-    int64_t size = rg_dataset_image_size(ds), first = step * l->batch;
-    int64_t count = l->len - first < l->batch ? l->len - first : l->batch;
-    for (int64_t b = 0; b < count; b++) {
-        int64_t item = l->indices[first + b];
-        bytes_to_unit_floats(ds->images + item * size, s->x + b * size, size);
-        s->y[b] = ds->labels[item];
+    int64_t size = rg_dataset_image_size(ds), item = l->indices[j->first + b];
+    float *dst = j->slot->x + b * size;
+    rg_image img;
+    rg_status st = rg_dataset_item(ds, item, &img);
+    if (st == RG_OK) {
+        rg_transform_apply(&l->tf, j->epoch, item, &img, dst, l->scratch[worker]);
+        rg_dataset_item_release(ds, &img);
+    } else {
+        record_error(l, st);
+        memset(dst, 0, (size_t)size * sizeof *dst);
     }
+    j->slot->y[b] = ds->labels[item];
+}
+
+static void fill_slot(rg_loader *l, loader_slot *s, int64_t step, int64_t epoch) {
+    if (l->fill_world > 1 && step % l->fill_world != l->fill_rank) return; /* not ours to use */
+    int64_t first = step * l->batch;
+    int64_t count = l->len - first < l->batch ? l->len - first : l->batch;
+    batch_job j = {.l = l, .slot = s, .first = first, .epoch = (uint64_t)epoch};
+    rg_pool_run(l->pool, count, fill_item, &j);
 }
 
 /* Whether the producer has work: a batch of the epoch left to fill and a free slot for it. */
@@ -83,10 +126,10 @@ static void *producer_main(void *arg) {
     for (;;) {
         while (!l->stop && !can_produce(l)) pthread_cond_wait(&l->work, &l->mu);
         if (l->stop) break;
-        int64_t step = l->produced;
+        int64_t step = l->produced, epoch = l->epoch;
         l->busy = true;
         pthread_mutex_unlock(&l->mu);
-        fill_slot(l, &l->slots[step % l->nslots], step);
+        fill_slot(l, &l->slots[step % l->nslots], step, epoch);
         pthread_mutex_lock(&l->mu);
         l->busy = false;
         l->produced++; /* a restart waits for !busy, so `step` still belongs to this epoch */
@@ -144,6 +187,14 @@ void rg_loader_set_epoch(rg_loader *l, int64_t epoch) {
     pthread_mutex_unlock(&l->mu);
 }
 
+rg_status rg_loader_status(rg_loader *l) {
+    RG_CHECK(l, "rg_loader_status: NULL loader");
+    pthread_mutex_lock(&l->err_mu);
+    rg_status st = l->err == RG_OK ? RG_OK : rg_error(l->err, "%s", l->err_msg);
+    pthread_mutex_unlock(&l->err_mu);
+    return st;
+}
+
 /* Only the consumer's thread changes the epoch, and it is the thread that asks. */
 int64_t rg_loader_epoch(const rg_loader *l) {
     return l->epoch;
@@ -191,6 +242,7 @@ static void slot_deinit(const rg_loader *l, loader_slot *s) {
 static bool loader_init(rg_loader *l, const rg_dataset *ds, const rg_loader_opts *o) {
     l->ds = ds;
     l->batch = o->batch;
+    l->fill_rank = o->fill_rank, l->fill_world = o->fill_world;
     rg_sampler_init(&l->sampler, ds->n, o->shuffle, o->seed, o->rank, o->world ? o->world : 1);
     l->len = rg_sampler_len(&l->sampler);
     l->steps = o->drop_last ? l->len / l->batch : (l->len + l->batch - 1) / l->batch;
@@ -202,6 +254,12 @@ static bool loader_init(rg_loader *l, const rg_dataset *ds, const rg_loader_opts
     if (!l->indices || !l->slots) return false;
     for (int i = 0; i < l->nslots; i++)
         if (!slot_init(l, &l->slots[i])) return false;
+    if (!rg_transform_init(&l->tf, o, ds->c, ds->h, ds->w)) return false;
+    l->workers = o->workers > 0 ? o->workers : 1;
+    if (!(l->scratch = calloc((size_t)l->workers, sizeof *l->scratch))) return false;
+    for (int i = 0; i < l->workers; i++)
+        if (!(l->scratch[i] = malloc((size_t)rg_dataset_image_size(ds) * sizeof(float))))
+            return false;
     rg_sampler_indices(&l->sampler, 0, l->order, l->indices);
     return true;
 }
@@ -212,14 +270,29 @@ rg_loader *rg_loader_new(const rg_dataset *ds, const rg_loader_opts *opts) {
              (long long)opts->batch);
     RG_CHECK(opts->prefetch >= 0 && opts->prefetch <= 64,
              "rg_loader_new: prefetch %d not in [0, 64]", opts->prefetch);
+    RG_CHECK(opts->workers >= 0 && opts->workers <= 256, "rg_loader_new: workers %d not in [0, 256]",
+             opts->workers);
+    RG_CHECK(opts->fill_world >= 0 && opts->fill_rank >= 0 &&
+                 (opts->fill_world <= 1 || opts->fill_rank < opts->fill_world),
+             "rg_loader_new: fill_rank %d of fill_world %d", opts->fill_rank, opts->fill_world);
+    RG_CHECK(opts->augment >= 0 && opts->augment < RG_AUGMENT_COUNT,
+             "rg_loader_new: augment %d", (int)opts->augment);
+    for (int64_t k = 0; opts->std && k < ds->c; k++)
+        RG_CHECK(opts->std[k] > 0, "rg_loader_new: std[%lld] = %g (must be > 0)", (long long)k,
+                 (double)opts->std[k]);
     rg_loader *l = calloc(1, sizeof *l);
     if (!l) return rg_error(RG_ENOMEM, "loader: out of memory"), NULL;
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->work, NULL);
     pthread_cond_init(&l->ready, NULL);
+    pthread_mutex_init(&l->err_mu, NULL);
     if (!loader_init(l, ds, opts)) {
         rg_error(RG_ENOMEM, "loader: out of memory for %d batches of %lld images", l->nslots,
                  (long long)opts->batch);
+        rg_loader_free(l);
+        return NULL;
+    }
+    if (!(l->pool = rg_pool_new(l->workers))) {
         rg_loader_free(l);
         return NULL;
     }
@@ -244,10 +317,15 @@ void rg_loader_free(rg_loader *l) {
     }
     for (int i = 0; l->slots && i < l->nslots; i++) slot_deinit(l, &l->slots[i]);
     free(l->slots);
+    rg_pool_free(l->pool);
+    for (int i = 0; l->scratch && i < l->workers; i++) free(l->scratch[i]);
+    free(l->scratch);
+    rg_transform_deinit(&l->tf);
     free(l->indices);
     free(l->order);
     pthread_cond_destroy(&l->ready);
     pthread_cond_destroy(&l->work);
     pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->err_mu);
     free(l);
 }

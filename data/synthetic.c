@@ -85,3 +85,20 @@ rg_status rg_dataset_synthetic(const rg_synthetic_opts *opts, rg_dataset **out) 
     *out = ds;
     return RG_OK;
 }
+
+rg_status rg_dataset_synthetic_split(rg_split split, int64_t c, int64_t h, int64_t w,
+                                     int num_classes, rg_dataset **out) {
+    RG_CHECK(c > 0 && h > 0 && w > 0 && c <= 1024 && h <= 65536 && w <= 65536,
+             "rg_dataset_synthetic_split: shape (%lld,%lld,%lld)", (long long)c, (long long)h,
+             (long long)w);
+    /* 60000/10000 as Fashion-MNIST, capped at 512 MiB of training images (and a sixth of
+     * that for the test split), so ImageNet-shaped benchmarks fit in memory */
+    int64_t train = (INT64_C(512) << 20) / (c * h * w);
+    if (train > 60000) train = 60000;
+    if (train < 64) train = 64;
+    int64_t n = split == RG_SPLIT_TRAIN ? train : (train + 5) / 6;
+    return rg_dataset_synthetic(&(rg_synthetic_opts){.n = n, .c = c, .h = h, .w = w,
+                                                      .num_classes = num_classes,
+                                                      .seed = split == RG_SPLIT_TRAIN ? 1 : 2},
+                                out);
+}

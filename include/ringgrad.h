@@ -21,6 +21,7 @@
 #include "ringgrad/optim.h"
 /* data */
 #include "ringgrad/idx.h"
+#include "ringgrad/image.h"
 #include "ringgrad/dataset.h"
 #include "ringgrad/sampler.h"
 #include "ringgrad/loader.h"

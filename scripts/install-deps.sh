@@ -4,6 +4,7 @@
 #
 #   scripts/install-deps.sh          build, test and train
 #   scripts/install-deps.sh --bench  also PyTorch (the peer for benchmarks) and matplotlib (docs)
+#   scripts/install-deps.sh --fuzz   also clang with libFuzzer (-DRG_FUZZ=ON) and Pillow (seed corpora)
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libopenblas-dev libopenmpi-dev openmpi-bin
@@ -11,6 +12,9 @@ pkgs=(build-essential cmake pkg-config libopenblas-dev libopenmpi-dev openmpi-bi
       clang libclang-rt-14-dev libomp-dev)  # clang: the libFuzzer targets (scripts/fuzz.sh)
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch python3-torchvision python3-matplotlib python3-numpy)
+fi
+if [ "${1:-}" = "--fuzz" ]; then
+  pkgs+=(clang libclang-rt-14-dev python3-pil)
 fi
 
 missing=()

@@ -158,7 +158,7 @@ static bool run_epoch(trainer *t, int64_t epoch) {
     t->trained_any |= m.seen > 0;
     if (m.seen) t->last_loss = m.loss_sum / (double)m.seen, t->last_acc = (double)m.correct / (double)m.seen;
     t->test_acc = evaluate(t);
-    if (t->test_acc < 0) return false;
+    if (t->test_acc < 0 || trainer_check_loaders(t) != RG_OK) return false;
     progress_end_epoch(&t->prog, batches, t->last_loss, t->last_acc,
                        t->train_seconds > 0 ? (double)t->images / t->train_seconds : 0.0,
                        t->train_seconds - seconds_before, t->test_acc);
@@ -276,6 +276,7 @@ static void teardown(trainer *t) {
     rg_model_free(t->net);
     rg_dataset_free(t->train_ds);
     rg_dataset_free(t->test_ds);
+    free(t->mean), free(t->std);
 }
 
 int main(int argc, char **argv) {

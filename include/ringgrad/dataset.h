@@ -5,28 +5,36 @@
  * quarter of the float32 size); the loader converts each batch to float32 while the model runs.
  *
  * Sources: Fashion-MNIST (or MNIST) IDX files, a synthetic generator for tests and benchmarks,
- * and an image folder (root/<class>/<image>.png). All loaders return an rg_status and say in
+ * and an image folder (root/<class>/<image>.png), either decoded at once or *lazy*: indexed at
+ * load time and decoded batch by batch by the loader's workers (ds->images is NULL then and
+ * ds->files names each item's file; read items through rg_dataset_item()). All loaders return an rg_status and say in
  * rg_last_error() which file is wrong and how. */
 #ifndef RG_DATASET_H
 #define RG_DATASET_H
 
 #include "ringgrad/export.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
+#include "ringgrad/image.h"
 #include "ringgrad/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* All fields are public and read-only once loaded. c, h, w and num_classes are what a model takes
+ * its input shape and output size from (for a lazy dataset, (h,w) is the size the loader resizes
+ * every image to). */
 typedef struct rg_dataset {
     int64_t n;          /* number of items */
-    int64_t c, h, w;    /* every image is (C,H,W) */
+    int64_t c, h, w;    /* every image is (C,H,W) (as the loader delivers it) */
     int num_classes;    /* labels are in [0, num_classes) */
-    uint8_t *images;    /* (N,C,H,W) bytes, row-major; owned */
+    uint8_t *images;    /* (N,C,H,W) bytes, row-major; owned; NULL for a lazy dataset */
     int32_t *labels;    /* (N); owned */
     char **class_names; /* num_classes names, or NULL when the source has none; owned */
+    char **files;       /* lazy datasets: item i's image file; NULL otherwise; owned */
 } rg_dataset;
 
 /* ---- building and freeing ---- */
@@ -41,6 +49,15 @@ RG_API void rg_dataset_free(rg_dataset *ds);
 
 /* Copies num_classes names into ds->class_names (replacing any). Returns RG_ENOMEM on failure. */
 RG_API RG_NODISCARD rg_status rg_dataset_set_class_names(rg_dataset *ds, const char *const *names);
+
+/* Item i's pixels as an (C,H,W) image. In memory: a view of ds->images (img->px is not owned; do
+ * not free it). Lazy: decoded from ds->files[i] into c channels at the file's own size (owned:
+ * free it with rg_dataset_item_release). Fails only for lazy datasets, with rg_image_load()'s
+ * statuses; the message names the file. Safe to call from several threads at once. */
+RG_API RG_NODISCARD rg_status rg_dataset_item(const rg_dataset *ds, int64_t i, rg_image *img);
+
+/* Releases what rg_dataset_item() gave (frees a decoded image, forgets a view). */
+RG_API void rg_dataset_item_release(const rg_dataset *ds, rg_image *img);
 
 /* Bytes in one image: c*h*w. */
 static inline int64_t rg_dataset_image_size(const rg_dataset *ds) {
@@ -83,6 +100,13 @@ typedef struct {
     float noise;     /* 0..1: weight of the per-pixel noise; 0 means 0.5 */
 } rg_synthetic_opts;
 
+/* The synthetic set ringgrad-train uses for its --data synthetic: `n` items (0: 60000 for the
+ * training split, 10000 for the test split, fewer when (c,h,w) images are large: at most 512 MiB of
+ * training images) of the given shape, with seeds 1 (train) and 2 (test). */
+RG_API RG_NODISCARD rg_status rg_dataset_synthetic_split(rg_split split, int64_t c, int64_t h,
+                                                         int64_t w, int num_classes,
+                                                         rg_dataset **out);
+
 /* A learnable synthetic dataset: each class has its own smooth pattern (a plane wave with
  * class-dependent direction, frequency and phase, per channel), and each image is its class's
  * pattern mixed with per-pixel noise. Labels are uniform random. Item i depends only on (seed, i),
@@ -94,18 +118,36 @@ RG_API RG_NODISCARD rg_status rg_dataset_synthetic(const rg_synthetic_opts *opts
 /* ---- image folders ---- */
 
 typedef struct {
-    int channels; /* 1 (grayscale) or 3 (RGB); images are converted; 0 means 3 */
-    int64_t h, w; /* every image must have this size; 0 means "the size of the first image" */
+    int channels; /* 1 (grayscale) or 3 (RGB); images are converted; 0: the first image's (1 when
+                     it is gray or gray+alpha, else 3) */
+    int64_t h, w; /* eager: every image must have this size; lazy: the size the loader resizes
+                     to; 0: the size of the first image */
+    bool lazy;    /* index only (every header is checked); decode in the loader, batch by batch */
+    /* Called every 1024 files while indexing and once at the end, with the count so far (for a
+     * progress line); NULL: quiet. */
+    void (*progress)(const char *root, int64_t files, bool done, void *arg);
+    void *progress_arg;
 } rg_image_folder_opts;
 
 /* Loads root/<class>/<image> for every class folder in root, in sorted order (class k is the
  * k-th folder name, as torchvision's ImageFolder), and every .png/.jpg/.jpeg/.bmp/.tga/.pgm/.ppm
- * file in it, sorted by name. Returns RG_ENOENT when root is missing, RG_ECORRUPT when there is
- * no class folder or image, an image cannot be decoded or has the wrong size; the message names
- * the file. *out (with class_names set) is owned by the caller, NULL on failure. */
+ * file in it, sorted by name. Returns RG_ENOENT when root is missing; RG_ECORRUPT when there is
+ * no class folder, a class folder has no image, or an image cannot be decoded, has the wrong size
+ * (eager) or a header over the limits of image.h; RG_EIO when a file is unreadable or not a
+ * regular file (a FIFO, a device); RG_ENOMEM when the decoded images would not fit in memory
+ * (use lazy). Every message names the file. *out (with class_names set) is owned by the caller,
+ * NULL on failure. */
 RG_API RG_NODISCARD
 rg_status rg_dataset_image_folder(const char *root, const rg_image_folder_opts *opts,
                                   rg_dataset **out);
+
+/* Writes items [0, limit) of ds (limit <= 0: all) as an image folder of PNG files, the inverse of
+ * rg_dataset_image_folder(): dir/<k>_<class name>/<i>.png, with k and i zero-padded so that the
+ * sorted folders give back the labels and the sorted files the order ('/' and ' ' in a class name
+ * become '-'; only "<k>" without names). Images must have 1 or 3 channels. Returns RG_EIO naming
+ * the path when a folder or file cannot be written, or rg_dataset_item()'s statuses. */
+RG_API RG_NODISCARD rg_status rg_dataset_write_image_folder(const rg_dataset *ds, const char *dir,
+                                                            int64_t limit);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,8 @@
  * dimensions, garbage, empty files, mismatched pairs, bad labels), each with its status and a
  * message that names the file. Run under ASan/UBSan these also show that no input reads out of
  * bounds. */
+#include <sys/stat.h>
+
 #include "fixtures.h"
 
 #define N 37
@@ -201,7 +203,18 @@ Test(dataset_idx, empty_missing_and_unreadable_files) {
     }
     snprintf(path, sizeof path, "%s/does-not-exist.gz", dir);
     fx_assert_error(rg_idx_read(path, 1, &a), RG_ENOENT, path, "no such file");
-    fx_assert_error(rg_idx_read(dir, 1, &a), RG_EIO, dir, "Is a directory");
+    fx_assert_error(rg_idx_read(dir, 1, &a), RG_EIO, dir, "not a regular file (a folder)");
+}
+
+/* Opening a FIFO for reading blocks until a writer comes: the reader must refuse it at once. */
+Test(dataset_idx, fifos_and_devices_are_refused_without_blocking, .timeout = 10) {
+    const char *dir = rgt_tmpdir("idx_fifo");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/images.fifo", dir);
+    cr_assert_eq(mkfifo(path, 0644), 0, "mkfifo %s", path);
+    rg_idx a;
+    fx_assert_error(rg_idx_read(path, 3, &a), RG_EIO, path, "not a regular file (a FIFO)");
+    fx_assert_error(rg_idx_read("/dev/zero", 3, &a), RG_EIO, "/dev/zero", "a device");
 }
 
 Test(dataset_idx, misuse_stops, .signal = SIGABRT) {

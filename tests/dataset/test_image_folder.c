@@ -124,3 +124,124 @@ Test(dataset_image_folder, missing_and_empty_folders) {
     mkdir(path, 0755);
     fx_assert_error(rg_dataset_image_folder(dir, NULL, &ds), RG_ECORRUPT, dir, "no images");
 }
+
+static void progress_count(const char *root, int64_t files, bool done, void *arg) {
+    int64_t *calls = arg;
+    calls[0]++;
+    if (done) calls[1] = files;
+}
+
+/* Lazy: the folder is indexed (class names, labels, files), and the loader decodes the same
+ * bytes the eager path does; with workers too. */
+Test(dataset_image_folder, lazy_matches_eager_through_the_loader) {
+    const char *dir = rgt_tmpdir("imgdir_lazy");
+    for (int i = 0; i < 9; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%d.png", i);
+        write_png(dir, i % 3 == 0 ? "cat" : "dog", name, i, 8, 6, 3);
+    }
+    rg_dataset *eager, *lazy;
+    cr_assert_eq(rg_dataset_image_folder(dir, NULL, &eager), RG_OK, "%s", rg_last_error());
+    int64_t calls[2] = {0, 0};
+    rg_image_folder_opts o = {.lazy = true, .progress = progress_count, .progress_arg = calls};
+    cr_assert_eq(rg_dataset_image_folder(dir, &o, &lazy), RG_OK, "%s", rg_last_error());
+    cr_assert(lazy->images == NULL && lazy->files && lazy->n == 9 && lazy->c == 3 &&
+              lazy->h == 6 && lazy->w == 8 && lazy->num_classes == 2);
+    cr_assert(calls[0] >= 1 && calls[1] == 9, "progress: %lld calls, done at %lld",
+              (long long)calls[0], (long long)calls[1]);
+    for (int64_t i = 0; i < 9; i++) cr_assert_eq(lazy->labels[i], eager->labels[i]);
+    rg_loader *a = rg_loader_new(eager, &(rg_loader_opts){.batch = 4, .shuffle = true});
+    rg_loader *b = rg_loader_new(lazy, &(rg_loader_opts){.batch = 4, .shuffle = true, .workers = 3});
+    rg_batch ba, bb;
+    int steps = 0;
+    while (rg_loader_next(a, &ba)) {
+        cr_assert(rg_loader_next(b, &bb));
+        cr_assert_eq(ba.size, bb.size);
+        cr_assert(memcmp(ba.x->data, bb.x->data, (size_t)ba.size * 144 * 4) == 0, "step %d", steps);
+        cr_assert(memcmp(ba.y->data, bb.y->data, (size_t)ba.size * 8) == 0);
+        steps++;
+    }
+    cr_assert_eq(steps, 3);
+    cr_assert_eq(rg_loader_status(b), RG_OK);
+    rg_loader_free(a), rg_loader_free(b);
+    rg_dataset_free(eager), rg_dataset_free(lazy);
+}
+
+/* Lazy with a size: images of other sizes are resized by the loader, and gray comes from the
+ * first image when no channel count is given. */
+Test(dataset_image_folder, lazy_resizes_and_takes_channels_from_the_first_image) {
+    const char *dir = rgt_tmpdir("imgdir_lazy_size");
+    write_png(dir, "a", "1.png", 1, 20, 12, 1);
+    write_png(dir, "b", "2.png", 2, 9, 31, 1);
+    rg_dataset *ds;
+    rg_status s = rg_dataset_image_folder(dir, &(rg_image_folder_opts){.lazy = true, .h = 16,
+                                                                        .w = 16}, &ds);
+    cr_assert_eq(s, RG_OK, "%s", rg_last_error());
+    cr_assert(ds->c == 1 && ds->h == 16 && ds->w == 16);
+    rg_loader *l = rg_loader_new(ds, &(rg_loader_opts){.batch = 2, .augment = RG_AUGMENT_RRC});
+    rg_batch b;
+    cr_assert(rg_loader_next(l, &b));
+    cr_assert(b.x->shape[1] == 1 && b.x->shape[2] == 16 && b.x->shape[3] == 16);
+    cr_assert_eq(rg_loader_status(l), RG_OK, "%s", rg_last_error());
+    rg_loader_free(l);
+    rg_dataset_free(ds);
+}
+
+/* A file damaged after indexing: the loader delivers zeros for it, keeps going, and reports the
+ * file through rg_loader_status. */
+Test(dataset_image_folder, lazy_decode_errors_are_reported_by_the_loader) {
+    const char *dir = rgt_tmpdir("imgdir_lazy_bad");
+    write_png(dir, "a", "1.png", 1, 8, 6, 3);
+    write_png(dir, "a", "2.png", 2, 8, 6, 3);
+    rg_dataset *ds;
+    cr_assert_eq(rg_dataset_image_folder(dir, &(rg_image_folder_opts){.lazy = true}, &ds), RG_OK);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/a/2.png", dir);
+    fx_bytes png = fx_read(path);
+    fx_write(path, png.p, png.n - 20, false);
+    free(png.p);
+    rg_loader *l = rg_loader_new(ds, &(rg_loader_opts){.batch = 2, .workers = 2});
+    rg_batch b;
+    cr_assert(rg_loader_next(l, &b));
+    const float *x = b.x->data;
+    for (int p = 0; p < 144; p++) cr_assert_eq(x[144 + p], 0.0f);
+    cr_assert(x[1] != 0.0f);
+    fx_assert_error(rg_loader_status(l), RG_ECORRUPT, path, "cannot decode the image");
+    rg_loader_free(l);
+    rg_dataset_free(ds);
+}
+
+/* Indexing checks every header: a huge claim, a non-image, a FIFO or an empty class folder is an
+ * error naming it, before any training. */
+Test(dataset_image_folder, lazy_indexing_names_bad_files, .timeout = 20) {
+    const char *dir = rgt_tmpdir("imgdir_lazy_index");
+    write_png(dir, "a", "1.png", 1, 8, 6, 3);
+    char path[4200];
+    rg_dataset *ds;
+    rg_image_folder_opts o = {.lazy = true};
+    /* a header claiming 100000 x 100000 */
+    snprintf(path, sizeof path, "%s/a/2.png", dir);
+    uint8_t ihdr[33] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D',
+                        'R', 0, 1, 0x86, 0xA0, 0, 1, 0x86, 0xA0, 8, 2};
+    fx_write(path, ihdr, sizeof ihdr, false);
+    for (int lazy = 0; lazy < 2; lazy++) {
+        o.lazy = lazy;
+        fx_assert_error(rg_dataset_image_folder(dir, &o, &ds), RG_ECORRUPT, path,
+                        "claims 100000x100000 pixels");
+        cr_assert_null(ds);
+    }
+    o.lazy = true;
+    fx_write(path, "plain text", 10, false);
+    fx_assert_error(rg_dataset_image_folder(dir, &o, &ds), RG_ECORRUPT, path, "not a PNG");
+    remove(path);
+    snprintf(path, sizeof path, "%s/a/3.png", dir);
+    cr_assert_eq(mkfifo(path, 0644), 0);
+    fx_assert_error(rg_dataset_image_folder(dir, &o, &ds), RG_EIO, path, "a FIFO");
+    remove(path);
+    cr_assert_eq(rg_dataset_image_folder(dir, &o, &ds), RG_OK, "%s", rg_last_error());
+    rg_dataset_free(ds);
+    snprintf(path, sizeof path, "%s/b-empty", dir);
+    mkdir(path, 0755);
+    fx_assert_error(rg_dataset_image_folder(dir, &o, &ds), RG_ECORRUPT, path,
+                    "class folder with no images");
+}

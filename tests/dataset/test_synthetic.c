@@ -90,3 +90,23 @@ Test(dataset_synthetic, is_learnable_but_noisy) {
     cr_assert(acc < 0.2, "pure noise gave accuracy %.3f", acc);
     rg_dataset_free(ds);
 }
+
+/* ringgrad-train's --data synthetic: Fashion-MNIST's split sizes at 28x28, capped at 512 MiB of
+ * training images for ImageNet shapes, any channel and class count, train and test unlike. */
+Test(dataset_synthetic, splits_for_any_shape) {
+    /* the test split only (a sixth of the 3,566 capped training images): the training split
+     * at this shape would take 512 MiB, too much for a unit test under ASan */
+    rg_dataset *te, *tr;
+    cr_assert_eq(rg_dataset_synthetic_split(RG_SPLIT_TEST, 3, 224, 224, 1000, &te), RG_OK);
+    cr_assert(te->n == 595, "%lld test images", (long long)te->n);
+    cr_assert(te->c == 3 && te->h == 224 && te->w == 224 && te->num_classes == 1000);
+    int64_t max_label = 0;
+    for (int64_t i = 0; i < te->n; i++) max_label = te->labels[i] > max_label ? te->labels[i] : max_label;
+    cr_assert(max_label > 900 && max_label < 1000, "labels reach %lld", (long long)max_label);
+    rg_dataset_free(te);
+    cr_assert_eq(rg_dataset_synthetic_split(RG_SPLIT_TRAIN, 1, 28, 28, 10, &tr), RG_OK);
+    cr_assert_eq(rg_dataset_synthetic_split(RG_SPLIT_TEST, 1, 28, 28, 10, &te), RG_OK);
+    cr_assert(tr->n == 60000 && te->n == 10000);
+    cr_assert(memcmp(tr->images, te->images, 784) != 0, "train and test differ");
+    rg_dataset_free(tr), rg_dataset_free(te);
+}

@@ -15,3 +15,11 @@ set_tests_properties(tools/train_cuda_device_without_gpu PROPERTIES LABELS "tool
 #   threads_env.sh: a bad RG_NUM_THREADS (abc, -3, 0, 100000) or --threads is exit 2 and a message
 add_test(NAME tools/threads_env COMMAND ${CMAKE_CURRENT_LIST_DIR}/threads_env.sh $<TARGET_FILE:ringgrad-train>)
 set_tests_properties(tools/threads_env PROPERTIES LABELS "tools" TIMEOUT 300)
+
+# imagefolder_train.sh: Fashion-MNIST exported as PNG files trains through --data imagefolder on
+# 1 and 2 ranks; damaged, huge, FIFO and empty-class inputs exit 1 naming the file.
+add_test(NAME tools/imagefolder_train
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/imagefolder_train.sh ${RG_MPIRUN}
+                 $<TARGET_FILE:ringgrad-train> $<TARGET_FILE:ringgrad-export-images>)
+set_tests_properties(tools/imagefolder_train PROPERTIES LABELS "tools;mpi" TIMEOUT 600
+                     ENVIRONMENT "${RG_MPI_TEST_ENV}" SKIP_RETURN_CODE 77 PROCESSORS 2)

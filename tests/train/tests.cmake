@@ -40,7 +40,9 @@ endfunction()
 set(RG_EQUIV_mlp_adam --model mlp --max-steps 12)
 set(RG_EQUIV_mlp_sgd --model mlp --optim sgd --lr 0.05 --momentum 0.9 --max-steps 12)
 set(RG_EQUIV_cnn_sgd --model cnn --optim sgd --lr 0.05 --momentum 0.9 --max-steps 4)
-foreach(cfg mlp_adam mlp_sgd cnn_sgd)
+# augmentation: each image's random crop and flip depend on (seed, epoch, image) only
+set(RG_EQUIV_cnn_sgd_aug ${RG_EQUIV_cnn_sgd} --augment flip-crop --workers 2)
+foreach(cfg mlp_adam mlp_sgd cnn_sgd cnn_sgd_aug)
   rg_train_test(equiv/ref_${cfg} 1 "" train ${RG_TRAIN_SH}/equiv.sh ref ${cfg} ${RG_EQUIV_${cfg}})
   set_tests_properties(train/equiv/ref_${cfg} PROPERTIES FIXTURES_SETUP rg_train_ref_${cfg})
 endforeach()
@@ -56,7 +58,8 @@ set(RG_EQUIV_RUNS
   "mlp_sgd_np2_ring|mlp_sgd|2|ring|1e-6"
   "mlp_sgd_np3_mpi|mlp_sgd|3|mpi|1e-6"
   "cnn_sgd_np2_mpi|cnn_sgd|2|mpi|1e-4"
-  "cnn_sgd_np3_ring|cnn_sgd|3|ring|1e-4")
+  "cnn_sgd_np3_ring|cnn_sgd|3|ring|1e-4"
+  "cnn_sgd_aug_np2_mpi|cnn_sgd_aug|2|mpi|1e-4")
 # --strategy zero1 (ZeRO-1, dist/zero1.c): the same weights as 1 rank (and so as ddp on N ranks),
 # with the optimizer state sharded; its checkpoints hold the weights only.
 set(RG_EQUIV_ZERO1_RUNS
@@ -90,6 +93,9 @@ rg_train_test(equiv/mlp_adam_control 1 rg_train_ref_mlp_adam train ${RG_TRAIN_SH
               mlp_adam mlp_adam_control 1e-4 ${RG_EQUIV_mlp_adam} --lr 0.00101)
 rg_train_test(equiv/mlp_sgd_control 1 rg_train_ref_mlp_sgd train ${RG_TRAIN_SH}/equiv.sh differ
               mlp_sgd mlp_sgd_control 1e-6 ${RG_EQUIV_mlp_sgd} --lr 0.0505)
+# the same run without augmentation must differ from the augmented reference (the crops matter)
+rg_train_test(equiv/cnn_sgd_aug_control 1 rg_train_ref_cnn_sgd_aug train ${RG_TRAIN_SH}/equiv.sh
+              differ cnn_sgd_aug cnn_sgd_aug_control 1e-4 ${RG_EQUIV_cnn_sgd})
 rg_train_test(equiv/cnn_sgd_control 1 rg_train_ref_cnn_sgd train ${RG_TRAIN_SH}/equiv.sh differ
               cnn_sgd cnn_sgd_control 1e-4 ${RG_EQUIV_cnn_sgd} --lr 0.0505)
 
@@ -100,6 +106,8 @@ endforeach()
 rg_train_test(timeline 2 "" "train;mpi" ${RG_TRAIN_SH}/timeline.sh)
 rg_train_test(lr_rules 1 "" train ${RG_TRAIN_SH}/lr.sh)
 rg_train_test(resume 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh)
+rg_train_test(resume_augment 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh augment --augment flip-crop
+              --workers 2)
 
 # ---- 2 simulated hosts
 rg_train_test(cluster 2 "" "train;mpi;cluster" ${RG_TRAIN_SH}/cluster.sh ${CMAKE_SOURCE_DIR}/scripts/sim-cluster.sh)

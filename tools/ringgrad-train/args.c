@@ -22,8 +22,14 @@ typedef struct {
 #define F(field) offsetof(train_args, field)
 static const opt options[] = {
     {"model", "NAME", "model to train", OPT_STR, F(model), 0, 0, "cnn|mlp"},
-    {"data", "NAME", "dataset: Fashion-MNIST or generated data", OPT_STR, F(data), 0, 0, "fmnist|synthetic"},
-    {"data-dir", "DIR", "Fashion-MNIST folder (default: $RG_DATA_DIR or /usr/share/datasets/fashion-mnist)", OPT_STR, F(data_dir), 0, 0, NULL},
+    {"data", "NAME", "dataset: Fashion-MNIST, generated data, or an image folder (DIR/train/<class>/*, DIR/val/<class>/*)", OPT_STR, F(data), 0, 0, "fmnist|synthetic|imagefolder"},
+    {"data-dir", "DIR", "Fashion-MNIST folder (default: $RG_DATA_DIR or /usr/share/datasets/fashion-mnist), or the image folder's root", OPT_STR, F(data_dir), 0, 0, NULL},
+    {"image-size", "S", "imagefolder, synthetic: SxS images (imagefolder resizes; default: the first image's size, synthetic 28)", OPT_INT, F(image_size), 0, 16384, NULL},
+    {"channels", "C", "imagefolder: 1 (gray) or 3 (RGB), converted (default: the first image's); synthetic: channels (default 1)", OPT_INT, F(channels), 0, 1024, NULL},
+    {"num-classes", "K", "classes: with --data synthetic, how many to generate (default 10)", OPT_INT, F(num_classes), 0, 1000000, NULL},
+    {"augment", "NAME", "training augmentation: flip-crop = pad 4, random crop, flip (CIFAR); rrc = RandomResizedCrop + flip, evaluated on Resize(S*8/7) + CenterCrop(S) (ImageNet)", OPT_STR, F(augment), 0, 0, "none|flip-crop|rrc"},
+    {"normalize", "SPEC", "per-channel (x/255 - mean)/std: none, imagenet, fmnist, MEAN,STD (every channel) or M1,..,MC,S1,..,SC", OPT_STR, F(normalize), 0, 0, NULL},
+    {"workers", "N", "threads per rank that decode and augment batches (default: threads per rank, at most 4, for imagefolder or --augment; else 1)", OPT_INT, F(workers), 0, 256, NULL},
     {"device", "DEV", "cpu, cuda or cuda:N (with CUDA, each rank takes the GPU of its local rank)", OPT_STR, F(device), 0, 0, NULL},
     {"epochs", "N", "passes over the training set", OPT_INT, F(epochs), 1, 1e6, NULL},
     {"max-steps", "N", "stop after N optimizer steps (0 allowed: evaluate only)", OPT_I64, F(max_steps), 0, 1e15, NULL},
@@ -69,6 +75,7 @@ static void defaults(train_args *a) {
         .lr_scaling = "linear", .strategy = "ddp",
         .lr_step_size = 1000, .lr_gamma = 0.1, .seed = 42, .dropout = -1, .bucket_mb = 25,
         .accum_steps = 1, .compress = "none", .powersgd_rank = 4, .stall_seconds = 60, .keep = 3,
+        .augment = "none", .normalize = "none",
     };
 }
 
@@ -118,6 +125,23 @@ static int set_value(train_args *a, const opt *o, const char *v) {
     return 0;
 }
 
+/* The data flags that only some datasets take. */
+static int check_data_args(const train_args *a) {
+    bool fmnist = strcmp(a->data, "fmnist") == 0, folder = strcmp(a->data, "imagefolder") == 0;
+    if (fmnist && a->image_size && a->image_size != 28)
+        return usage_error("--image-size %d: Fashion-MNIST images are 28x28 (--image-size is for "
+                           "imagefolder and synthetic)", a->image_size);
+    if (fmnist && a->channels > 1)
+        return usage_error("--channels %d: Fashion-MNIST images are gray (1 channel)", a->channels);
+    if (folder && !a->data_dir)
+        return usage_error("--data imagefolder needs --data-dir ROOT (ROOT/train/<class>/*, "
+                           "ROOT/val/<class>/*)");
+    if (folder && a->channels != 0 && a->channels != 1 && a->channels != 3)
+        return usage_error("--channels %d: image folders are read as 1 (gray) or 3 (RGB)",
+                           a->channels);
+    return 0;
+}
+
 int train_args_parse(train_args *a, int argc, char **argv) {
     defaults(a);
     for (int i = 1; i < argc; i++) {
@@ -141,14 +165,14 @@ int train_args_parse(train_args *a, int argc, char **argv) {
     a->lr_given = a->lr >= 0; /* < 0: the optimizer's default (the registry's) */
     if (a->resume && a->init) return usage_error("--resume and --init exclude each other");
     if (a->save_every && !a->save) return usage_error("--save-every needs --save FILE");
-    return 0;
+    return check_data_args(a);
 }
 
 void train_args_usage(void) {
     printf("Usage: ringgrad-train [options]\n"
            "       mpirun -np N ringgrad-train [options]   (data-parallel over N ranks)\n\n"
-           "Trains a model on Fashion-MNIST; with no options, the CNN with Adam (lr 1e-3,\n"
-           "batch 128) for 2 epochs.\n\nOptions:\n");
+           "Trains a model on Fashion-MNIST (or generated data, or your own image folder);\n"
+           "with no options, the CNN with Adam (lr 1e-3, batch 128) for 2 epochs.\n\nOptions:\n");
     for (size_t k = 0; k < sizeof options / sizeof options[0]; k++) {
         const opt *o = &options[k];
         char left[64];

@@ -10,6 +10,8 @@
 typedef struct {
     /* what to train */
     const char *model, *data, *data_dir, *device;
+    int image_size, channels, num_classes, workers; /* 0: from the data / automatic */
+    const char *augment, *normalize;
     int epochs;
     int64_t max_steps; /* -1: no limit */
     int batch_size;    /* per rank */

@@ -1,4 +1,5 @@
-/* setup.c — ringgrad-train's set-up: data, model, optimizer, checkpoints, DDP and loaders. */
+/* setup.c — ringgrad-train's set-up: model, optimizer, checkpoints, DDP and loaders (the datasets
+ * are in data.c). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,24 +37,6 @@ rg_status trainer_agree(trainer *t, rg_status mine) {
         if (all[r] != RG_OK) st = (rg_status)all[r];
     free(all);
     return st;
-}
-
-rg_status trainer_setup_data(trainer *t) {
-    rg_status st;
-    if (strcmp(t->a.data, "synthetic") == 0) {
-        st = rg_dataset_synthetic(&(rg_synthetic_opts){.n = 60000, .seed = 1}, &t->train_ds);
-        if (st == RG_OK)
-            st = rg_dataset_synthetic(&(rg_synthetic_opts){.n = 10000, .seed = 2}, &t->test_ds);
-    } else {
-        const char *dir = t->a.data_dir ? t->a.data_dir : rg_data_default_dir();
-        st = rg_dataset_fmnist(dir, RG_SPLIT_TRAIN, &t->train_ds);
-        if (st == RG_OK) st = rg_dataset_fmnist(dir, RG_SPLIT_TEST, &t->test_ds);
-    }
-    if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
-    RG_TRY(trainer_agree(t, st));
-    /* the sampler shards the same order on every rank: the sets must be the same size */
-    RG_TRY(guard_agree_i64(t, "the number of training images", t->train_ds->n));
-    return guard_agree_i64(t, "the number of test images", t->test_ds->n);
 }
 
 /* --scale-lr's factor k: the global batch over one rank's batch (ranks x accumulation steps),
@@ -256,12 +239,14 @@ RG_NODISCARD static rg_status check_resume(trainer *t, int64_t spe) {
 }
 
 rg_status trainer_setup_loaders(trainer *t) {
-    t->train = rg_loader_new(t->train_ds, &(rg_loader_opts){
-        .batch = t->a.batch_size, .shuffle = !t->a.no_shuffle, .seed = (uint64_t)t->a.seed,
-        .rank = t->rank, .world = t->world});
+    rg_loader_opts o = trainer_loader_opts(t, true); /* data.c: augmentation, workers */
+    o.batch = t->a.batch_size, o.shuffle = !t->a.no_shuffle, o.rank = t->rank, o.world = t->world;
+    t->train = rg_loader_new(t->train_ds, &o);
     /* Evaluation: every rank reads the whole test set in order and scores the batches with
      * index % world == rank, so no image is counted twice (a padded shard would). */
-    t->test = rg_loader_new(t->test_ds, &(rg_loader_opts){.batch = 1000});
+    o = trainer_loader_opts(t, false);
+    o.batch = 1000, o.fill_rank = t->rank, o.fill_world = t->world; /* only the batches we score */
+    t->test = rg_loader_new(t->test_ds, &o);
     rg_status st = t->train && t->test ? RG_OK : RG_ENOMEM;
     if (st != RG_OK) {
         trainer_error(t, "loader: %s", rg_last_error());

@@ -1,6 +1,7 @@
 /* trainer.h — the state of one ringgrad-train run, shared by its files:
  *   ringgrad-train.c      main: set-up in order, the epochs, the summary, tear-down
- *   ringgrad-train/setup.c   data, model, optimizer, checkpoints, DDP, loaders
+ *   ringgrad-train/setup.c   model, optimizer, checkpoints, DDP, loaders
+ *   ringgrad-train/data.c    datasets (fmnist, synthetic, imagefolder), augmentation options
  *   ringgrad-train/args.c    flags;  ringgrad-train/progress.c  the Keras-style bar
  *   ringgrad-train/guard.c   NaN/Inf per step, signals, output probes, the ranks' stop flags */
 #ifndef RG_TRAINER_H
@@ -22,6 +23,7 @@ typedef struct {
     rg_ddp *ddp;     /* --strategy ddp */
     rg_zero1 *zero;  /* --strategy zero1: owns opt */
     rg_loader *train, *test;
+    float *mean, *std; /* --normalize: (C) each, or NULL */
     progress prog;
 
     int64_t step;         /* optimizer steps taken (across epochs, restored by --resume) */
@@ -50,8 +52,13 @@ void trainer_error(const trainer *t, const char *fmt, ...) __attribute__((format
  * go on (a missing file on one host). Each failing rank has already printed its message. */
 RG_NODISCARD rg_status trainer_agree(trainer *t, rg_status mine);
 
-/* Set-up steps (setup.c); each returns RG_OK or prints its error and returns the status. */
+/* Set-up steps (data.c, setup.c); each returns RG_OK or prints its error and returns the status. */
 RG_NODISCARD rg_status trainer_setup_data(trainer *t);
+/* The loader options of --augment, --normalize and --workers for the training or test loader
+ * (batch, shuffle and shard are the caller's). */
+rg_loader_opts trainer_loader_opts(const trainer *t, bool train);
+/* Collective, after an epoch: a file that failed to decode in either loader stops every rank. */
+RG_NODISCARD rg_status trainer_check_loaders(trainer *t);
 RG_NODISCARD rg_status trainer_setup_model(trainer *t);
 RG_NODISCARD rg_status trainer_setup_loaders(trainer *t);
 /* Rank 0 writes a checkpoint of the current state (others return RG_OK). */
