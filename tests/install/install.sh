@@ -68,5 +68,6 @@ CPP
 c++ -std=c++17 -Wall -Werror -o "$tmp/use_cpp" "$tmp/use.cpp" $(pkg-config --cflags --libs ringgrad) \
     -Wl,-rpath,"$prefix/lib"
 "$tmp/use_cpp"
-"$prefix/bin/ringgrad-train" --help | grep -q -- "--batch-size" || { echo "FAIL: installed ringgrad-train"; exit 1; }
+help=$("$prefix/bin/ringgrad-train" --help) || { echo "FAIL: installed ringgrad-train --help"; exit 1; }
+grep -q -- "--batch-size" <<<"$help" || { echo "FAIL: installed ringgrad-train's --help"; exit 1; }
 echo "ok: installed ringgrad used from pkg-config, CMake and C++"

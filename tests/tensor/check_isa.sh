@@ -12,7 +12,7 @@ set -eu
 b=$1
 [ -d "$b/CMakeFiles/ringgrad_isa_generic.dir" ] || { echo "not a portable build: skipped"; exit 77; }
 fail=0
-base_objs=$(find "$b/CMakeFiles/ringgrad.dir" "$b/CMakeFiles/ringgrad-train.dir" \
+base_objs=$(find "$b/CMakeFiles/ringgrad_objects.dir" "$b/CMakeFiles/ringgrad-train.dir" \
                  "$b/CMakeFiles/ringgrad-bench.dir" -name '*.o' 2>/dev/null || true)
 for o in $base_objs; do
     bad=$(objdump -d --no-show-raw-insn "$o" | awk '

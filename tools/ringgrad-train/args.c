@@ -195,7 +195,8 @@ static const char *const agreed[] = {
     "model", "data", "epochs", "max-steps", "batch-size", "optim", "lr", "momentum",
     "weight-decay", "lr-schedule", "lr-step-size", "lr-gamma", "warmup-steps", "scale-lr", "seed",
     "no-shuffle", "dropout", "accum-steps", "compress", "bucket-mb", "no-overlap", "no-allreduce",
-    "save-every", "init", "save", "resume",
+    "save-every", "init", "save", "resume", "strategy", "lr-scaling", "powersgd-rank",
+    "image-size", "channels", "num-classes", "augment", "normalize",
 };
 
 void train_args_agreed(const train_args *a, char *buf, size_t cap) {
@@ -220,8 +221,9 @@ void train_args_agreed(const train_args *a, char *buf, size_t cap) {
         case OPT_FLAG: snprintf(v, sizeof v, "%s", *(const bool *)field ? "on" : "off"); break;
         default: {
             const char *s = *(const char *const *)field;
-            if (o->choices) snprintf(v, sizeof v, "%s", s ? s : "(default)");
-            else snprintf(v, sizeof v, "%s", s ? "set" : "unset"); /* a path */
+            bool path = o->metavar && (strcmp(o->metavar, "FILE") == 0 || strcmp(o->metavar, "DIR") == 0);
+            if (!path) snprintf(v, sizeof v, "%s", s ? s : "(default)");
+            else snprintf(v, sizeof v, "%s", s ? "set" : "unset"); /* a path: per host */
         }
         }
         n += (size_t)snprintf(buf + n, cap - n, "--%s %s\n", o->name, v);
