@@ -31,6 +31,12 @@ static int64_t count_correct(rg_tensor *logits, rg_tensor *labels_host) {
 
 /* Returns false when the step failed (a peer died): the caller stops training. */
 static bool train_step(trainer *t, const rg_batch *b, metrics *m) {
+    if (t->pipe) { /* every stage learns the last stage's loss and count */
+        rg_pipeline_result r = {0};
+        bool ok = trainer_pipe_step(t, b, RG_TRAIN, &r) == RG_OK;
+        m->loss_sum += (double)r.loss * (double)b->size, m->correct += r.correct, m->seen += b->size;
+        return ok;
+    }
     bool sync = t->zero ? rg_zero1_will_sync(t->zero) : rg_ddp_will_sync(t->ddp);
     rg_scope_begin();
     rg_tensor *x = t->dev.type == RG_DEV_CPU ? b->x : rg_tensor_to(b->x, t->dev);
@@ -93,6 +99,12 @@ static double evaluate(trainer *t) {
     rg_trace_begin("evaluate", "compute");
     rg_no_grad_begin();
     while (rg_loader_next(t->test, &b)) {
+        if (t->pipe) { /* every stage takes part in every batch */
+            rg_pipeline_result r = {0};
+            if (trainer_pipe_step(t, &b, RG_EVAL, &r) != RG_OK) break;
+            m.correct += r.correct, m.seen += b.size;
+            continue;
+        }
         if (b.step % t->world != t->rank) continue;
         rg_scope_begin();
         rg_tensor *x = t->dev.type == RG_DEV_CPU ? b.x : rg_tensor_to(b.x, t->dev);
@@ -121,7 +133,7 @@ static bool run_epoch(trainer *t, int64_t epoch) {
         double t0 = progress_now();
         ok = train_step(t, &b, &m);
         t->train_seconds += progress_now() - t0;
-        t->images += b.size * t->world;
+        t->images += b.size * (t->pipe ? 1 : t->world); /* a pipeline's stages share a batch */
         batches++;
         progress_update(&t->prog, batches, m.loss_sum / (double)m.seen,
                         (double)m.correct / (double)m.seen, (double)t->images / t->train_seconds);
@@ -152,7 +164,7 @@ static void print_summary(const trainer *t, double seconds) {
            "\"epochs\":%d,\"steps\":%lld,\"batch_size\":%d,\"global_batch\":%d,",
            t->a.model, rg_device_str(t->dev, dev, sizeof dev), t->world,
            rg_comm_backend_name(rg_comm_kind(t->comm)), t->threads, t->a.epochs,
-           (long long)t->step, t->a.batch_size, t->a.batch_size * t->world);
+           (long long)t->step, t->a.batch_size, t->a.batch_size * (t->pipe ? 1 : t->world));
     if (t->trained_any)
         printf("\"train_loss\":%.6f,\"train_accuracy\":%.6f,", t->last_loss, t->last_acc);
     else
@@ -160,7 +172,8 @@ static void print_summary(const trainer *t, double seconds) {
     printf("\"strategy\":\"%s\",\"optimizer_state_bytes\":%zu,", t->a.strategy,
            rg_optim_state_bytes(t->opt));
     /* the payload each rank gives the collectives per step, in allreduce terms */
-    int64_t sent = t->zero ? rg_zero1_bytes_per_step(t->zero) : rg_ddp_bytes_per_step(t->ddp);
+    int64_t sent = t->zero ? rg_zero1_bytes_per_step(t->zero)
+                   : t->ddp ? rg_ddp_bytes_per_step(t->ddp) : 0; /* pipeline: no collectives */
     printf("\"compress\":\"%s\",\"bytes_per_step\":%lld,", t->zero ? "none" : t->a.compress,
            (long long)sent);
     printf("\"test_accuracy\":%.6f,\"images_per_sec\":%.1f,\"train_seconds\":%.3f,\"seconds\":%.3f}\n",
@@ -222,6 +235,7 @@ static void teardown(trainer *t) {
     rg_ddp_free(t->ddp);
     if (t->zero) t->opt = NULL; /* the sharded optimizer's own */
     rg_zero1_free(t->zero);
+    rg_pipeline_free(t->pipe);
     rg_optim_free(t->opt);
     rg_model_free(t->net);
     rg_dataset_free(t->train_ds);

@@ -130,6 +130,7 @@ rg_status trainer_setup_model(trainer *t) {
         trainer_error(t, "%s", rg_last_error());
         return trainer_agree(t, st);
     }
+    if (strcmp(t->a.strategy, "pipeline") == 0) return trainer_setup_pipeline(t);
     const rg_param_list *params = rg_model_params(t->net);
     if (strcmp(t->a.strategy, "zero1") == 0 && t->a.resume) {
         trainer_error(t, "--strategy zero1 cannot --resume yet: its optimizer state is sharded "
@@ -166,7 +167,7 @@ rg_status trainer_setup_model(trainer *t) {
 rg_status trainer_setup_loaders(trainer *t) {
     t->train = rg_loader_new(t->train_ds, &(rg_loader_opts){
         .batch = t->a.batch_size, .shuffle = !t->a.no_shuffle, .seed = (uint64_t)t->a.seed,
-        .rank = t->rank, .world = t->world});
+        .rank = t->pipe ? 0 : t->rank, .world = t->pipe ? 1 : t->world}); /* stages: one batch */
     /* Evaluation: every rank reads the whole test set in order and scores the batches with
      * index % world == rank, so no image is counted twice (a padded shard would). */
     t->test = rg_loader_new(t->test_ds, &(rg_loader_opts){.batch = 1000});
@@ -189,11 +190,16 @@ rg_status trainer_setup_loaders(trainer *t) {
 }
 
 rg_status trainer_save(trainer *t, int64_t epoch) {
-    if (!t->a.save || t->rank != 0) return RG_OK;
+    if (!t->a.save) return RG_OK;
+    if (t->pipe && rg_pipeline_gather(t->pipe) != RG_OK) { /* every stage's weights to rank 0 */
+        trainer_error(t, "pipeline: %s", rg_last_error());
+        return RG_EPEER;
+    }
+    if (t->rank != 0) return RG_OK;
     rg_checkpoint_meta meta = {.step = t->step, .epoch = epoch, .seed = (uint64_t)t->a.seed};
     snprintf(meta.model, sizeof meta.model, "%s", t->a.model);
-    /* zero1: the weights only (rank 0 holds a shard of the optimizer state) */
-    rg_status st = rg_checkpoint_save(t->a.save, t->net, t->zero ? NULL : t->opt, &meta);
+    /* zero1, pipeline: the weights only (rank 0 holds a shard or a stage of the optimizer) */
+    rg_status st = rg_checkpoint_save(t->a.save, t->net, t->zero || t->pipe ? NULL : t->opt, &meta);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
     return st;
 }

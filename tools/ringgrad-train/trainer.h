@@ -20,6 +20,7 @@ typedef struct {
     rg_optim *opt;
     rg_ddp *ddp;     /* --strategy ddp */
     rg_zero1 *zero;  /* --strategy zero1: owns opt */
+    rg_pipeline *pipe; /* --strategy pipeline: opt holds this stage's parameters */
     rg_loader *train, *test;
     progress prog;
 
@@ -43,6 +44,11 @@ RG_NODISCARD rg_status trainer_agree(trainer *t, rg_status mine);
 RG_NODISCARD rg_status trainer_setup_data(trainer *t);
 RG_NODISCARD rg_status trainer_setup_model(trainer *t);
 RG_NODISCARD rg_status trainer_setup_loaders(trainer *t);
+/* --strategy pipeline (pipe.c): the checks, the stages and their optimizer; one batch through
+ * the pipeline (RG_TRAIN: and the optimizer step), in its own step scope. */
+RG_NODISCARD rg_status trainer_setup_pipeline(trainer *t);
+RG_NODISCARD rg_status trainer_pipe_step(trainer *t, const rg_batch *b, rg_mode mode,
+                                         rg_pipeline_result *r);
 /* Rank 0 writes a checkpoint of the current state (others return RG_OK). */
 RG_NODISCARD rg_status trainer_save(trainer *t, int64_t epoch);
 
