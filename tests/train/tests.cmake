@@ -94,7 +94,7 @@ rg_train_test(equiv/cnn_sgd_control 1 rg_train_ref_cnn_sgd train ${RG_TRAIN_SH}/
               cnn_sgd cnn_sgd_control 1e-4 ${RG_EQUIV_cnn_sgd} --lr 0.0505)
 
 # ---- failures, the timeline, resuming
-foreach(mode kill mismatch options nodata nodata1 flags)
+foreach(mode kill kill_pipeline mismatch options nodata nodata1 flags)
   rg_train_test(fail_${mode} 2 "" "train;mpi" ${RG_TRAIN_SH}/fail.sh ${mode})
 endforeach()
 rg_train_test(timeline 2 "" "train;mpi" ${RG_TRAIN_SH}/timeline.sh)
