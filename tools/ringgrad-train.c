@@ -99,7 +99,8 @@ static double evaluate(trainer *t) {
     rg_trace_begin("evaluate", "compute");
     rg_no_grad_begin();
     while (rg_loader_next(t->test, &b)) {
-        if (t->pipe) { /* every stage takes part in every batch */
+        if (t->pipe) { /* all of a pipeline's stages score its batches */
+            if (b.step % t->dp_size != t->dp_rank) continue;
             rg_pipeline_result r = {0};
             if (trainer_pipe_step(t, &b, RG_EVAL, &r) != RG_OK) break;
             m.correct += r.correct, m.seen += b.size;
@@ -133,7 +134,7 @@ static bool run_epoch(trainer *t, int64_t epoch) {
         double t0 = progress_now();
         ok = train_step(t, &b, &m);
         t->train_seconds += progress_now() - t0;
-        t->images += b.size * (t->pipe ? 1 : t->world); /* a pipeline's stages share a batch */
+        t->images += b.size * (t->pipe ? t->dp_size : t->world); /* stages share a batch */
         batches++;
         progress_update(&t->prog, batches, m.loss_sum / (double)m.seen,
                         (double)m.correct / (double)m.seen, (double)t->images / t->train_seconds);
@@ -164,7 +165,7 @@ static void print_summary(const trainer *t, double seconds) {
            "\"epochs\":%d,\"steps\":%lld,\"batch_size\":%d,\"global_batch\":%d,",
            t->a.model, rg_device_str(t->dev, dev, sizeof dev), t->world,
            rg_comm_backend_name(rg_comm_kind(t->comm)), t->threads, t->a.epochs,
-           (long long)t->step, t->a.batch_size, t->a.batch_size * (t->pipe ? 1 : t->world));
+           (long long)t->step, t->a.batch_size, t->a.batch_size * (t->pipe ? t->dp_size : t->world));
     if (t->trained_any)
         printf("\"train_loss\":%.6f,\"train_accuracy\":%.6f,", t->last_loss, t->last_acc);
     else
@@ -236,6 +237,8 @@ static void teardown(trainer *t) {
     if (t->zero) t->opt = NULL; /* the sharded optimizer's own */
     rg_zero1_free(t->zero);
     rg_pipeline_free(t->pipe);
+    rg_comm_free(t->stage_comm);
+    rg_comm_free(t->dp_comm);
     rg_optim_free(t->opt);
     rg_model_free(t->net);
     rg_dataset_free(t->train_ds);

@@ -144,10 +144,31 @@ static void test_the_split_balances_parameters(void) {
     rg_comm_free(c);
 }
 
+/* rg_comm_split (data parallelism across pipelines groups the ranks of one stage): ranks of one
+ * color form a comm ranked by key, and an allreduce sums over that group only. */
+static void test_comm_split_groups_ranks_by_color_and_key(void) {
+    for (int b = 0; b < 2; b++) {
+        rg_comm *world = comm_of(b ? RG_COMM_RING : RG_COMM_MPI), *g;
+        MT_OK(rg_comm_split(world, rank % 2, -rank, &g)); /* reversed order inside a group */
+        int n = (size - rank % 2 + 1) / 2;                /* ranks of my parity */
+        MT_CHECK(rg_comm_size(g) == n, "group of %d, want %d", rg_comm_size(g), n);
+        int below = 0; /* ranks of my parity above me come first */
+        for (int r = rank + 2; r < size; r += 2) below++;
+        MT_CHECK(rg_comm_rank(g) == below, "rank %d in its group, want %d", rg_comm_rank(g), below);
+        int64_t v = rank + 1, want = 0;
+        for (int r = rank % 2; r < size; r += 2) want += r + 1;
+        MT_OK(rg_comm_allreduce(g, &v, 1, RG_COMM_I64, RG_REDUCE_SUM));
+        MT_CHECK(v == want, "group sum %lld, want %lld", (long long)v, (long long)want);
+        rg_comm_free(g);
+        rg_comm_free(world);
+    }
+}
+
 int main(int argc, char **argv) {
     dist = rg_dist_init(&argc, &argv);
     MT_CHECK(dist, "rg_dist_init: %s", rg_last_error());
     rank = rg_dist_rank(dist), size = rg_dist_size(dist);
+    MT_RUN(test_comm_split_groups_ranks_by_color_and_key);
     MT_RUN(test_the_split_balances_parameters);
     MT_RUN(test_cnn_weights_equal_one_process_m1_m4);
     MT_RUN(test_mlp_uneven_micro_batches_on_the_ring_comm);

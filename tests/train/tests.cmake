@@ -98,6 +98,9 @@ foreach(mode kill kill_pipeline mismatch options nodata nodata1 flags)
   rg_train_test(fail_${mode} 2 "" "train;mpi" ${RG_TRAIN_SH}/fail.sh ${mode})
 endforeach()
 rg_train_test(timeline 2 "" "train;mpi" ${RG_TRAIN_SH}/timeline.sh)
+# --strategy pipeline: 2 stages == one process; 2 pipelines of 2 stages (4 ranks) == ddp on 2
+rg_train_test(pipeline_single 2 "" "train;mpi" ${RG_TRAIN_SH}/pipeline.sh single)
+rg_train_test(pipeline_dp 4 "" "train;mpi" ${RG_TRAIN_SH}/pipeline.sh dp)
 rg_train_test(lr_rules 1 "" train ${RG_TRAIN_SH}/lr.sh)
 rg_train_test(resume 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh)
 

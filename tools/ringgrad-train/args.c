@@ -48,7 +48,7 @@ static const opt options[] = {
     {"timeline", "FILE", "write a Chrome-trace JSON of the run (open in Perfetto or chrome://tracing)", OPT_STR, F(timeline), 0, 0, NULL},
     {"json", NULL, "print a one-line JSON summary as the last line", OPT_FLAG, F(json), 0, 0, NULL},
     {"strategy", "NAME", "data parallelism: ddp (allreduce the gradients) or zero1 (ZeRO-1: optimizer state sharded over the ranks), or pipeline (the model cut into stages, one per rank; GPipe)", OPT_STR, F(strategy), 0, 0, "ddp|zero1|pipeline"},
-    {"pipeline-stages", "S", "--strategy pipeline: stages (must equal the number of ranks)", OPT_INT, F(pipeline_stages), 2, 8, NULL},
+    {"pipeline-stages", "S", "--strategy pipeline: stages; the ranks form world / S pipelines (data-parallel)", OPT_INT, F(pipeline_stages), 2, 8, NULL},
     {"micro-batches", "M", "--strategy pipeline: micro-batches per batch (GPipe)", OPT_INT, F(micro_batches), 1, 1 << 20, NULL},
     {"comm", "NAME", "collective backend (default: $RG_COMM, else nccl on cuda and mpi on cpu)", OPT_STR, F(comm), 0, 0, "mpi|ring|nccl"},
     {"bucket-mb", "X", "gradient bucket size in MiB", OPT_DBL, F(bucket_mb), 1e-6, 1e6, NULL},

@@ -6,12 +6,35 @@
 
 #include "trainer.h"
 
+/* The world as D pipelines of S consecutive ranks: rank = d S + s holds stage s of pipeline d.
+ * stage_comm: pipeline d's S ranks (activations); dp_comm: the D ranks holding stage s
+ * (their gradients are averaged, as DDP would). Collective. */
+RG_NODISCARD static rg_status split_world(trainer *t) {
+    int S = t->a.pipeline_stages;
+    t->dp_size = t->world / S, t->dp_rank = t->rank / S;
+    rg_status st = rg_comm_split(t->comm, t->dp_rank, t->rank % S, &t->stage_comm);
+    if (st == RG_OK && t->dp_size > 1)
+        st = rg_comm_split(t->comm, t->rank % S, t->dp_rank, &t->dp_comm);
+    if (st != RG_OK) trainer_error(t, "pipeline: %s", rg_last_error());
+    return st;
+}
+
+/* Rank 0's weights (--init) to every rank, so that the D pipelines start alike. */
+RG_NODISCARD static rg_status broadcast_weights(trainer *t) {
+    const rg_param_list *l = rg_model_params(t->net);
+    for (int i = 0; i < l->n; i++) {
+        rg_tensor *w = l->items[i].tensor;
+        if (w->dtype != RG_F32) continue;
+        RG_TRY(rg_comm_broadcast(t->comm, w->data, w->numel, RG_COMM_F32, 0));
+    }
+    return RG_OK;
+}
+
 rg_status trainer_setup_pipeline(trainer *t) {
     const train_args *a = &t->a;
     const char *bad = NULL;
-    if (t->world != a->pipeline_stages)
-        bad = "needs as many ranks as --pipeline-stages (data parallelism across pipelines, "
-              "world = stages x D, is not implemented yet)";
+    if (t->world % a->pipeline_stages != 0)
+        bad = "needs a multiple of --pipeline-stages ranks (D pipelines of S ranks)";
     else if (a->accum_steps > 1)
         bad = "takes no --accum-steps (its micro-batches accumulate)";
     else if (strcmp(a->compress, "none") != 0 || a->no_overlap || a->no_allreduce)
@@ -19,7 +42,7 @@ rg_status trainer_setup_pipeline(trainer *t) {
     else if (a->resume)
         bad = "cannot --resume yet (each stage holds its own optimizer state)";
     else if (a->scale_lr)
-        bad = "takes no --scale-lr (its global batch is --batch-size)";
+        bad = "takes no --scale-lr (its global batch is --batch-size x D)";
     else if (a->micro_batches > a->batch_size)
         bad = "needs --micro-batches <= --batch-size";
     if (bad) {
@@ -32,8 +55,9 @@ rg_status trainer_setup_pipeline(trainer *t) {
     if (a->init && t->rank == 0) st = rg_checkpoint_load_weights(a->init, t->net);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
     RG_TRY(trainer_agree(t, st));
-    /* rank 0's weights (--init) to every stage */
-    t->pipe = rg_pipeline_new(rg_model_root(t->net), t->comm,
+    RG_TRY(split_world(t));
+    if (t->dp_size > 1) RG_TRY(broadcast_weights(t));
+    t->pipe = rg_pipeline_new(rg_model_root(t->net), t->stage_comm,
                               &(rg_pipeline_opts){.micro_batches = a->micro_batches});
     if (!t->pipe) {
         trainer_error(t, "pipeline: %s", rg_last_error());
@@ -41,7 +65,8 @@ rg_status trainer_setup_pipeline(trainer *t) {
     }
     if (t->rank == 0) {
         char d[1024];
-        printf("pipeline: %d micro-batches of %d; %s\n", a->micro_batches,
+        printf("pipeline: %d pipeline%s of %d stages, %d micro-batches of %d; %s\n", t->dp_size,
+               t->dp_size > 1 ? "s" : "", a->pipeline_stages, a->micro_batches,
                a->batch_size / a->micro_batches, rg_pipeline_describe(t->pipe, d, sizeof d));
         fflush(stdout);
     }
@@ -62,6 +87,16 @@ rg_status trainer_pipe_step(trainer *t, const rg_batch *b, rg_mode mode, rg_pipe
     rg_scope_begin();
     rg_trace_begin(mode == RG_TRAIN ? "pipeline_step" : "pipeline_eval", "step");
     rg_status st = rg_pipeline_step(t->pipe, b->x, b->y, mode, r);
+    if (st == RG_OK && mode == RG_TRAIN && t->dp_comm) { /* D pipelines: average each gradient */
+        int64_t t0 = rg_trace_now();
+        const rg_param_list *l = rg_pipeline_params(t->pipe);
+        for (int i = 0; st == RG_OK && i < l->n; i++) {
+            rg_tensor *g = l->items[i].tensor->grad;
+            if (g)
+                st = rg_comm_allreduce(t->dp_comm, g->data, g->numel, RG_COMM_F32, RG_REDUCE_AVG);
+        }
+        rg_trace_complete("dp_allreduce", "comm", t0, rg_trace_now(), 0, NULL);
+    }
     if (st == RG_OK && mode == RG_TRAIN) {
         int64_t t0 = rg_trace_now();
         rg_optim_step(t->opt);
