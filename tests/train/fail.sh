@@ -151,7 +151,7 @@ flags)
     expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --strategy zero1 --compress fp16
     expect_line "^ringgrad-train: error: --strategy zero1 takes no --compress"
     expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --strategy pipeline
-    expect_line "^ringgrad-train: error: --strategy pipeline with 1 ranks, 2 stages: needs as many ranks as --pipeline-stages"
+    expect_line "^ringgrad-train: error: --strategy pipeline with 1 ranks, 2 stages: needs a multiple of --pipeline-stages ranks"
     expect_exit 2 30 "$RG_MPIRUN" -np 2 "$RG_TRAIN" --bogus
     [ "$(grep -c "^ringgrad-train: unknown option '--bogus'" "$log")" = 2 ] || fail "not one message per rank"
     expect_exit 0 20 "$RG_TRAIN" --help
