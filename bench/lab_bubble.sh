@@ -5,7 +5,8 @@
 # stage's idle fraction from the traces and compares it with (S-1)/(M+S-1).
 #
 #   bench/lab_bubble.sh [--ms "1 2 4 8 16"] [--batch 64] [--steps 12] [--model cnn] [--out DIR]
-# Writes OUT/lab_bubble_M<M>.json (Chrome traces) and OUT/lab_bubble.env (the load and the CPU).
+# Writes OUT/lab_bubble_M<M>.json (Chrome traces), OUT/lab_bubble.jsonl (each run's --json line)
+# and OUT/lab_bubble.env (the load and the CPU).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ms="1 2 4 8 16" batch=64 steps=12 model=cnn out="$ROOT/bench/results"
@@ -26,12 +27,13 @@ mkdir -p "$out"
     echo "load_before=$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "cpu=$(lscpu | sed -n 's/^Model name: *//p')"
 } >"$out/lab_bubble.env"
+: >"$out/lab_bubble.jsonl"
 for m in $ms; do
     echo "lab_bubble: M=$m" >&2
     "$ROOT/scripts/rg-mpirun" -np 2 "$ROOT/build/bin/ringgrad-train" --strategy pipeline \
         --pipeline-stages 2 --micro-batches "$m" --model "$model" --batch-size "$batch" \
         --data synthetic --max-steps "$steps" --epochs 1 --threads 1 --optim sgd --lr 0.01 \
-        --timeline "$out/lab_bubble_M$m.json" --json | tail -n 1
+        --timeline "$out/lab_bubble_M$m.json" --json | tail -n 1 | tee -a "$out/lab_bubble.jsonl"
 done
 echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/lab_bubble.env"
 cat "$out/lab_bubble.env"
