@@ -34,7 +34,8 @@ static bool train_step(trainer *t, const rg_batch *b, metrics *m) {
     if (t->pipe) { /* every stage learns the last stage's loss and count */
         rg_pipeline_result r = {0};
         bool ok = trainer_pipe_step(t, b, RG_TRAIN, &r) == RG_OK;
-        m->loss_sum += (double)r.loss * (double)b->size, m->correct += r.correct, m->seen += b->size;
+        m->loss_sum += (double)r.loss * (double)b->size, m->correct += r.correct,
+            m->seen += b->size;
         return ok;
     }
     bool sync = t->zero ? rg_zero1_will_sync(t->zero) : rg_ddp_will_sync(t->ddp);
@@ -164,8 +165,8 @@ static void print_summary(const trainer *t, double seconds) {
     printf("{\"model\":\"%s\",\"device\":\"%s\",\"world_size\":%d,\"comm\":\"%s\",\"threads\":%d,"
            "\"epochs\":%d,\"steps\":%lld,\"batch_size\":%d,\"global_batch\":%d,",
            t->a.model, rg_device_str(t->dev, dev, sizeof dev), t->world,
-           rg_comm_backend_name(rg_comm_kind(t->comm)), t->threads, t->a.epochs,
-           (long long)t->step, t->a.batch_size, t->a.batch_size * (t->pipe ? t->dp_size : t->world));
+           rg_comm_backend_name(rg_comm_kind(t->comm)), t->threads, t->a.epochs, (long long)t->step,
+           t->a.batch_size, t->a.batch_size * (t->pipe ? t->dp_size : t->world));
     if (t->trained_any)
         printf("\"train_loss\":%.6f,\"train_accuracy\":%.6f,", t->last_loss, t->last_acc);
     else
@@ -173,8 +174,9 @@ static void print_summary(const trainer *t, double seconds) {
     printf("\"strategy\":\"%s\",\"optimizer_state_bytes\":%zu,", t->a.strategy,
            rg_optim_state_bytes(t->opt));
     /* the payload each rank gives the collectives per step, in allreduce terms */
-    int64_t sent = t->zero ? rg_zero1_bytes_per_step(t->zero)
-                   : t->ddp ? rg_ddp_bytes_per_step(t->ddp) : 0; /* pipeline: no collectives */
+    int64_t sent = t->zero  ? rg_zero1_bytes_per_step(t->zero)
+                   : t->ddp ? rg_ddp_bytes_per_step(t->ddp)
+                            : 0; /* pipeline: no collectives */
     printf("\"compress\":\"%s\",\"bytes_per_step\":%lld,", t->zero ? "none" : t->a.compress,
            (long long)sent);
     printf("\"test_accuracy\":%.6f,\"images_per_sec\":%.1f,\"train_seconds\":%.3f,\"seconds\":%.3f}\n",

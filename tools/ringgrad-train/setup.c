@@ -165,10 +165,14 @@ rg_status trainer_setup_model(trainer *t) {
 }
 
 rg_status trainer_setup_loaders(trainer *t) {
-    t->train = rg_loader_new(t->train_ds, &(rg_loader_opts){
-        .batch = t->a.batch_size, .shuffle = !t->a.no_shuffle, .seed = (uint64_t)t->a.seed,
-        .rank = t->pipe ? t->dp_rank : t->rank, /* a pipeline's stages read one batch */
-        .world = t->pipe ? t->dp_size : t->world});
+    t->train = rg_loader_new(
+        t->train_ds,
+        &(rg_loader_opts){.batch = t->a.batch_size,
+                          .shuffle = !t->a.no_shuffle,
+                          .seed = (uint64_t)t->a.seed,
+                          .rank = t->pipe ? t->dp_rank
+                                          : t->rank, /* a pipeline's stages read one batch */
+                          .world = t->pipe ? t->dp_size : t->world});
     /* Evaluation: every rank reads the whole test set in order and scores the batches with
      * index % world == rank, so no image is counted twice (a padded shard would). */
     t->test = rg_loader_new(t->test_ds, &(rg_loader_opts){.batch = 1000});

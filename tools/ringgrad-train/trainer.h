@@ -20,7 +20,7 @@ typedef struct {
     rg_optim *opt;
     rg_ddp *ddp;     /* --strategy ddp */
     rg_zero1 *zero;  /* --strategy zero1: owns opt */
-    rg_pipeline *pipe; /* --strategy pipeline: opt holds this stage's parameters */
+    rg_pipeline *pipe;             /* --strategy pipeline: opt holds this stage's parameters */
     rg_comm *stage_comm, *dp_comm; /* pipeline: my pipeline's ranks; my stage's copies (D > 1) */
     int dp_rank, dp_size;          /* pipeline: which of the D pipelines, and D */
     rg_loader *train, *test;
