@@ -207,7 +207,22 @@ static const rg_comm_ops *ops_for(const rg_dist *d, rg_comm_backend b) {
     return b == RG_COMM_RING ? &rg_comm_ring_ops : &rg_comm_mpi_ops;
 }
 
+RG_NODISCARD static rg_status comm_open(rg_dist *d, rg_comm_backend b, int color, int key,
+                                        rg_comm **out);
+
 rg_status rg_comm_new(rg_dist *d, rg_comm_backend b, rg_comm **out) {
+    return comm_open(d, b, -1, 0, out);
+}
+
+rg_status rg_comm_split(rg_comm *world, int color, int key, rg_comm **out) {
+    RG_CHECK(world && out, "rg_comm_split: NULL argument");
+    RG_CHECK(world->split_color < 0, "rg_comm_split: only a comm over the whole world splits");
+    RG_CHECK(color >= 0, "rg_comm_split: color %d < 0", color);
+    if (world->size == 1) return comm_open(world->dist, world->kind, -1, 0, out);
+    return comm_open(world->dist, world->kind, color, key, out);
+}
+
+static rg_status comm_open(rg_dist *d, rg_comm_backend b, int color, int key, rg_comm **out) {
     RG_CHECK(d && out, "rg_comm_new: NULL argument");
     RG_CHECK((unsigned)b < RG_COMM_BACKEND_COUNT, "rg_comm_new: bad backend %d", (int)b);
     *out = NULL;
@@ -221,6 +236,8 @@ rg_status rg_comm_new(rg_dist *d, rg_comm_backend b, rg_comm **out) {
                    .local_rank = d->local_rank,
                    .local_size = d->local_size,
                    .device = -1,
+                   .split_color = color,
+                   .split_key = key,
                    .mpi = MPI_COMM_NULL,
                    .control = MPI_COMM_NULL};
     rg_status s = run_blocking(c, (rg_coll){.kind = RG_COLL_OPEN});

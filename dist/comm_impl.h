@@ -122,6 +122,8 @@ struct rg_comm {
     MPI_Comm mpi;         /* this comm's duplicate of the world: data and user messages */
     MPI_Comm control;     /* a second duplicate for join messages, so they never match data */
     int device;           /* the GPU a device backend works on; -1 for host backends */
+    int split_color;      /* rg_comm_split: ranks of one color form this comm; -1: the world */
+    int split_key;        /* rg_comm_split: the order of the ranks in it */
     void *impl;           /* backend state: ring scratch, NCCL's comm and stream */
     rg_comm_req *current; /* the request the comm thread is running on this comm */
     /* Comm thread only. */

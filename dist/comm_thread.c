@@ -20,7 +20,12 @@
 /* ---- running one request ---- */
 
 RG_NODISCARD static rg_status open_comm(rg_comm *c) {
-    if (c->dist->launched) {
+    if (c->dist->launched && c->split_color >= 0) { /* rg_comm_split: a group of the world */
+        MPI_Comm_split(MPI_COMM_WORLD, c->split_color, c->split_key, &c->mpi);
+        MPI_Comm_dup(c->mpi, &c->control);
+        MPI_Comm_rank(c->mpi, &c->rank);
+        MPI_Comm_size(c->mpi, &c->size);
+    } else if (c->dist->launched) {
         MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi);
         MPI_Comm_dup(MPI_COMM_WORLD, &c->control);
     }

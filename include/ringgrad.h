@@ -31,6 +31,7 @@
 #include "ringgrad/timeline.h"
 #include "ringgrad/ddp.h"
 #include "ringgrad/zero.h"
+#include "ringgrad/pipeline.h"
 /* models */
 #include "ringgrad/model.h"
 #include "ringgrad/safetensors.h"

@@ -33,6 +33,13 @@ static int64_t count_correct(rg_tensor *logits, rg_tensor *labels_host) {
 /* One micro-batch; the verdict of guard_step (guard.c) says whether to go on. A failed collective
  * (a peer died) is reported here. */
 static guard_verdict train_step(trainer *t, const rg_batch *b, metrics *m) {
+    if (t->pipe) { /* every stage learns the last stage's loss and count */
+        rg_pipeline_result r = {0};
+        bool ok = trainer_pipe_step(t, b, RG_TRAIN, &r) == RG_OK;
+        m->loss_sum += (double)r.loss * (double)b->size, m->correct += r.correct,
+            m->seen += b->size;
+        return ok ? GUARD_GO : GUARD_FAILED;
+    }
     bool sync = t->zero ? rg_zero1_will_sync(t->zero) : rg_ddp_will_sync(t->ddp);
     rg_scope_begin();
     rg_tensor *x = t->dev.type == RG_DEV_CPU ? b->x : rg_tensor_to(b->x, t->dev);
@@ -104,6 +111,13 @@ static double evaluate(trainer *t) {
     rg_trace_begin("evaluate", "compute");
     rg_no_grad_begin();
     while (rg_loader_next(t->test, &b)) {
+        if (t->pipe) { /* all of a pipeline's stages score its batches */
+            if (b.step % t->dp_size != t->dp_rank) continue;
+            rg_pipeline_result r = {0};
+            if (trainer_pipe_step(t, &b, RG_EVAL, &r) != RG_OK) break;
+            m.correct += r.correct, m.seen += b.size;
+            continue;
+        }
         if (b.step % t->world != t->rank) continue;
         rg_scope_begin();
         rg_tensor *x = t->dev.type == RG_DEV_CPU ? b.x : rg_tensor_to(b.x, t->dev);
@@ -135,7 +149,7 @@ static bool run_epoch(trainer *t, int64_t epoch) {
         int64_t step_before = t->step;
         v = train_step(t, &b, &m);
         t->train_seconds += progress_now() - t0;
-        t->images += b.size * t->world;
+        t->images += b.size * (t->pipe ? t->dp_size : t->world); /* stages share a batch */
         batches++;
         if (v != GUARD_DIVERGED && v != GUARD_FAILED && t->step != step_before &&
             guard_save_periodic(t, batches == spe ? epoch + 1 : epoch) != RG_OK)
@@ -181,8 +195,8 @@ static void print_summary(const trainer *t, double seconds, const char *error) {
            "\"cpu_isa\":\"%s\",\"epochs\":%d,\"steps\":%lld,\"batch_size\":%d,\"global_batch\":%d,",
            t->a.model, rg_device_str(t->dev, dev, sizeof dev), t->world,
            t->comm ? rg_comm_backend_name(rg_comm_kind(t->comm)) : "none", t->threads,
-           rg_cpu_isa(), t->a.epochs,
-           (long long)t->step, t->a.batch_size, t->a.batch_size * t->world);
+           rg_cpu_isa(), t->a.epochs, (long long)t->step, t->a.batch_size,
+           t->a.batch_size * (t->pipe ? t->dp_size : t->world));
     guard_json_number(stdout, "train_loss", t->trained_any ? t->last_loss : NAN, "%.6f");
     guard_json_number(stdout, "train_accuracy", t->trained_any ? t->last_acc : NAN, "%.6f");
     guard_json_number(stdout, "test_accuracy", t->test_acc >= 0 ? t->test_acc : NAN, "%.6f");
@@ -198,8 +212,9 @@ static void print_summary(const trainer *t, double seconds, const char *error) {
     printf(",\"strategy\":\"%s\",\"optimizer_state_bytes\":%zu,", t->a.strategy,
            t->opt ? rg_optim_state_bytes(t->opt) : (size_t)0);
     /* the payload each rank gives the collectives per step, in allreduce terms */
-    int64_t sent = t->zero ? rg_zero1_bytes_per_step(t->zero)
-                   : t->ddp ? rg_ddp_bytes_per_step(t->ddp) : 0;
+    int64_t sent = t->zero  ? rg_zero1_bytes_per_step(t->zero)
+                   : t->ddp ? rg_ddp_bytes_per_step(t->ddp)
+                            : 0; /* pipeline: no collectives of gradients across stages */
     printf("\"compress\":\"%s\",\"bytes_per_step\":%lld}\n", t->zero ? "none" : t->a.compress,
            (long long)sent);
     fflush(stdout);
@@ -272,6 +287,9 @@ static void teardown(trainer *t) {
     rg_ddp_free(t->ddp);
     if (t->zero) t->opt = NULL; /* the sharded optimizer's own */
     rg_zero1_free(t->zero);
+    rg_pipeline_free(t->pipe);
+    rg_comm_free(t->stage_comm);
+    rg_comm_free(t->dp_comm);
     rg_optim_free(t->opt);
     rg_model_free(t->net);
     rg_dataset_free(t->train_ds);

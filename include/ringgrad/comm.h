@@ -73,6 +73,11 @@ RG_API size_t rg_comm_dtype_size(rg_comm_dtype dt);
  * Its messages never mix with another communicator's. On success *out is owned by the caller
  * (rg_comm_free); on failure (RG_ENOTSUP for nccl without CUDA) *out is NULL. */
 RG_API RG_NODISCARD rg_status rg_comm_new(rg_dist *d, rg_comm_backend b, rg_comm **out);
+/* Collective over world (a comm from rg_comm_new or the dist's own): the ranks that pass the same
+ * color (>= 0) form a new communicator on world's backend, ranked by key (ties by world rank),
+ * as MPI_Comm_split. Its rank and size are within the group. Used by the pipeline for data
+ * parallelism across pipelines (the ranks holding one stage). *out as rg_comm_new's. */
+RG_API RG_NODISCARD rg_status rg_comm_split(rg_comm *world, int color, int key, rg_comm **out);
 /* Collective. Requests queued earlier on c finish first; async handles must still be waited on.
  * NULL is a no-op. The dist's own communicator (rg_dist_comm) is freed by rg_dist_finalize. */
 RG_API void rg_comm_free(rg_comm *c);

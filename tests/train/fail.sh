@@ -3,6 +3,8 @@
 # and a message that says what went wrong, on every rank that knows; never a hang.
 #   fail.sh kill        2 ranks; rank 1 gets SIGKILL in the middle of training (found through its
 #                       OMPI_COMM_WORLD_RANK among the job's processes): the job ends within 20 s
+#   fail.sh kill_pipeline  the same with --strategy pipeline: rank 1 is stage 1 of the GPipe
+#                       pipeline, stage 0 waits on it in a send or recv
 #   fail.sh mismatch    mpirun -np 1 ... --model cnn : -np 1 ... --model mlp: every rank names the
 #                       differing setting; exit 1
 #   fail.sh options     the same model with --accum-steps 1 on rank 0 and 2 on rank 1 (which would
@@ -48,9 +50,11 @@ mpmd() { # mpmd "ARGS OF RANK 0" "ARGS OF RANK 1" (split at spaces)
 }
 
 case $mode in
-kill)
+kill | kill_pipeline)
+    extra=()
+    [ "$mode" = kill_pipeline ] && extra=(--strategy pipeline --micro-batches 4)
     # RG_PROGRESS=bar: a bar per step even into a file, so that the test sees step 3
-    RG_PROGRESS=bar train 2 --model cnn --batch-size 16 --epochs 1000 >"$log" 2>&1 &
+    RG_PROGRESS=bar train 2 --model cnn --batch-size 16 --epochs 1000 "${extra[@]}" >"$log" 2>&1 &
     job=$!
     # The bar is redrawn at most every few steps, so a fast machine may never print " 3/30 [":
     # wait for any step from 3 on, or a later epoch.
@@ -136,6 +140,8 @@ flags)
     expect_line "^ringgrad-train: error: --strategy zero1 cannot --resume yet"
     expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --strategy zero1 --compress fp16
     expect_line "^ringgrad-train: error: --strategy zero1 takes no --compress"
+    expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --strategy pipeline
+    expect_line "^ringgrad-train: error: --strategy pipeline with 1 ranks, 2 stages: needs a multiple of --pipeline-stages ranks"
     expect_exit 2 30 "$RG_MPIRUN" -np 2 "$RG_TRAIN" --bogus
     [ "$(grep -c "^ringgrad-train: unknown option '--bogus'" "$log")" = 2 ] || fail "not one message per rank"
     expect_exit 0 20 "$RG_TRAIN" --help

@@ -100,10 +100,13 @@ rg_train_test(equiv/cnn_sgd_control 1 rg_train_ref_cnn_sgd train ${RG_TRAIN_SH}/
               cnn_sgd cnn_sgd_control 1e-4 ${RG_EQUIV_cnn_sgd} --lr 0.0505)
 
 # ---- failures, the timeline, resuming
-foreach(mode kill mismatch options nodata nodata1 flags)
+foreach(mode kill kill_pipeline mismatch options nodata nodata1 flags)
   rg_train_test(fail_${mode} 2 "" "train;mpi" ${RG_TRAIN_SH}/fail.sh ${mode})
 endforeach()
 rg_train_test(timeline 2 "" "train;mpi" ${RG_TRAIN_SH}/timeline.sh)
+# --strategy pipeline: 2 stages == one process; 2 pipelines of 2 stages (4 ranks) == ddp on 2
+rg_train_test(pipeline_single 2 "" "train;mpi" ${RG_TRAIN_SH}/pipeline.sh single)
+rg_train_test(pipeline_dp 4 "" "train;mpi" ${RG_TRAIN_SH}/pipeline.sh dp)
 rg_train_test(lr_rules 1 "" train ${RG_TRAIN_SH}/lr.sh)
 rg_train_test(resume 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh)
 rg_train_test(resume_augment 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh augment --augment flip-crop

@@ -55,7 +55,9 @@ static const opt options[] = {
     {"resume", "FILE", "continue exactly from a checkpoint written by --save", OPT_STR, F(resume), 0, 0, NULL},
     {"timeline", "FILE", "write a Chrome-trace JSON of the run (open in Perfetto or chrome://tracing)", OPT_STR, F(timeline), 0, 0, NULL},
     {"json", NULL, "print a one-line JSON summary as the last line", OPT_FLAG, F(json), 0, 0, NULL},
-    {"strategy", "NAME", "data parallelism: ddp (allreduce the gradients) or zero1 (ZeRO-1: optimizer state sharded over the ranks)", OPT_STR, F(strategy), 0, 0, "ddp|zero1"},
+    {"strategy", "NAME", "data parallelism: ddp (allreduce the gradients) or zero1 (ZeRO-1: optimizer state sharded over the ranks), or pipeline (the model cut into stages, one per rank; GPipe)", OPT_STR, F(strategy), 0, 0, "ddp|zero1|pipeline"},
+    {"pipeline-stages", "S", "--strategy pipeline: stages; the ranks form world / S pipelines (data-parallel)", OPT_INT, F(pipeline_stages), 2, 8, NULL},
+    {"micro-batches", "M", "--strategy pipeline: micro-batches per batch (GPipe)", OPT_INT, F(micro_batches), 1, 1 << 20, NULL},
     {"comm", "NAME", "collective backend (default: $RG_COMM, else nccl on cuda and mpi on cpu)", OPT_STR, F(comm), 0, 0, "mpi|ring|nccl"},
     {"bucket-mb", "X", "gradient bucket size in MiB", OPT_DBL, F(bucket_mb), 1e-6, 1e6, NULL},
     {"no-overlap", NULL, "baseline: one allreduce of all gradients after backward, no buckets", OPT_FLAG, F(no_overlap), 0, 0, NULL},
@@ -75,7 +77,7 @@ static void defaults(train_args *a) {
         .lr_scaling = "linear", .strategy = "ddp",
         .lr_step_size = 1000, .lr_gamma = 0.1, .seed = 42, .dropout = -1, .bucket_mb = 25,
         .accum_steps = 1, .compress = "none", .powersgd_rank = 4, .stall_seconds = 60, .keep = 3,
-        .augment = "none", .normalize = "none",
+        .augment = "none", .normalize = "none", .pipeline_stages = 2, .micro_batches = 4,
     };
 }
 
@@ -196,7 +198,8 @@ static const char *const agreed[] = {
     "weight-decay", "lr-schedule", "lr-step-size", "lr-gamma", "warmup-steps", "scale-lr", "seed",
     "no-shuffle", "dropout", "accum-steps", "compress", "bucket-mb", "no-overlap", "no-allreduce",
     "save-every", "init", "save", "resume", "strategy", "lr-scaling", "powersgd-rank",
-    "image-size", "channels", "num-classes", "augment", "normalize",
+    "image-size", "channels", "num-classes", "augment", "normalize", "pipeline-stages",
+    "micro-batches",
 };
 
 void train_args_agreed(const train_args *a, char *buf, size_t cap) {

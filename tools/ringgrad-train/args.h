@@ -37,6 +37,7 @@ typedef struct {
     const char *strategy, *comm, *compress;
     double bucket_mb, stall_seconds;
     int accum_steps, powersgd_rank;
+    int pipeline_stages, micro_batches; /* --strategy pipeline */
     bool no_overlap, no_allreduce;
     bool help;
 } train_args;

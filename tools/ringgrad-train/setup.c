@@ -168,6 +168,7 @@ rg_status trainer_setup_model(trainer *t) {
         trainer_error(t, "%s", rg_last_error());
         return trainer_agree(t, st);
     }
+    if (strcmp(t->a.strategy, "pipeline") == 0) return trainer_setup_pipeline(t);
     const rg_param_list *params = rg_model_params(t->net);
     if (strcmp(t->a.strategy, "zero1") == 0 && t->a.resume) {
         trainer_error(t, "--strategy zero1 cannot --resume yet: its optimizer state is sharded "
@@ -240,12 +241,15 @@ RG_NODISCARD static rg_status check_resume(trainer *t, int64_t spe) {
 
 rg_status trainer_setup_loaders(trainer *t) {
     rg_loader_opts o = trainer_loader_opts(t, true); /* data.c: augmentation, workers */
-    o.batch = t->a.batch_size, o.shuffle = !t->a.no_shuffle, o.rank = t->rank, o.world = t->world;
+    o.batch = t->a.batch_size, o.shuffle = !t->a.no_shuffle;
+    o.rank = t->pipe ? t->dp_rank : t->rank; /* a pipeline's stages read one batch */
+    o.world = t->pipe ? t->dp_size : t->world;
     t->train = rg_loader_new(t->train_ds, &o);
     /* Evaluation: every rank reads the whole test set in order and scores the batches with
      * index % world == rank, so no image is counted twice (a padded shard would). */
     o = trainer_loader_opts(t, false);
-    o.batch = 1000, o.fill_rank = t->rank, o.fill_world = t->world; /* only the batches we score */
+    o.batch = 1000;
+    if (!t->pipe) o.fill_rank = t->rank, o.fill_world = t->world; /* only the batches we score */
     t->test = rg_loader_new(t->test_ds, &o);
     rg_status st = t->train && t->test ? RG_OK : RG_ENOMEM;
     if (st != RG_OK) {
@@ -261,14 +265,20 @@ rg_status trainer_setup_loaders(trainer *t) {
 }
 
 rg_status trainer_save(trainer *t, int64_t epoch) {
-    if (!t->a.save || t->rank != 0) return RG_OK;
+    if (!t->a.save) return RG_OK;
+    if (t->pipe && rg_pipeline_gather(t->pipe) != RG_OK) { /* every stage's weights to rank 0 */
+        trainer_error(t, "pipeline: %s", rg_last_error());
+        return RG_EPEER;
+    }
+    if (t->rank != 0) return RG_OK;
     int64_t k = t->a.accum_steps;
     rg_checkpoint_meta meta = {.step = t->step, .epoch = epoch, .seed = (uint64_t)t->a.seed,
-                               .global_batch = (int64_t)t->a.batch_size * t->world * k,
+                               .global_batch = (int64_t)t->a.batch_size *
+                                               (t->pipe ? t->dp_size : t->world) * k,
                                .steps_per_epoch = rg_loader_steps_per_epoch(t->train) / k};
     snprintf(meta.model, sizeof meta.model, "%s", t->a.model);
-    /* zero1: the weights only (rank 0 holds a shard of the optimizer state) */
-    rg_status st = rg_checkpoint_save(t->a.save, t->net, t->zero ? NULL : t->opt, &meta);
+    /* zero1, pipeline: the weights only (rank 0 holds a shard or a stage of the optimizer) */
+    rg_status st = rg_checkpoint_save(t->a.save, t->net, t->zero || t->pipe ? NULL : t->opt, &meta);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
     return st;
 }

@@ -22,6 +22,9 @@ typedef struct {
     rg_optim *opt;
     rg_ddp *ddp;     /* --strategy ddp */
     rg_zero1 *zero;  /* --strategy zero1: owns opt */
+    rg_pipeline *pipe;             /* --strategy pipeline: opt holds this stage's parameters */
+    rg_comm *stage_comm, *dp_comm; /* pipeline: my pipeline's ranks; my stage's copies (D > 1) */
+    int dp_rank, dp_size;          /* pipeline: which of the D pipelines, and D */
     rg_loader *train, *test;
     float *mean, *std; /* --normalize: (C) each, or NULL */
     progress prog;
@@ -61,6 +64,11 @@ rg_loader_opts trainer_loader_opts(const trainer *t, bool train);
 RG_NODISCARD rg_status trainer_check_loaders(trainer *t);
 RG_NODISCARD rg_status trainer_setup_model(trainer *t);
 RG_NODISCARD rg_status trainer_setup_loaders(trainer *t);
+/* --strategy pipeline (pipe.c): the checks, the stages and their optimizer; one batch through
+ * the pipeline (RG_TRAIN: and the optimizer step), in its own step scope. */
+RG_NODISCARD rg_status trainer_setup_pipeline(trainer *t);
+RG_NODISCARD rg_status trainer_pipe_step(trainer *t, const rg_batch *b, rg_mode mode,
+                                         rg_pipeline_result *r);
 /* Rank 0 writes a checkpoint of the current state (others return RG_OK). */
 RG_NODISCARD rg_status trainer_save(trainer *t, int64_t epoch);
 

@@ -1,0 +1,111 @@
+/* pipe.c — ringgrad-train's --strategy pipeline: the model cut into --pipeline-stages stages, one
+ * per rank, each batch in --micro-batches micro-batches (GPipe, dist/pipeline.c). Every rank
+ * reads the same batches; stage 0 uses the images, the last stage the labels. */
+#include <stdio.h>
+#include <string.h>
+
+#include "trainer.h"
+
+/* The world as D pipelines of S consecutive ranks: rank = d S + s holds stage s of pipeline d.
+ * stage_comm: pipeline d's S ranks (activations); dp_comm: the D ranks holding stage s
+ * (their gradients are averaged, as DDP would). Collective. */
+RG_NODISCARD static rg_status split_world(trainer *t) {
+    int S = t->a.pipeline_stages;
+    t->dp_size = t->world / S, t->dp_rank = t->rank / S;
+    rg_status st = rg_comm_split(t->comm, t->dp_rank, t->rank % S, &t->stage_comm);
+    if (st == RG_OK && t->dp_size > 1)
+        st = rg_comm_split(t->comm, t->rank % S, t->dp_rank, &t->dp_comm);
+    if (st != RG_OK) trainer_error(t, "pipeline: %s", rg_last_error());
+    return st;
+}
+
+/* Rank 0's weights (--init) to every rank, so that the D pipelines start alike. */
+RG_NODISCARD static rg_status broadcast_weights(trainer *t) {
+    const rg_param_list *l = rg_model_params(t->net);
+    for (int i = 0; i < l->n; i++) {
+        rg_tensor *w = l->items[i].tensor;
+        if (w->dtype != RG_F32) continue;
+        RG_TRY(rg_comm_broadcast(t->comm, w->data, w->numel, RG_COMM_F32, 0));
+    }
+    return RG_OK;
+}
+
+rg_status trainer_setup_pipeline(trainer *t) {
+    const train_args *a = &t->a;
+    const char *bad = NULL;
+    if (t->world % a->pipeline_stages != 0)
+        bad = "needs a multiple of --pipeline-stages ranks (D pipelines of S ranks)";
+    else if (a->accum_steps > 1)
+        bad = "takes no --accum-steps (its micro-batches accumulate)";
+    else if (strcmp(a->compress, "none") != 0 || a->no_overlap || a->no_allreduce)
+        bad = "takes no --compress, --no-overlap or --no-allreduce (options of --strategy ddp)";
+    else if (a->resume)
+        bad = "cannot --resume yet (each stage holds its own optimizer state)";
+    else if (a->scale_lr)
+        bad = "takes no --scale-lr (its global batch is --batch-size x D)";
+    else if (a->micro_batches > a->batch_size)
+        bad = "needs --micro-batches <= --batch-size";
+    if (bad) {
+        if (t->world == 1 || t->rank == 0)
+            trainer_error(t, "--strategy pipeline with %d ranks, %d stages: %s", t->world,
+                          a->pipeline_stages, bad);
+        return trainer_agree(t, RG_EINVAL);
+    }
+    rg_status st = RG_OK;
+    if (a->init && t->rank == 0) st = rg_checkpoint_load_weights(a->init, t->net);
+    if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
+    RG_TRY(trainer_agree(t, st));
+    RG_TRY(split_world(t));
+    if (t->dp_size > 1) RG_TRY(broadcast_weights(t));
+    t->pipe = rg_pipeline_new(rg_model_root(t->net), t->stage_comm,
+                              &(rg_pipeline_opts){.micro_batches = a->micro_batches});
+    if (!t->pipe) {
+        trainer_error(t, "pipeline: %s", rg_last_error());
+        return RG_EINVAL; /* fails on every rank alike */
+    }
+    if (t->rank == 0) {
+        char d[1024];
+        printf("pipeline: %d pipeline%s of %d stages, %d micro-batches of %d; %s\n", t->dp_size,
+               t->dp_size > 1 ? "s" : "", a->pipeline_stages, a->micro_batches,
+               a->batch_size / a->micro_batches, rg_pipeline_describe(t->pipe, d, sizeof d));
+        fflush(stdout);
+    }
+    char opts[256];
+    snprintf(opts, sizeof opts, "weight_decay=%.9g", a->weight_decay);
+    if (a->lr > 0) snprintf(opts + strlen(opts), sizeof opts - strlen(opts), ",lr=%.9g", a->lr);
+    if (a->momentum > 0)
+        snprintf(opts + strlen(opts), sizeof opts - strlen(opts), ",momentum=%.9g", a->momentum);
+    t->opt = rg_optim_new(a->optim, rg_pipeline_params(t->pipe), opts);
+    if (!t->opt) {
+        trainer_error(t, "optimizer: %s", rg_last_error());
+        return trainer_agree(t, RG_EINVAL);
+    }
+    return RG_OK;
+}
+
+rg_status trainer_pipe_step(trainer *t, const rg_batch *b, rg_mode mode, rg_pipeline_result *r) {
+    rg_scope_begin();
+    rg_trace_begin(mode == RG_TRAIN ? "pipeline_step" : "pipeline_eval", "step");
+    rg_status st = rg_pipeline_step(t->pipe, b->x, b->y, mode, r);
+    if (st == RG_OK && mode == RG_TRAIN && t->dp_comm) { /* D pipelines: average each gradient */
+        int64_t t0 = rg_trace_now();
+        const rg_param_list *l = rg_pipeline_params(t->pipe);
+        for (int i = 0; st == RG_OK && i < l->n; i++) {
+            rg_tensor *g = l->items[i].tensor->grad;
+            if (g)
+                st = rg_comm_allreduce(t->dp_comm, g->data, g->numel, RG_COMM_F32, RG_REDUCE_AVG);
+        }
+        rg_trace_complete("dp_allreduce", "comm", t0, rg_trace_now(), 0, NULL);
+    }
+    if (st == RG_OK && mode == RG_TRAIN) {
+        int64_t t0 = rg_trace_now();
+        rg_optim_step(t->opt);
+        rg_optim_zero_grad(t->opt);
+        rg_trace_complete("optimizer", "compute", t0, rg_trace_now(), 0, NULL);
+        t->step++;
+    }
+    rg_trace_end();
+    rg_scope_end();
+    if (st != RG_OK) trainer_error(t, "pipeline: %s", rg_last_error());
+    return st;
+}
