@@ -30,6 +30,7 @@
 #include "ringgrad/timeline.h"
 #include "ringgrad/ddp.h"
 #include "ringgrad/zero.h"
+#include "ringgrad/ps.h"
 /* models */
 #include "ringgrad/model.h"
 #include "ringgrad/safetensors.h"

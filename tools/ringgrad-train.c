@@ -31,7 +31,12 @@ static int64_t count_correct(rg_tensor *logits, rg_tensor *labels_host) {
 
 /* Returns false when the step failed (a peer died): the caller stops training. */
 static bool train_step(trainer *t, const rg_batch *b, metrics *m) {
-    bool sync = t->zero ? rg_zero1_will_sync(t->zero) : rg_ddp_will_sync(t->ddp);
+    bool sync = t->zero ? rg_zero1_will_sync(t->zero) : t->ps ? true : rg_ddp_will_sync(t->ddp);
+    if (t->rank == t->a.straggle_rank) { /* --straggle RANK:MS, a test option */
+        rg_trace_begin("straggle", "compute");
+        usleep((useconds_t)(t->a.straggle_ms * 1000.0));
+        rg_trace_end();
+    }
     rg_scope_begin();
     rg_tensor *x = t->dev.type == RG_DEV_CPU ? b->x : rg_tensor_to(b->x, t->dev);
     rg_tensor *y = t->dev.type == RG_DEV_CPU ? b->y : rg_tensor_to(b->y, t->dev);
@@ -53,12 +58,17 @@ static bool train_step(trainer *t, const rg_batch *b, metrics *m) {
         st = rg_zero1_step(t->zero);
         rg_trace_end();
         if (st == RG_OK && sync) t->step++;
+    } else if (t->ps) { /* parameter servers: push the gradient shards, pull the new weights */
+        rg_trace_begin("ps_push_pull", "comm");
+        st = rg_ps_push_pull(t->ps);
+        rg_trace_end();
+        if (st == RG_OK) t->step++;
     } else {
         rg_trace_begin("ddp_wait", "comm");
         st = rg_ddp_wait(t->ddp);
         rg_trace_end();
     }
-    if (st == RG_OK && sync && !t->zero) {
+    if (st == RG_OK && sync && !t->zero && !t->ps) {
         rg_trace_begin("optimizer", "compute");
         rg_optim_step(t->opt);
         rg_optim_zero_grad(t->opt);
@@ -93,7 +103,7 @@ static double evaluate(trainer *t) {
     rg_trace_begin("evaluate", "compute");
     rg_no_grad_begin();
     while (rg_loader_next(t->test, &b)) {
-        if (b.step % t->world != t->rank) continue;
+        if (t->server || b.step % t->workers != t->wrank) continue;
         rg_scope_begin();
         rg_tensor *x = t->dev.type == RG_DEV_CPU ? b.x : rg_tensor_to(b.x, t->dev);
         m.correct += count_correct(rg_model_forward(t->net, x, RG_EVAL), b.y);
@@ -117,11 +127,21 @@ static bool run_epoch(trainer *t, int64_t epoch) {
     double seconds_before = t->train_seconds;
     for (; t->skip_batches > 0 && rg_loader_next(t->train, &b); t->skip_batches--) batches++;
     bool ok = true;
-    while (ok && (t->a.max_steps < 0 || t->step < t->a.max_steps) && rg_loader_next(t->train, &b)) {
+    if (t->server) { /* a parameter server serves the workers' steps of this epoch */
+        int64_t n = spe - batches;
+        if (t->a.max_steps >= 0 && t->a.max_steps - t->step < n) n = t->a.max_steps - t->step;
+        rg_trace_begin("ps_serve", "comm");
+        rg_status st = rg_ps_serve(t->ps, n);
+        rg_trace_end();
+        if (st != RG_OK) trainer_error(t, "parameter server failed: %s", rg_last_error());
+        ok = st == RG_OK;
+        t->step += n, batches += n;
+    }
+    while (ok && !t->server && (t->a.max_steps < 0 || t->step < t->a.max_steps) && rg_loader_next(t->train, &b)) {
         double t0 = progress_now();
         ok = train_step(t, &b, &m);
         t->train_seconds += progress_now() - t0;
-        t->images += b.size * t->world;
+        t->images += b.size * t->workers;
         batches++;
         progress_update(&t->prog, batches, m.loss_sum / (double)m.seen,
                         (double)m.correct / (double)m.seen, (double)t->images / t->train_seconds);
@@ -152,17 +172,27 @@ static void print_summary(const trainer *t, double seconds) {
            "\"epochs\":%d,\"steps\":%lld,\"batch_size\":%d,\"global_batch\":%d,",
            t->a.model, rg_device_str(t->dev, dev, sizeof dev), t->world,
            rg_comm_backend_name(rg_comm_kind(t->comm)), t->threads, t->a.epochs,
-           (long long)t->step, t->a.batch_size, t->a.batch_size * t->world);
+           (long long)t->step, t->a.batch_size, t->a.batch_size * t->workers);
     if (t->trained_any)
         printf("\"train_loss\":%.6f,\"train_accuracy\":%.6f,", t->last_loss, t->last_acc);
     else
         printf("\"train_loss\":null,\"train_accuracy\":null,");
     printf("\"strategy\":\"%s\",\"optimizer_state_bytes\":%zu,", t->a.strategy,
-           rg_optim_state_bytes(t->opt));
-    /* the payload each rank gives the collectives per step, in allreduce terms */
-    int64_t sent = t->zero ? rg_zero1_bytes_per_step(t->zero) : rg_ddp_bytes_per_step(t->ddp);
-    printf("\"compress\":\"%s\",\"bytes_per_step\":%lld,", t->zero ? "none" : t->a.compress,
+           t->opt ? rg_optim_state_bytes(t->opt) : 0);
+    /* the payload each rank gives the collectives per step, in allreduce terms (ps: a worker's
+     * push and pull) */
+    int64_t sent = t->zero ? rg_zero1_bytes_per_step(t->zero)
+                   : t->ps ? rg_ps_bytes_per_step(t->ps) : rg_ddp_bytes_per_step(t->ddp);
+    printf("\"compress\":\"%s\",\"bytes_per_step\":%lld,", t->ddp ? t->a.compress : "none",
            (long long)sent);
+    if (t->ps) {
+        printf("\"servers\":%d,\"workers\":%d,\"max_staleness\":%d,\"staleness_hist\":[",
+               t->a.servers, t->workers, t->a.max_staleness);
+        int bins = strcmp(t->a.strategy, "ps-async") == 0 ? t->a.max_staleness + 1 : 1;
+        for (int i = 0; i < bins; i++)
+            printf("%s%lld", i ? "," : "", (long long)t->staleness_hist[i]);
+        printf("],");
+    }
     printf("\"test_accuracy\":%.6f,\"images_per_sec\":%.1f,\"train_seconds\":%.3f,\"seconds\":%.3f}\n",
            t->test_acc, t->train_seconds > 0 ? (double)t->images / t->train_seconds : 0.0,
            t->train_seconds, seconds);
@@ -205,6 +235,7 @@ static int start(trainer *t, int *argc, char ***argv) {
     }
     t->comm = rg_dist_comm(t->dist);
     t->rank = rg_dist_rank(t->dist), t->world = rg_dist_size(t->dist);
+    t->wrank = t->rank, t->workers = t->world; /* parameter servers change both */
     t->threads = rg_set_num_threads(pick_threads(t));
     progress_init(&t->prog, stdout, t->rank == 0);
     /* "--device cuda": the GPU of this rank's local rank (one GPU per rank) */
@@ -222,6 +253,9 @@ static void teardown(trainer *t) {
     rg_ddp_free(t->ddp);
     if (t->zero) t->opt = NULL; /* the sharded optimizer's own */
     rg_zero1_free(t->zero);
+    if (t->ps) t->opt = NULL; /* the server's own */
+    rg_ps_free(t->ps);
+    free(t->staleness_hist);
     rg_optim_free(t->opt);
     rg_model_free(t->net);
     rg_dataset_free(t->train_ds);
@@ -256,6 +290,12 @@ int main(int argc, char **argv) {
             trainer_error(&t, "%s", rg_last_error());
             ok = false;
         }
+    }
+    if (ok && t.ps) { /* collective: the servers' staleness histograms summed */
+        int bins = strcmp(t.a.strategy, "ps-async") == 0 ? t.a.max_staleness + 1 : 1;
+        t.staleness_hist = calloc((size_t)t.a.max_staleness + 1, sizeof *t.staleness_hist);
+        ok = t.staleness_hist && rg_ps_staleness_hist(t.ps, t.staleness_hist, bins) == RG_OK;
+        if (!ok) trainer_error(&t, "staleness histogram: %s", rg_last_error());
     }
     if (ok) print_summary(&t, progress_now() - t_start);
     teardown(&t);

@@ -20,6 +20,11 @@ typedef struct {
     rg_optim *opt;
     rg_ddp *ddp;     /* --strategy ddp */
     rg_zero1 *zero;  /* --strategy zero1: owns opt */
+    rg_ps *ps;       /* --strategy ps-sync|ps-async: owns opt (a server's; NULL on a worker) */
+    bool server;     /* this rank is a parameter server: it serves steps instead of training */
+    int wrank, workers; /* this rank among the ranks that train, and their number (rank, world
+                         * except with parameter servers) */
+    int64_t *staleness_hist; /* ps: max_staleness + 1 bins, summed over the servers */
     rg_loader *train, *test;
     progress prog;
 
