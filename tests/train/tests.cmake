@@ -69,13 +69,19 @@ set(RG_EQUIV_ZERO1_RUNS
   "zero1_mlp_adam_np2_ring_accum2|mlp_adam|2|ring|1e-4|--batch-size|12|--accum-steps|2"
   "zero1_cnn_sgd_np2_mpi|cnn_sgd|2|mpi|1e-4")
 # rg_equiv_runs(MODE FLAGS RUN...): each RUN is "name|reference|ranks|comm|tolerance[|flags]", run
-# by equiv.sh MODE (ranks: weights and optimizer state; weights: the weights only) with FLAGS.
+# by equiv.sh MODE (ranks: weights and optimizer state; weights: the weights only; ps: ranks is
+# "K+W", K parameter servers and W workers) with FLAGS.
 function(rg_equiv_runs mode flags)
   foreach(run ${ARGN})
     string(REPLACE "|" ";" run "${run}")
     list(GET run 0 name)
     list(GET run 1 cfg)
     list(GET run 2 np)
+    set(ranks ${np})
+    if(np MATCHES "^([0-9]+)\\+([0-9]+)$")
+      set(ranks ${CMAKE_MATCH_1} ${CMAKE_MATCH_2})
+      math(EXPR np "${CMAKE_MATCH_1} + ${CMAKE_MATCH_2}")
+    endif()
     list(GET run 3 comm)
     list(GET run 4 tol)
     set(extra "")
@@ -84,34 +90,21 @@ function(rg_equiv_runs mode flags)
       list(SUBLIST run 5 -1 extra)
     endif()
     rg_train_test(equiv/${name} ${np} rg_train_ref_${cfg} "train;mpi" ${RG_TRAIN_SH}/equiv.sh
-                  ${mode} ${cfg} ${name} ${np} ${comm} ${tol} ${RG_EQUIV_${cfg}} ${flags} ${extra})
+                  ${mode} ${cfg} ${name} ${ranks} ${comm} ${tol} ${RG_EQUIV_${cfg}} ${flags} ${extra})
   endforeach()
 endfunction()
 rg_equiv_runs(ranks "" ${RG_EQUIV_RUNS})
 rg_equiv_runs(weights "--strategy;zero1" ${RG_EQUIV_ZERO1_RUNS})
 # --strategy ps-sync|ps-async (dist/ps.c): K servers + W workers at 48/W per worker reach 1 rank's
 # weights at 48, as ddp on W ranks does; ps-async with --max-staleness 0 is synchronous (plain SGD).
-# name  reference  servers  workers  comm  tolerance  flags
-set(RG_EQUIV_PS_RUNS
-  "ps_sync_mlp_adam_k1w2_mpi|mlp_adam|1|2|mpi|1e-4|--strategy|ps-sync"
-  "ps_sync_mlp_adam_k2w3_ring|mlp_adam|2|3|ring|1e-4|--strategy|ps-sync"
-  "ps_sync_cnn_sgd_k2w2_mpi|cnn_sgd|2|2|mpi|1e-4|--strategy|ps-sync"
-  "ps_sync_mlp_sgd0_k2w2_mpi|mlp_sgd0|2|2|mpi|1e-6|--strategy|ps-sync"
-  "ps_async_s0_mlp_sgd0_k2w2_mpi|mlp_sgd0|2|2|mpi|1e-6|--strategy|ps-async|--max-staleness|0"
-  "ps_async_s0_mlp_sgd0_k1w3_ring|mlp_sgd0|1|3|ring|1e-6|--strategy|ps-async|--max-staleness|0")
-foreach(run ${RG_EQUIV_PS_RUNS})
-  string(REPLACE "|" ";" run "${run}")
-  list(GET run 0 name)
-  list(GET run 1 cfg)
-  list(GET run 2 k)
-  list(GET run 3 w)
-  list(GET run 4 comm)
-  list(GET run 5 tol)
-  list(SUBLIST run 6 -1 extra)
-  math(EXPR np "${k} + ${w}")
-  rg_train_test(equiv/${name} ${np} rg_train_ref_${cfg} "train;mpi" ${RG_TRAIN_SH}/equiv.sh ps
-                ${cfg} ${name} ${k} ${w} ${comm} ${tol} ${RG_EQUIV_${cfg}} ${extra})
-endforeach()
+rg_equiv_runs(ps "--strategy;ps-sync"
+  "ps_sync_mlp_adam_k1w2_mpi|mlp_adam|1+2|mpi|1e-4"
+  "ps_sync_mlp_adam_k2w3_ring|mlp_adam|2+3|ring|1e-4"
+  "ps_sync_cnn_sgd_k2w2_mpi|cnn_sgd|2+2|mpi|1e-4"
+  "ps_sync_mlp_sgd0_k2w2_mpi|mlp_sgd0|2+2|mpi|1e-6")
+rg_equiv_runs(ps "--strategy;ps-async;--max-staleness;0"
+  "ps_async_s0_mlp_sgd0_k2w2_mpi|mlp_sgd0|2+2|mpi|1e-6"
+  "ps_async_s0_mlp_sgd0_k1w3_ring|mlp_sgd0|1+3|ring|1e-6")
 # control: ps-async with a staleness bound and a straggler must move off the synchronous weights
 rg_train_test(equiv/ps_async_s4_straggle_control 3 rg_train_ref_mlp_sgd0 "train;mpi"
               ${RG_TRAIN_SH}/equiv.sh psdiffer mlp_sgd0 ps_async_s4_straggle_control 1 2 mpi 1e-6
