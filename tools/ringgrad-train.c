@@ -152,6 +152,8 @@ static bool run_epoch(trainer *t, int64_t epoch) {
     if (m.seen) t->last_loss = m.loss_sum / (double)m.seen, t->last_acc = (double)m.correct / (double)m.seen;
     t->test_acc = evaluate(t);
     if (t->test_acc < 0) return false;
+    if (t->n_log < RG_TRAIN_EPOCH_LOG)
+        t->log_acc[t->n_log] = t->test_acc, t->log_secs[t->n_log++] = t->train_seconds;
     progress_end_epoch(&t->prog, batches, t->last_loss, t->last_acc,
                        t->train_seconds > 0 ? (double)t->images / t->train_seconds : 0.0,
                        t->train_seconds - seconds_before, t->test_acc);
@@ -193,6 +195,11 @@ static void print_summary(const trainer *t, double seconds) {
             printf("%s%lld", i ? "," : "", (long long)t->staleness_hist[i]);
         printf("],");
     }
+    printf("\"epoch_log\":[");
+    for (int i = 0; i < t->n_log; i++)
+        printf("%s{\"test_accuracy\":%.6f,\"train_seconds\":%.3f}", i ? "," : "", t->log_acc[i],
+               t->log_secs[i]);
+    printf("],");
     printf("\"test_accuracy\":%.6f,\"images_per_sec\":%.1f,\"train_seconds\":%.3f,\"seconds\":%.3f}\n",
            t->test_acc, t->train_seconds > 0 ? (double)t->images / t->train_seconds : 0.0,
            t->train_seconds, seconds);

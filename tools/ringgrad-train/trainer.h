@@ -35,6 +35,11 @@ typedef struct {
     int64_t images;       /* images trained, all ranks */
     double last_loss, last_acc, test_acc;
     bool trained_any;
+    /* --json "epoch_log": test accuracy and train_seconds so far after each epoch (the first
+     * RG_TRAIN_EPOCH_LOG epochs), for accuracy-against-time plots (docs/LABS.md, lab 3) */
+#define RG_TRAIN_EPOCH_LOG 256
+    double log_acc[RG_TRAIN_EPOCH_LOG], log_secs[RG_TRAIN_EPOCH_LOG];
+    int n_log;
 } trainer;
 
 /* "ringgrad-train: error: <msg>" on stderr, naming the rank in a multi-rank job. */
