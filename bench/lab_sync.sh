@@ -12,7 +12,8 @@
 #                     [--out bench/results] [--bin build/bin/ringgrad-train]
 #
 # Writes OUT/lab_sync.jsonl: ringgrad-train's own --json summary per run (its epoch_log holds the
-# test accuracy and training seconds after each epoch; ps runs add staleness_hist), with
+# test accuracy and the wall seconds of training, up to every worker's end of epoch, after each
+# epoch; ps runs add staleness_hist), with
 # "config", "straggle_ms" and "load" (the 1-minute load average at the start) added, for
 # scripts/plot_bench.py lab_sync.
 set -euo pipefail

@@ -202,9 +202,9 @@ def plot_lab_sync(path, out):
         label = r["config"] + (" + straggler %g ms" % r["straggle_ms"] if r["straggle_ms"] else "")
         c = colors[r["config"]]
         left.plot(range(1, len(log) + 1), acc, style, marker="o", color=c, label=label)
-        right.plot([e["train_seconds"] for e in log], acc, style, marker="o", color=c)
+        right.plot([e["seconds"] for e in log], acc, style, marker="o", color=c)
     left.set_xlabel("epoch")
-    right.set_xlabel("training seconds (rank 0's steps; a loaded 2-core machine)")
+    right.set_xlabel("wall seconds of training (to every worker's epoch end; loaded 2-core machine)")
     for ax in (left, right):
         ax.set_ylabel("test accuracy, %")
         ax.grid(alpha=0.3)

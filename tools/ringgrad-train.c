@@ -124,7 +124,7 @@ static bool run_epoch(trainer *t, int64_t epoch) {
     metrics m = {0};
     rg_batch b;
     int64_t batches = 0;
-    double seconds_before = t->train_seconds;
+    double seconds_before = t->train_seconds, wall0 = progress_now();
     for (; t->skip_batches > 0 && rg_loader_next(t->train, &b); t->skip_batches--) batches++;
     bool ok = true;
     if (t->server) { /* a parameter server serves the workers' steps of this epoch */
@@ -147,13 +147,14 @@ static bool run_epoch(trainer *t, int64_t epoch) {
                         (double)m.correct / (double)m.seen, (double)t->images / t->train_seconds);
     }
     if (!ok || reduce_metrics(t, &m) != RG_OK) return false;
+    t->wall_train += progress_now() - wall0;
     bool finished = batches == spe;
     t->trained_any |= m.seen > 0;
     if (m.seen) t->last_loss = m.loss_sum / (double)m.seen, t->last_acc = (double)m.correct / (double)m.seen;
     t->test_acc = evaluate(t);
     if (t->test_acc < 0) return false;
     if (t->n_log < RG_TRAIN_EPOCH_LOG)
-        t->log_acc[t->n_log] = t->test_acc, t->log_secs[t->n_log++] = t->train_seconds;
+        t->log_acc[t->n_log] = t->test_acc, t->log_secs[t->n_log++] = t->wall_train;
     progress_end_epoch(&t->prog, batches, t->last_loss, t->last_acc,
                        t->train_seconds > 0 ? (double)t->images / t->train_seconds : 0.0,
                        t->train_seconds - seconds_before, t->test_acc);
@@ -188,6 +189,7 @@ static void print_summary(const trainer *t, double seconds) {
     printf("\"compress\":\"%s\",\"bytes_per_step\":%lld,", t->ddp ? t->a.compress : "none",
            (long long)sent);
     if (t->ps) {
+        printf("\"servers_optimizer_state_bytes\":%lld,", (long long)t->ps_state_bytes);
         printf("\"servers\":%d,\"workers\":%d,\"max_staleness\":%d,\"staleness_hist\":[",
                t->a.servers, t->workers, t->a.max_staleness);
         int bins = strcmp(t->a.strategy, "ps-async") == 0 ? t->a.max_staleness + 1 : 1;
@@ -197,7 +199,7 @@ static void print_summary(const trainer *t, double seconds) {
     }
     printf("\"epoch_log\":[");
     for (int i = 0; i < t->n_log; i++)
-        printf("%s{\"test_accuracy\":%.6f,\"train_seconds\":%.3f}", i ? "," : "", t->log_acc[i],
+        printf("%s{\"test_accuracy\":%.6f,\"seconds\":%.3f}", i ? "," : "", t->log_acc[i],
                t->log_secs[i]);
     printf("],");
     printf("\"test_accuracy\":%.6f,\"images_per_sec\":%.1f,\"train_seconds\":%.3f,\"seconds\":%.3f}\n",
@@ -302,6 +304,9 @@ int main(int argc, char **argv) {
         int bins = strcmp(t.a.strategy, "ps-async") == 0 ? t.a.max_staleness + 1 : 1;
         t.staleness_hist = calloc((size_t)t.a.max_staleness + 1, sizeof *t.staleness_hist);
         ok = t.staleness_hist && rg_ps_staleness_hist(t.ps, t.staleness_hist, bins) == RG_OK;
+        t.ps_state_bytes = (int64_t)rg_ps_state_bytes(t.ps); /* summed over the servers */
+        ok = ok && rg_comm_allreduce(t.comm, &t.ps_state_bytes, 1, RG_COMM_I64, RG_REDUCE_SUM) ==
+                       RG_OK;
         if (!ok) trainer_error(&t, "staleness histogram: %s", rg_last_error());
     }
     if (ok) print_summary(&t, progress_now() - t_start);
