@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "ringgrad/trace.h"
-#include "tensor/backend_impl.h"
+#include "ringgrad/tensor.h"
 
 enum { TAG_PUSH = 1100, TAG_PULL = 1101, HDR = 2 };
 
