@@ -121,6 +121,7 @@ foreach(mode kill mismatch options nodata nodata1 flags ps_kill)
   rg_train_test(fail_${mode} 2 "" "train;mpi" ${RG_TRAIN_SH}/fail.sh ${mode})
 endforeach()
 rg_train_test(timeline 2 "" "train;mpi" ${RG_TRAIN_SH}/timeline.sh)
+rg_train_test(timeline_ps 3 "" "train;mpi" ${RG_TRAIN_SH}/timeline.sh ps)
 rg_train_test(lr_rules 1 "" train ${RG_TRAIN_SH}/lr.sh)
 rg_train_test(resume 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh)
 
