@@ -192,7 +192,14 @@ rg_status rg_comm_send(rg_comm *c, const void *buf, int64_t count, rg_comm_dtype
 }
 
 rg_status rg_comm_recv(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int peer, int tag) {
-    check_p2p(c, "rg_comm_recv", buf, count, dt, peer, tag);
+    if (peer == RG_COMM_ANY_SOURCE) {
+        RG_CHECK(c, "rg_comm_recv: NULL communicator");
+        if (c->kind == RG_COMM_NCCL)
+            return rg_error(RG_ENOTSUP, "rg_comm_recv: nccl cannot receive from any source");
+        check_p2p(c, "rg_comm_recv", buf, count, dt, c->rank == 0 ? 1 : 0, tag);
+    } else {
+        check_p2p(c, "rg_comm_recv", buf, count, dt, peer, tag);
+    }
     return run_blocking(
         c,
         (rg_coll){

@@ -138,7 +138,8 @@ rg_status rg_comm_mpi_recv(rg_comm *c, void *buf, int64_t count, rg_comm_dtype d
                            int tag) {
     if (count > INT_MAX) return too_large("rg_comm_recv", count);
     MPI_Request req;
-    MPI_Irecv(buf, (int)count, rg_comm_mpi_type(dt), peer, tag, c->mpi, &req);
+    MPI_Irecv(buf, (int)count, rg_comm_mpi_type(dt), peer == RG_COMM_ANY_SOURCE ? MPI_ANY_SOURCE : peer,
+              tag, c->mpi, &req);
     return rg_comm_mpi_wait(c, 1, &req, describe_p2p, &(p2p_info){"recv", count, peer, tag});
 }
 

@@ -32,6 +32,7 @@
 #include "ringgrad/ddp.h"
 #include "ringgrad/zero.h"
 #include "ringgrad/pipeline.h"
+#include "ringgrad/ps.h"
 /* models */
 #include "ringgrad/model.h"
 #include "ringgrad/safetensors.h"

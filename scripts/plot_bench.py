@@ -9,6 +9,8 @@
         -o docs/images/overlap.png
     /usr/bin/python3 scripts/plot_bench.py lab_lr bench/results/lab_lr.jsonl \\
         -o docs/images/lab_lr.png
+    /usr/bin/python3 scripts/plot_bench.py lab_sync bench/results/lab_sync.jsonl \\
+        -o docs/images/lab_sync.png
 
 allreduce  the table bench/allreduce_bench.c prints (saved with tee): bus bandwidth against
            message size, one line per method, and each method's busbw as a fraction of raw
@@ -21,6 +23,9 @@ lab_bytes  bench/lab_bytes.sh's runs (docs/LABS.md, lab 6): bytes each rank send
            its optimizer memory, per strategy.
 lab_lr     bench/lab_lr.sh's runs (docs/LABS.md, lab 4): test accuracy after each epoch for the
            small batch, the big batch unscaled, with the linear rule, and with warmup.
+lab_sync   bench/lab_sync.sh's runs (docs/LABS.md, lab 3): test accuracy against epochs and
+           against training seconds for ddp, ps-sync and ps-async at each staleness bound, without
+           (solid) and with (dashed) a straggler, from ringgrad-train's --json epoch_log.
 
 Needs matplotlib (python3-matplotlib; scripts/install-deps.sh --bench).
 """
@@ -185,6 +190,35 @@ def plot_lab_lr(path, out):
     fig.savefig(out, dpi=100)
 
 
+def plot_lab_sync(path, out):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    cfgs = list(dict.fromkeys(r["config"] for r in rows))
+    colors = dict(zip(cfgs, ["#e15759", "#4e79a7", "#59a14f", "#f28e2b", "#b07aa1", "#9c755f"]))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for r in rows:
+        log = r["epoch_log"]
+        acc = [100 * e["test_accuracy"] for e in log]
+        style = "--" if r["straggle_ms"] else "-"
+        label = r["config"] + (" + straggler %g ms" % r["straggle_ms"] if r["straggle_ms"] else "")
+        c = colors[r["config"]]
+        left.plot(range(1, len(log) + 1), acc, style, marker="o", color=c, label=label)
+        right.plot([e["seconds"] for e in log], acc, style, marker="o", color=c)
+    left.set_xlabel("epoch (ddp's points lie under ps-sync's: the same weights)")
+    left.set_xticks(range(1, max(len(r["epoch_log"]) for r in rows) + 1))
+    right.set_xlabel("wall seconds of training, to every worker's epoch end")
+    for ax in (left, right):
+        ax.set_ylabel("test accuracy, %")
+        ax.grid(alpha=0.3)
+    left.legend(fontsize=7, loc="lower right")
+    r0 = rows[0]
+    fig.suptitle("%s, batch %d per worker, %d workers (ps: + %d server rank(s)); load %s-%s" %
+                 (r0["model"], r0["batch_size"], r0.get("workers", r0["world_size"]),
+                  max(r.get("servers", 0) for r in rows), min(r["load"] for r in rows),
+                  max(r["load"] for r in rows)), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
 def plot_lab_bytes(path, out):
     rows = [json.loads(l) for l in open(path) if l.strip()]
     labels = [r["label"] for r in rows]
@@ -210,12 +244,14 @@ def plot_lab_bytes(path, out):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("kind", choices=["allreduce", "scaling", "overlap", "lab_lr", "lab_bytes"])
+    p.add_argument("kind", choices=["allreduce", "scaling", "overlap", "lab_lr", "lab_bytes",
+                                      "lab_sync"])
     p.add_argument("input")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
     {"allreduce": plot_allreduce, "scaling": plot_scaling, "overlap": plot_overlap,
-     "lab_lr": plot_lab_lr, "lab_bytes": plot_lab_bytes}[a.kind](a.input, a.output)
+     "lab_lr": plot_lab_lr, "lab_bytes": plot_lab_bytes,
+     "lab_sync": plot_lab_sync}[a.kind](a.input, a.output)
     print("wrote", a.output)
 
 

@@ -33,6 +33,11 @@ static int64_t count_correct(rg_tensor *logits, rg_tensor *labels_host) {
 /* One micro-batch; the verdict of guard_step (guard.c) says whether to go on. A failed collective
  * (a peer died) is reported here. */
 static guard_verdict train_step(trainer *t, const rg_batch *b, metrics *m) {
+    if (t->rank == t->a.straggle_rank) { /* --straggle RANK:MS, a test option */
+        rg_trace_begin("straggle", "compute");
+        usleep((useconds_t)(t->a.straggle_ms * 1000.0));
+        rg_trace_end();
+    }
     if (t->pipe) { /* every stage learns the last stage's loss and count */
         rg_pipeline_result r = {0};
         bool ok = trainer_pipe_step(t, b, RG_TRAIN, &r) == RG_OK;
@@ -40,7 +45,7 @@ static guard_verdict train_step(trainer *t, const rg_batch *b, metrics *m) {
             m->seen += b->size;
         return ok ? GUARD_GO : GUARD_FAILED;
     }
-    bool sync = t->zero ? rg_zero1_will_sync(t->zero) : rg_ddp_will_sync(t->ddp);
+    bool sync = t->zero ? rg_zero1_will_sync(t->zero) : t->ps ? true : rg_ddp_will_sync(t->ddp);
     rg_scope_begin();
     rg_tensor *x = t->dev.type == RG_DEV_CPU ? b->x : rg_tensor_to(b->x, t->dev);
     rg_tensor *y = t->dev.type == RG_DEV_CPU ? b->y : rg_tensor_to(b->y, t->dev);
@@ -69,6 +74,14 @@ static guard_verdict train_step(trainer *t, const rg_batch *b, metrics *m) {
             if (st == RG_OK && sync) t->step++;
             if (st != RG_OK) v = GUARD_FAILED;
         }
+    } else if (t->ps) {
+        /* parameter servers: push the gradient shards, pull the new weights. No per-step guard:
+         * its flags are exchanged over the whole world, and the servers are busy serving. */
+        rg_trace_begin("ps_push_pull", "comm");
+        st = rg_ps_push_pull(t->ps);
+        rg_trace_end();
+        if (st == RG_OK) t->step++;
+        v = st == RG_OK ? GUARD_GO : GUARD_FAILED;
     } else {
         rg_trace_begin("ddp_wait", "comm");
         st = rg_ddp_wait(t->ddp);
@@ -76,7 +89,7 @@ static guard_verdict train_step(trainer *t, const rg_batch *b, metrics *m) {
         /* non-finite loss or gradients, or a signal, on any rank: every rank decides alike here */
         v = st == RG_OK ? guard_step(t, loss_value, sync) : GUARD_FAILED;
     }
-    if ((v == GUARD_GO || v == GUARD_STOP_AFTER_STEP) && sync && !t->zero) {
+    if ((v == GUARD_GO || v == GUARD_STOP_AFTER_STEP) && sync && !t->zero && !t->ps) {
         rg_trace_begin("optimizer", "compute");
         rg_optim_step(t->opt);
         rg_optim_zero_grad(t->opt);
@@ -118,7 +131,7 @@ static double evaluate(trainer *t) {
             m.correct += r.correct, m.seen += b.size;
             continue;
         }
-        if (b.step % t->world != t->rank) continue;
+        if (t->server || b.step % t->workers != t->wrank) continue;
         rg_scope_begin();
         rg_tensor *x = t->dev.type == RG_DEV_CPU ? b.x : rg_tensor_to(b.x, t->dev);
         m.correct += count_correct(rg_model_forward(t->net, x, RG_EVAL), b.y);
@@ -140,16 +153,26 @@ static bool run_epoch(trainer *t, int64_t epoch) {
     metrics m = {0};
     rg_batch b;
     int64_t batches = 0;
-    double seconds_before = t->train_seconds;
+    double seconds_before = t->train_seconds, wall0 = progress_now();
     for (; t->skip_batches > 0 && rg_loader_next(t->train, &b); t->skip_batches--) batches++;
     guard_verdict v = GUARD_GO;
-    while (v == GUARD_GO && (t->a.max_steps < 0 || t->step < t->a.max_steps) &&
+    if (t->server) { /* a parameter server serves the workers' steps of this epoch */
+        int64_t n = spe - batches;
+        if (t->a.max_steps >= 0 && t->a.max_steps - t->step < n) n = t->a.max_steps - t->step;
+        rg_trace_begin("ps_serve", "comm");
+        rg_status st = rg_ps_serve(t->ps, n);
+        rg_trace_end();
+        if (st != RG_OK) trainer_error(t, "parameter server failed: %s", rg_last_error());
+        if (st != RG_OK) v = GUARD_FAILED;
+        t->step += n, batches += n;
+    }
+    while (v == GUARD_GO && !t->server && (t->a.max_steps < 0 || t->step < t->a.max_steps) &&
            rg_loader_next(t->train, &b)) {
         double t0 = progress_now();
         int64_t step_before = t->step;
         v = train_step(t, &b, &m);
         t->train_seconds += progress_now() - t0;
-        t->images += b.size * (t->pipe ? t->dp_size : t->world); /* stages share a batch */
+        t->images += b.size * t->workers; /* pipeline: its stages share a batch */
         batches++;
         if (v != GUARD_DIVERGED && v != GUARD_FAILED && t->step != step_before &&
             guard_save_periodic(t, batches == spe ? epoch + 1 : epoch) != RG_OK)
@@ -162,6 +185,7 @@ static bool run_epoch(trainer *t, int64_t epoch) {
     if (v != GUARD_GO && t->prog.enabled && t->prog.tty) fputc('\n', t->prog.out); /* end the bar */
     if (v == GUARD_DIVERGED || v == GUARD_FAILED) return false; /* nothing saved: keep the last */
     if (reduce_metrics(t, &m) != RG_OK) return false;
+    t->wall_train += progress_now() - wall0;
     bool finished = batches == spe;
     if (v == GUARD_STOP_AFTER_STEP) { /* a signal: save now, skip the evaluation, stop */
         /* agreed, so that no rank exits (and mpirun kills the job) before rank 0 has saved */
@@ -173,6 +197,8 @@ static bool run_epoch(trainer *t, int64_t epoch) {
     if (m.seen) t->last_loss = m.loss_sum / (double)m.seen, t->last_acc = (double)m.correct / (double)m.seen;
     t->test_acc = evaluate(t);
     if (t->test_acc < 0 || trainer_check_loaders(t) != RG_OK) return false;
+    if (t->n_log < RG_TRAIN_EPOCH_LOG)
+        t->log_acc[t->n_log] = t->test_acc, t->log_secs[t->n_log++] = t->wall_train;
     progress_end_epoch(&t->prog, batches, t->last_loss, t->last_acc,
                        t->train_seconds > 0 ? (double)t->images / t->train_seconds : 0.0,
                        t->train_seconds - seconds_before, t->test_acc);
@@ -196,7 +222,7 @@ static void print_summary(const trainer *t, double seconds, const char *error) {
            t->a.model, rg_device_str(t->dev, dev, sizeof dev), t->world,
            t->comm ? rg_comm_backend_name(rg_comm_kind(t->comm)) : "none", t->threads,
            rg_cpu_isa(), t->a.epochs, (long long)t->step, t->a.batch_size,
-           t->a.batch_size * (t->pipe ? t->dp_size : t->world));
+           t->a.batch_size * t->workers);
     guard_json_number(stdout, "train_loss", t->trained_any ? t->last_loss : NAN, "%.6f");
     guard_json_number(stdout, "train_accuracy", t->trained_any ? t->last_acc : NAN, "%.6f");
     guard_json_number(stdout, "test_accuracy", t->test_acc >= 0 ? t->test_acc : NAN, "%.6f");
@@ -213,10 +239,25 @@ static void print_summary(const trainer *t, double seconds, const char *error) {
            t->opt ? rg_optim_state_bytes(t->opt) : (size_t)0);
     /* the payload each rank gives the collectives per step, in allreduce terms */
     int64_t sent = t->zero  ? rg_zero1_bytes_per_step(t->zero)
+                   : t->ps  ? rg_ps_bytes_per_step(t->ps) /* a worker's push and pull */
                    : t->ddp ? rg_ddp_bytes_per_step(t->ddp)
                             : 0; /* pipeline: no collectives of gradients across stages */
-    printf("\"compress\":\"%s\",\"bytes_per_step\":%lld}\n", t->zero ? "none" : t->a.compress,
+    printf("\"compress\":\"%s\",\"bytes_per_step\":%lld", t->ddp ? t->a.compress : "none",
            (long long)sent);
+    if (t->ps && t->staleness_hist) {
+        printf(",\"servers_optimizer_state_bytes\":%lld", (long long)t->ps_state_bytes);
+        printf(",\"servers\":%d,\"workers\":%d,\"max_staleness\":%d,\"staleness_hist\":[",
+               t->a.servers, t->workers, t->a.max_staleness);
+        int bins = strcmp(t->a.strategy, "ps-async") == 0 ? t->a.max_staleness + 1 : 1;
+        for (int i = 0; i < bins; i++)
+            printf("%s%lld", i ? "," : "", (long long)t->staleness_hist[i]);
+        printf("]");
+    }
+    printf(",\"epoch_log\":[");
+    for (int i = 0; i < t->n_log; i++)
+        printf("%s{\"test_accuracy\":%.6f,\"seconds\":%.3f}", i ? "," : "", t->log_acc[i],
+               t->log_secs[i]);
+    printf("]}\n");
     fflush(stdout);
 }
 
@@ -268,6 +309,7 @@ static int start(trainer *t, int *argc, char ***argv) {
     }
     t->comm = rg_dist_comm(t->dist);
     t->rank = rg_dist_rank(t->dist), t->world = rg_dist_size(t->dist);
+    t->wrank = t->rank, t->workers = t->world; /* parameter servers and pipelines change both */
     t->threads = rg_set_num_threads(pick_threads(t, env_threads));
     progress_init(&t->prog, stdout, t->rank == 0);
     guard_install_signals();
@@ -290,6 +332,9 @@ static void teardown(trainer *t) {
     rg_pipeline_free(t->pipe);
     rg_comm_free(t->stage_comm);
     rg_comm_free(t->dp_comm);
+    if (t->ps) t->opt = NULL; /* the server's own */
+    rg_ps_free(t->ps);
+    free(t->staleness_hist);
     rg_optim_free(t->opt);
     rg_model_free(t->net);
     rg_dataset_free(t->train_ds);
@@ -337,6 +382,15 @@ int main(int argc, char **argv) {
             trainer_error(&t, "%s", rg_last_error());
             ok = false;
         }
+    }
+    if (ok && t.ps) { /* collective: the servers' staleness histograms summed */
+        int bins = strcmp(t.a.strategy, "ps-async") == 0 ? t.a.max_staleness + 1 : 1;
+        t.staleness_hist = calloc((size_t)t.a.max_staleness + 1, sizeof *t.staleness_hist);
+        ok = t.staleness_hist && rg_ps_staleness_hist(t.ps, t.staleness_hist, bins) == RG_OK;
+        t.ps_state_bytes = (int64_t)rg_ps_state_bytes(t.ps); /* summed over the servers */
+        ok = ok && rg_comm_allreduce(t.comm, &t.ps_state_bytes, 1, RG_COMM_I64, RG_REDUCE_SUM) ==
+                       RG_OK;
+        if (!ok) trainer_error(&t, "staleness histogram: %s", rg_last_error());
     }
     /* A signal stops after a step (saved when --save is given) with 128 + its number; one that
      * came outside the steps (evaluation, saving) lets the run finish, then says so the same way. */

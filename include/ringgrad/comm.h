@@ -55,6 +55,9 @@ typedef enum { RG_COMM_MPI, RG_COMM_RING, RG_COMM_NCCL, RG_COMM_BACKEND_COUNT } 
 
 /* User tags for rg_comm_send/recv are in [0, RG_COMM_TAG_MAX); the tags above are the ring's. */
 #define RG_COMM_TAG_MAX 16384
+/* rg_comm_recv's peer for "whichever rank sends first" (mpi and ring; not nccl). The message must
+ * say who sent it (the parameter servers put the worker in a header). */
+#define RG_COMM_ANY_SOURCE (-1)
 
 typedef struct rg_dist rg_dist; /* ringgrad/dist.h */
 typedef struct rg_comm rg_comm;

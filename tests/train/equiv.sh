@@ -12,6 +12,11 @@
 #   equiv.sh weights NAME TAG NP COMM TOL FLAGS...  as ranks, comparing the weights only (for
 #                                              --strategy zero1, whose checkpoint has no optimizer
 #                                              state: it is sharded over the ranks)
+#   equiv.sh ps NAME TAG K W COMM TOL FLAGS...  K parameter servers + W workers (K + W ranks) at
+#                                              48/W per worker (FLAGS carry --strategy): the
+#                                              weights must match 1 rank at 48, as DDP on W ranks
+#                                              does (the optimizer state is on the servers)
+#   equiv.sh psdiffer NAME TAG K W COMM TOL FLAGS...  as ps, but must differ (a control)
 #   equiv.sh differ NAME TAG TOL FLAGS...      1 rank with FLAGS: must differ from ref_NAME by more
 #                                              than TOL somewhere (a control: the tolerance can fail)
 source "$(dirname "$0")/lib.sh"
@@ -38,6 +43,21 @@ ranks | weights)
     run_logged "${out%.safetensors}.log" "$np" "${common[@]}" --batch-size $((48 / np)) --comm "$comm" --save "$out" "$@"
     compare "$out" "$ref" --atol "$tol" "${only[@]}" || fail "$np ranks ($comm) do not match 1 rank within $tol"
     echo "PASS: $np ranks on $comm ($*) match 1 rank at batch 48 within $tol"
+    ;;
+ps | psdiffer)
+    tag=$1 k=$2 w=$3 comm=$4 tol=$5
+    shift 5
+    [ -f "$ref" ] || fail "no reference $ref (did the fixture test train/equiv/ref_$name fail?)"
+    out="$RG_TRAIN_OUT/$tag.safetensors"
+    rm -f "$out"
+    run_logged "${out%.safetensors}.log" $((k + w)) "${common[@]}" --batch-size $((48 / w)) --comm "$comm" --servers "$k" --save "$out" "$@"
+    if [ "$mode" = psdiffer ]; then
+        compare "$out" "$ref" --atol "$tol" --weights-only --expect-differ || fail "the control run ($*) matched"
+        echo "PASS: $k servers + $w workers ($*) differ from 1 rank beyond $tol"
+        exit 0
+    fi
+    compare "$out" "$ref" --atol "$tol" --weights-only || fail "$k servers + $w workers ($comm, $*) do not match 1 rank within $tol"
+    echo "PASS: $k servers + $w workers on $comm ($*) match 1 rank at batch 48 within $tol"
     ;;
 differ)
     tag=$1 tol=$2

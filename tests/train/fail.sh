@@ -5,6 +5,8 @@
 #                       OMPI_COMM_WORLD_RANK among the job's processes): the job ends within 20 s
 #   fail.sh kill_pipeline  the same with --strategy pipeline: rank 1 is stage 1 of the GPipe
 #                       pipeline, stage 0 waits on it in a send or recv
+#   fail.sh ps_kill     3 ranks, --strategy ps-sync --servers 1: the server (rank 2) gets SIGKILL in
+#                       the middle of training: the job ends within 20 s, as for kill
 #   fail.sh mismatch    mpirun -np 1 ... --model cnn : -np 1 ... --model mlp: every rank names the
 #                       differing setting; exit 1
 #   fail.sh options     the same model with --accum-steps 1 on rank 0 and 2 on rank 1 (which would
@@ -50,11 +52,12 @@ mpmd() { # mpmd "ARGS OF RANK 0" "ARGS OF RANK 1" (split at spaces)
 }
 
 case $mode in
-kill | kill_pipeline)
-    extra=()
+kill | kill_pipeline | ps_kill)
+    np=2 vrank=1 extra=()
     [ "$mode" = kill_pipeline ] && extra=(--strategy pipeline --micro-batches 4)
+    [ "$mode" = ps_kill ] && np=3 vrank=2 extra=(--strategy ps-sync --servers 1)
     # RG_PROGRESS=bar: a bar per step even into a file, so that the test sees step 3
-    RG_PROGRESS=bar train 2 --model cnn --batch-size 16 --epochs 1000 "${extra[@]}" >"$log" 2>&1 &
+    RG_PROGRESS=bar train $np --model cnn --batch-size 16 --epochs 1000 "${extra[@]}" >"$log" 2>&1 &
     job=$!
     # The bar is redrawn at most every few steps, so a fast machine may never print " 3/30 [":
     # wait for any step from 3 on, or a later epoch.
@@ -65,7 +68,7 @@ kill | kill_pipeline)
         sleep 0.1
     done
     grep -Eq "$past_step3" "$log" || { cat "$log"; fail "training never reached step 3"; }
-    victim=$(rank_pids $job | awk '$2 == 1 {print $1}')
+    victim=$(rank_pids $job | awk -v v=$vrank '$2 == v {print $1}')
     rank0=$(rank_pids $job | awk '$2 == 0 {print $1}')
     if [ -z "$victim" ] || [ -z "$rank0" ]; then fail "cannot find the ranks' processes"; fi
     start=$(date +%s.%N)
@@ -74,12 +77,12 @@ kill | kill_pipeline)
     secs=$(elapsed "$start")
     if kill -0 $job 2>/dev/null; then
         kill -- -$job 2>/dev/null; kill $job
-        fail "the job still runs ${secs}s after rank 1 was killed"
+        fail "the job still runs ${secs}s after rank $vrank was killed"
     fi
     wait $job
     rc=$?
     tail -c 2000 "$log" | tr '\r' '\n' | tail -n 12
-    echo "-- exit $rc, ${secs}s after SIGKILL to rank 1 (pid $victim)"
+    echo "-- exit $rc, ${secs}s after SIGKILL to rank $vrank (pid $victim)"
     [ $rc != 0 ] || fail "the job exited 0"
     awk -v s="$secs" 'BEGIN { exit !(s < 20) }' || fail "the job took ${secs}s to end (limit 20)"
     expect_line "exited on signal 9"
@@ -142,6 +145,13 @@ flags)
     expect_line "^ringgrad-train: error: --strategy zero1 takes no --compress"
     expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --strategy pipeline
     expect_line "^ringgrad-train: error: --strategy pipeline with 1 ranks, 2 stages: needs a multiple of --pipeline-stages ranks"
+    # parameter servers (dist/ps.c)
+    check_flag "--straggle: '1' is not RANK:MS" --straggle 1
+    check_flag "--strategy: 'ps' is not one of" --strategy ps
+    expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --strategy ps-sync
+    expect_line "^ringgrad-train: error: ps-sync: --servers 1: need 1 <= K < 1 ranks"
+    expect_exit 1 30 "$RG_MPIRUN" -np 2 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --strategy ps-async --compress fp16
+    expect_line "^ringgrad-train: rank 0: error: --strategy ps-async takes no --resume, --compress"
     expect_exit 2 30 "$RG_MPIRUN" -np 2 "$RG_TRAIN" --bogus
     [ "$(grep -c "^ringgrad-train: unknown option '--bogus'" "$log")" = 2 ] || fail "not one message per rank"
     expect_exit 0 20 "$RG_TRAIN" --help

@@ -42,7 +42,10 @@ set(RG_EQUIV_mlp_sgd --model mlp --optim sgd --lr 0.05 --momentum 0.9 --max-step
 set(RG_EQUIV_cnn_sgd --model cnn --optim sgd --lr 0.05 --momentum 0.9 --max-steps 4)
 # augmentation: each image's random crop and flip depend on (seed, epoch, image) only
 set(RG_EQUIV_cnn_sgd_aug ${RG_EQUIV_cnn_sgd} --augment flip-crop --workers 2)
-foreach(cfg mlp_adam mlp_sgd cnn_sgd cnn_sgd_aug)
+# plain SGD (no momentum): ps-async applies each worker's 1/W share as its own step, which equals
+# one step on the average only for an optimizer without state
+set(RG_EQUIV_mlp_sgd0 --model mlp --optim sgd --lr 0.05 --max-steps 12)
+foreach(cfg mlp_adam mlp_sgd cnn_sgd cnn_sgd_aug mlp_sgd0)
   rg_train_test(equiv/ref_${cfg} 1 "" train ${RG_TRAIN_SH}/equiv.sh ref ${cfg} ${RG_EQUIV_${cfg}})
   set_tests_properties(train/equiv/ref_${cfg} PROPERTIES FIXTURES_SETUP rg_train_ref_${cfg})
 endforeach()
@@ -69,13 +72,19 @@ set(RG_EQUIV_ZERO1_RUNS
   "zero1_mlp_adam_np2_ring_accum2|mlp_adam|2|ring|1e-4|--batch-size|12|--accum-steps|2"
   "zero1_cnn_sgd_np2_mpi|cnn_sgd|2|mpi|1e-4")
 # rg_equiv_runs(MODE FLAGS RUN...): each RUN is "name|reference|ranks|comm|tolerance[|flags]", run
-# by equiv.sh MODE (ranks: weights and optimizer state; weights: the weights only) with FLAGS.
+# by equiv.sh MODE (ranks: weights and optimizer state; weights: the weights only; ps: ranks is
+# "K+W", K parameter servers and W workers) with FLAGS.
 function(rg_equiv_runs mode flags)
   foreach(run ${ARGN})
     string(REPLACE "|" ";" run "${run}")
     list(GET run 0 name)
     list(GET run 1 cfg)
     list(GET run 2 np)
+    set(ranks ${np})
+    if(np MATCHES "^([0-9]+)\\+([0-9]+)$")
+      set(ranks ${CMAKE_MATCH_1} ${CMAKE_MATCH_2})
+      math(EXPR np "${CMAKE_MATCH_1} + ${CMAKE_MATCH_2}")
+    endif()
     list(GET run 3 comm)
     list(GET run 4 tol)
     set(extra "")
@@ -84,11 +93,25 @@ function(rg_equiv_runs mode flags)
       list(SUBLIST run 5 -1 extra)
     endif()
     rg_train_test(equiv/${name} ${np} rg_train_ref_${cfg} "train;mpi" ${RG_TRAIN_SH}/equiv.sh
-                  ${mode} ${cfg} ${name} ${np} ${comm} ${tol} ${RG_EQUIV_${cfg}} ${flags} ${extra})
+                  ${mode} ${cfg} ${name} ${ranks} ${comm} ${tol} ${RG_EQUIV_${cfg}} ${flags} ${extra})
   endforeach()
 endfunction()
 rg_equiv_runs(ranks "" ${RG_EQUIV_RUNS})
 rg_equiv_runs(weights "--strategy;zero1" ${RG_EQUIV_ZERO1_RUNS})
+# --strategy ps-sync|ps-async (dist/ps.c): K servers + W workers at 48/W per worker reach 1 rank's
+# weights at 48, as ddp on W ranks does; ps-async with --max-staleness 0 is synchronous (plain SGD).
+rg_equiv_runs(ps "--strategy;ps-sync"
+  "ps_sync_mlp_adam_k1w2_mpi|mlp_adam|1+2|mpi|1e-4"
+  "ps_sync_mlp_adam_k2w3_ring|mlp_adam|2+3|ring|1e-4"
+  "ps_sync_cnn_sgd_k2w2_mpi|cnn_sgd|2+2|mpi|1e-4"
+  "ps_sync_mlp_sgd0_k2w2_mpi|mlp_sgd0|2+2|mpi|1e-6")
+rg_equiv_runs(ps "--strategy;ps-async;--max-staleness;0"
+  "ps_async_s0_mlp_sgd0_k2w2_mpi|mlp_sgd0|2+2|mpi|1e-6"
+  "ps_async_s0_mlp_sgd0_k1w3_ring|mlp_sgd0|1+3|ring|1e-6")
+# control: ps-async with a staleness bound and a straggler must move off the synchronous weights
+rg_train_test(equiv/ps_async_s4_straggle_control 3 rg_train_ref_mlp_sgd0 "train;mpi"
+              ${RG_TRAIN_SH}/equiv.sh psdiffer mlp_sgd0 ps_async_s4_straggle_control 1 2 mpi 1e-6
+              ${RG_EQUIV_mlp_sgd0} --strategy ps-async --max-staleness 4 --straggle 1:20)
 rg_train_test(equiv/mlp_adam_control 1 rg_train_ref_mlp_adam train ${RG_TRAIN_SH}/equiv.sh differ
               mlp_adam mlp_adam_control 1e-4 ${RG_EQUIV_mlp_adam} --lr 0.00101)
 rg_train_test(equiv/mlp_sgd_control 1 rg_train_ref_mlp_sgd train ${RG_TRAIN_SH}/equiv.sh differ
@@ -100,10 +123,11 @@ rg_train_test(equiv/cnn_sgd_control 1 rg_train_ref_cnn_sgd train ${RG_TRAIN_SH}/
               cnn_sgd cnn_sgd_control 1e-4 ${RG_EQUIV_cnn_sgd} --lr 0.0505)
 
 # ---- failures, the timeline, resuming
-foreach(mode kill kill_pipeline mismatch options nodata nodata1 flags)
+foreach(mode kill kill_pipeline mismatch options nodata nodata1 flags ps_kill)
   rg_train_test(fail_${mode} 2 "" "train;mpi" ${RG_TRAIN_SH}/fail.sh ${mode})
 endforeach()
 rg_train_test(timeline 2 "" "train;mpi" ${RG_TRAIN_SH}/timeline.sh)
+rg_train_test(timeline_ps 3 "" "train;mpi" ${RG_TRAIN_SH}/timeline.sh ps)
 # --strategy pipeline: 2 stages == one process; 2 pipelines of 2 stages (4 ranks) == ddp on 2
 rg_train_test(pipeline_single 2 "" "train;mpi" ${RG_TRAIN_SH}/pipeline.sh single)
 rg_train_test(pipeline_dp 4 "" "train;mpi" ${RG_TRAIN_SH}/pipeline.sh dp)

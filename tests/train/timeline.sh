@@ -6,7 +6,32 @@
 # The CNN with the default buckets (1 MiB first, then 25 MiB) has 2, in reverse parameter order:
 # fc2, fc1.bias and fc1.weight (which takes the first past its 1 MiB and closes it), then conv2
 # and conv1. The first is ready once fc1's gradients are, before conv2's backward, the bulk of it.
+#   timeline.sh ps: ps-async --max-staleness 2 on 1 server + 2 workers, worker 1 straggling 50 ms:
+#   the server marks one ps_apply per gradient (2 x 8) with its staleness, all <= 2, some > 0,
+#   counted as --json's staleness_hist says.
 source "$(dirname "$0")/lib.sh"
+if [ "${1:-}" = ps ]; then
+    out="$RG_TRAIN_OUT/timeline_ps.json"
+    rm -f "$out"
+    run_logged "$RG_TRAIN_OUT/timeline_ps.log" 3 --model mlp --batch-size 16 --max-steps 8 \
+        --strategy ps-async --max-staleness 2 --straggle 1:50 --json --timeline "$out"
+    python3 - "$out" "$RG_TRAIN_OUT/timeline_ps.log" <<'PY' || fail "the ps timeline is wrong"
+import json, sys
+events = json.load(open(sys.argv[1]))
+events = events["traceEvents"] if isinstance(events, dict) else events
+applies = [e for e in events if e.get("name") == "ps_apply"]
+stale = [e["args"]["staleness"] for e in applies]
+summary = json.loads([l for l in open(sys.argv[2]) if l.startswith("{")][-1])
+hist = [stale.count(s) for s in range(3)]
+print("ps_apply staleness:", stale, "histogram", hist, "--json", summary["staleness_hist"])
+assert len(applies) == 16, len(applies)
+assert all(0 <= s <= 2 for s in stale) and max(stale) > 0
+assert hist == summary["staleness_hist"]
+assert sorted({e["args"]["worker"] for e in applies}) == [0, 1]
+PY
+    echo "PASS: ps-async timeline: 16 ps_apply events, staleness within the bound, as --json counts"
+    exit 0
+fi
 out="$RG_TRAIN_OUT/timeline.json"
 rm -f "$out"
 run_logged "$RG_TRAIN_OUT/timeline.log" 2 --model cnn --batch-size 16 --max-steps 3 --timeline "$out"

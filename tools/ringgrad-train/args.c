@@ -55,9 +55,12 @@ static const opt options[] = {
     {"resume", "FILE", "continue exactly from a checkpoint written by --save", OPT_STR, F(resume), 0, 0, NULL},
     {"timeline", "FILE", "write a Chrome-trace JSON of the run (open in Perfetto or chrome://tracing)", OPT_STR, F(timeline), 0, 0, NULL},
     {"json", NULL, "print a one-line JSON summary as the last line", OPT_FLAG, F(json), 0, 0, NULL},
-    {"strategy", "NAME", "data parallelism: ddp (allreduce the gradients) or zero1 (ZeRO-1: optimizer state sharded over the ranks), or pipeline (the model cut into stages, one per rank; GPipe)", OPT_STR, F(strategy), 0, 0, "ddp|zero1|pipeline"},
+    {"strategy", "NAME", "ddp (allreduce the gradients), zero1 (ZeRO-1: optimizer state sharded over the ranks), pipeline (the model cut into stages, one per rank; GPipe), ps-sync or ps-async (parameter servers on the last --servers ranks)", OPT_STR, F(strategy), 0, 0, "ddp|zero1|pipeline|ps-sync|ps-async"},
     {"pipeline-stages", "S", "--strategy pipeline: stages; the ranks form world / S pipelines (data-parallel)", OPT_INT, F(pipeline_stages), 2, 8, NULL},
     {"micro-batches", "M", "--strategy pipeline: micro-batches per batch (GPipe)", OPT_INT, F(micro_batches), 1, 1 << 20, NULL},
+    {"servers", "K", "ps-sync/ps-async: the last K ranks are parameter servers, the rest workers", OPT_INT, F(servers), 1, 1e6, NULL},
+    {"max-staleness", "S", "ps-async: a worker runs at most S steps ahead of the slowest (SSP; 0 is synchronous)", OPT_INT, F(max_staleness), 0, 1e6, NULL},
+    {"straggle", "RANK:MS", "test option: rank RANK sleeps MS ms in every step (an injected straggler)", OPT_STR, F(straggle), 0, 0, NULL},
     {"comm", "NAME", "collective backend (default: $RG_COMM, else nccl on cuda and mpi on cpu)", OPT_STR, F(comm), 0, 0, "mpi|ring|nccl"},
     {"bucket-mb", "X", "gradient bucket size in MiB", OPT_DBL, F(bucket_mb), 1e-6, 1e6, NULL},
     {"no-overlap", NULL, "baseline: one allreduce of all gradients after backward, no buckets", OPT_FLAG, F(no_overlap), 0, 0, NULL},
@@ -78,6 +81,7 @@ static void defaults(train_args *a) {
         .lr_step_size = 1000, .lr_gamma = 0.1, .seed = 42, .dropout = -1, .bucket_mb = 25,
         .accum_steps = 1, .compress = "none", .powersgd_rank = 4, .stall_seconds = 60, .keep = 3,
         .augment = "none", .normalize = "none", .pipeline_stages = 2, .micro_batches = 4,
+        .servers = 1, .straggle_rank = -1,
     };
 }
 
@@ -167,6 +171,14 @@ int train_args_parse(train_args *a, int argc, char **argv) {
     a->lr_given = a->lr >= 0; /* < 0: the optimizer's default (the registry's) */
     if (a->resume && a->init) return usage_error("--resume and --init exclude each other");
     if (a->save_every && !a->save) return usage_error("--save-every needs --save FILE");
+    if (a->straggle) {
+        char *end = NULL;
+        long r = strtol(a->straggle, &end, 10);
+        double ms = *end == ':' ? strtod(end + 1, &end) : -1;
+        if (r < 0 || ms < 0 || *end)
+            return usage_error("--straggle: '%s' is not RANK:MS (e.g. 1:50)", a->straggle);
+        a->straggle_rank = (int)r, a->straggle_ms = ms;
+    }
     return check_data_args(a);
 }
 
@@ -199,7 +211,7 @@ static const char *const agreed[] = {
     "no-shuffle", "dropout", "accum-steps", "compress", "bucket-mb", "no-overlap", "no-allreduce",
     "save-every", "init", "save", "resume", "strategy", "lr-scaling", "powersgd-rank",
     "image-size", "channels", "num-classes", "augment", "normalize", "pipeline-stages",
-    "micro-batches",
+    "micro-batches", "servers", "max-staleness",
 };
 
 void train_args_agreed(const train_args *a, char *buf, size_t cap) {

@@ -39,6 +39,10 @@ typedef struct {
     int accum_steps, powersgd_rank;
     int pipeline_stages, micro_batches; /* --strategy pipeline */
     bool no_overlap, no_allreduce;
+    int servers, max_staleness; /* --strategy ps-sync|ps-async */
+    const char *straggle;       /* "RANK:MS", parsed into the two below */
+    int straggle_rank;          /* -1: none */
+    double straggle_ms;
     bool help;
 } train_args;
 

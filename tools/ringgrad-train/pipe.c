@@ -12,6 +12,7 @@
 RG_NODISCARD static rg_status split_world(trainer *t) {
     int S = t->a.pipeline_stages;
     t->dp_size = t->world / S, t->dp_rank = t->rank / S;
+    t->wrank = t->dp_rank, t->workers = t->dp_size; /* the data shards: one per pipeline */
     rg_status st = rg_comm_split(t->comm, t->dp_rank, t->rank % S, &t->stage_comm);
     if (st == RG_OK && t->dp_size > 1)
         st = rg_comm_split(t->comm, t->rank % S, t->dp_rank, &t->dp_comm);

@@ -43,7 +43,7 @@ rg_status trainer_agree(trainer *t, rg_status mine) {
  * linearly (Goyal et al., for SGD) or its square root (--lr-scaling sqrt, for Adam). 1 without
  * --scale-lr. */
 static double lr_factor(const trainer *t) {
-    double k = (double)t->world * t->a.accum_steps;
+    double k = (double)t->workers * t->a.accum_steps;
     if (!t->a.scale_lr) return 1.0;
     return strcmp(t->a.lr_scaling, "sqrt") == 0 ? sqrt(k) : k;
 }
@@ -71,6 +71,21 @@ RG_NODISCARD static rg_status make_strategy(trainer *t, const rg_param_list *par
             return RG_EINVAL; /* rg_zero1_new fails on every rank alike */
         }
         t->opt = rg_zero1_optim(t->zero);
+    } else if (strncmp(t->a.strategy, "ps-", 3) == 0) {
+        bool async = strcmp(t->a.strategy, "ps-async") == 0;
+        t->ps = rg_ps_new(params, t->comm, t->a.optim, opts,
+                          &(rg_ps_opts){.mode = async ? RG_PS_ASYNC : RG_PS_SYNC,
+                                        .servers = t->a.servers,
+                                        .max_staleness = t->a.max_staleness});
+        if (!t->ps) {
+            trainer_error(t, "%s: %s", t->a.strategy, rg_last_error());
+            return RG_EINVAL; /* rg_ps_new fails on every rank alike */
+        }
+        t->opt = rg_ps_optim(t->ps); /* NULL on a worker */
+        t->server = rg_ps_is_server(t->ps);
+        t->workers = rg_ps_workers(t->ps);
+        t->wrank = t->server ? 0 : rg_ps_index(t->ps);
+        if (!t->opt) return RG_OK;
     } else {
         t->opt = rg_optim_new(t->a.optim, params, opts);
         if (!t->opt) {
@@ -86,7 +101,7 @@ static void set_schedule(trainer *t, int64_t total_steps) {
     rg_lr_kind kind = strcmp(t->a.lr_schedule, "step") == 0     ? RG_LR_STEP
                       : strcmp(t->a.lr_schedule, "cosine") == 0 ? RG_LR_COSINE
                                                                 : RG_LR_CONSTANT;
-    if (kind == RG_LR_CONSTANT && t->a.warmup_steps == 0) return;
+    if (!t->opt || (kind == RG_LR_CONSTANT && t->a.warmup_steps == 0)) return;
     rg_lr_schedule s = {
         .kind = kind, .base_lr = rg_optim_get_lr(t->opt), .step_size = t->a.lr_step_size,
         .gamma = t->a.lr_gamma, .t_max = total_steps > 0 ? total_steps : 1,
@@ -181,7 +196,15 @@ rg_status trainer_setup_model(trainer *t) {
                       "(they are options of --strategy ddp's buckets)");
         return trainer_agree(t, RG_EINVAL);
     }
-    if (strcmp(t->a.strategy, "zero1") == 0) { /* rank 0's --init weights, then broadcast */
+    bool ps = strncmp(t->a.strategy, "ps-", 3) == 0;
+    if (ps && (t->a.resume || strcmp(t->a.compress, "none") != 0 || t->a.no_overlap ||
+               t->a.no_allreduce || t->a.accum_steps > 1)) {
+        trainer_error(t, "--strategy %s takes no --resume, --compress, --no-overlap, "
+                      "--no-allreduce or --accum-steps (the optimizer state is on the servers; "
+                      "the others are options of --strategy ddp)", t->a.strategy);
+        return trainer_agree(t, RG_EINVAL);
+    }
+    if (strcmp(t->a.strategy, "zero1") == 0 || ps) { /* rank 0's --init weights, then broadcast */
         RG_TRY(load_checkpoint(t));
         return make_strategy(t, params);
     }
@@ -242,14 +265,13 @@ RG_NODISCARD static rg_status check_resume(trainer *t, int64_t spe) {
 rg_status trainer_setup_loaders(trainer *t) {
     rg_loader_opts o = trainer_loader_opts(t, true); /* data.c: augmentation, workers */
     o.batch = t->a.batch_size, o.shuffle = !t->a.no_shuffle;
-    o.rank = t->pipe ? t->dp_rank : t->rank; /* a pipeline's stages read one batch */
-    o.world = t->pipe ? t->dp_size : t->world;
+    o.rank = t->wrank, o.world = t->workers; /* a pipeline's stages read one batch; servers none */
     t->train = rg_loader_new(t->train_ds, &o);
     /* Evaluation: every rank reads the whole test set in order and scores the batches with
      * index % world == rank, so no image is counted twice (a padded shard would). */
     o = trainer_loader_opts(t, false);
     o.batch = 1000;
-    if (!t->pipe) o.fill_rank = t->rank, o.fill_world = t->world; /* only the batches we score */
+    if (!t->pipe && !t->ps) o.fill_rank = t->rank, o.fill_world = t->world; /* only what we score */
     t->test = rg_loader_new(t->test_ds, &o);
     rg_status st = t->train && t->test ? RG_OK : RG_ENOMEM;
     if (st != RG_OK) {
@@ -274,11 +296,13 @@ rg_status trainer_save(trainer *t, int64_t epoch) {
     int64_t k = t->a.accum_steps;
     rg_checkpoint_meta meta = {.step = t->step, .epoch = epoch, .seed = (uint64_t)t->a.seed,
                                .global_batch = (int64_t)t->a.batch_size *
-                                               (t->pipe ? t->dp_size : t->world) * k,
+                                               t->workers * k,
                                .steps_per_epoch = rg_loader_steps_per_epoch(t->train) / k};
     snprintf(meta.model, sizeof meta.model, "%s", t->a.model);
-    /* zero1, pipeline: the weights only (rank 0 holds a shard or a stage of the optimizer) */
-    rg_status st = rg_checkpoint_save(t->a.save, t->net, t->zero || t->pipe ? NULL : t->opt, &meta);
+    /* zero1, pipeline, ps: the weights only (rank 0 holds a shard or a stage of the optimizer
+     * state, or, as a worker of parameter servers, none) */
+    rg_status st = rg_checkpoint_save(t->a.save, t->net, t->zero || t->pipe || t->ps ? NULL : t->opt,
+                                      &meta);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
     return st;
 }

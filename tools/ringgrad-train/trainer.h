@@ -25,6 +25,12 @@ typedef struct {
     rg_pipeline *pipe;             /* --strategy pipeline: opt holds this stage's parameters */
     rg_comm *stage_comm, *dp_comm; /* pipeline: my pipeline's ranks; my stage's copies (D > 1) */
     int dp_rank, dp_size;          /* pipeline: which of the D pipelines, and D */
+    rg_ps *ps;       /* --strategy ps-sync|ps-async: owns opt (a server's; NULL on a worker) */
+    bool server;     /* this rank is a parameter server: it serves steps instead of training */
+    int wrank, workers; /* this rank among the ranks that train, and their number (rank, world
+                         * except with parameter servers) */
+    int64_t *staleness_hist; /* ps: max_staleness + 1 bins, summed over the servers */
+    int64_t ps_state_bytes;  /* ps: the servers' optimizer state, summed */
     rg_loader *train, *test;
     float *mean, *std; /* --normalize: (C) each, or NULL */
     progress prog;
@@ -46,6 +52,14 @@ typedef struct {
     bool local_error;     /* this rank failed (reported): every rank stops at the next check */
     rg_comm_req *guard_req; /* the flags exchange in flight (several ranks) */
     float *guard_flags;     /* its buffer: one slot per rank */
+    /* --json "epoch_log": after each epoch (the first RG_TRAIN_EPOCH_LOG), the test accuracy and
+     * the wall seconds of training so far: each epoch from its start to the end of its metrics
+     * sum, so the wait for the slowest worker counts and evaluation does not (docs/LABS.md,
+     * lab 3: accuracy against time) */
+    double wall_train;
+#define RG_TRAIN_EPOCH_LOG 256
+    double log_acc[RG_TRAIN_EPOCH_LOG], log_secs[RG_TRAIN_EPOCH_LOG];
+    int n_log;
 } trainer;
 
 /* "ringgrad-train: error: <msg>" on stderr, naming the rank in a multi-rank job. */

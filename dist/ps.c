@@ -1,0 +1,313 @@
+/* ps.c — parameter servers (see ps.h): the last K ranks hold the weights and the optimizer, the
+ * first W ranks compute gradients, and nothing is allreduced.
+ *
+ *   flat weights (padded to K equal shards; a tensor may straddle two, as in zero1.c):
+ *     [ shard 0 -> server 0 (rank W) | shard 1 -> server 1 (rank W+1) | ... ]
+ *   worker w, per step, for s = 0..K-1:
+ *       send  gflat[s] + header {w, step}  -> rank W+s   (tag PUSH)
+ *       recv  wflat[s]                     <- rank W+s   (tag PULL)
+ *   server s, sync:  recv workers 0..W-1 in order, sum, one optimizer step (scale 1/W), send all
+ *   server s, async: recv from any worker, one optimizer step on that gradient (scale 1/W), then
+ *                    answer every waiting worker that is at most S steps ahead of the slowest
+ *
+ * Deadlock: a worker talks to one server at a time and always pulls right after it pushed, so a
+ * server's send only ever goes to a worker blocked in the matching recv; a server's recv waits for
+ * any worker, and the slowest worker is never held back (its lead over the slowest is 0). */
+#include "ringgrad/ps.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ringgrad/trace.h"
+#include "ringgrad/tensor.h"
+
+enum { TAG_PUSH = 1100, TAG_PULL = 1101, HDR = 2 };
+
+typedef struct {
+    rg_tensor *param;
+    const char *name;
+    int64_t offset;
+} pentry;
+
+struct rg_ps {
+    rg_comm *comm;
+    rg_ps_opts opts;
+    int rank, size, workers, index;
+    bool server;
+    pentry *entries;
+    int n_entries;
+    int64_t numel, shard; /* shard = ceil(numel / K) */
+    /* worker */
+    float *gflat, *wflat; /* (K * shard): gradients (params' grads are views), weights */
+    float *sendbuf;       /* (shard + HDR) */
+    int64_t step;
+    /* server */
+    float *wshard, *gsum, *tmp; /* (shard), (shard + HDR), (shard + HDR) */
+    rg_named_tensor *views;
+    int n_views;
+    rg_optim *optim;
+    int64_t *done; /* (W) gradients applied per worker in this rg_ps_serve */
+    bool *waiting; /* (W) pushed, pull not yet answered */
+    int64_t *hist; /* (S + 1) */
+};
+
+static void *xcalloc(size_t n, size_t sz) {
+    void *p = calloc(n ? n : 1, sz);
+    RG_CHECK(p, "ps: out of host memory");
+    return p;
+}
+
+/* The server's pieces of the parameters that overlap its shard [lo, hi): views into wshard with
+ * grads into gsum, named after their parameters. */
+RG_NODISCARD static rg_status make_views(rg_ps *ps) {
+    int64_t lo = (int64_t)ps->index * ps->shard, hi = lo + ps->shard;
+    ps->views = xcalloc((size_t)ps->n_entries + 1, sizeof *ps->views);
+    for (int i = 0; i < ps->n_entries; i++) {
+        const pentry *e = &ps->entries[i];
+        int64_t a = e->offset > lo ? e->offset : lo;
+        int64_t b = e->offset + e->param->numel < hi ? e->offset + e->param->numel : hi;
+        if (a >= b) continue;
+        int64_t len = b - a;
+        rg_tensor *w = rg_tensor_wrap(RG_F32, 1, &len, RG_CPU, ps->wshard + (a - lo));
+        if (!w) return rg_error(RG_ENOMEM, "ps: out of host memory");
+        w->grad = rg_tensor_wrap(RG_F32, 1, &len, RG_CPU, ps->gsum + (a - lo));
+        if (!w->grad) return rg_tensor_free(w), rg_error(RG_ENOMEM, "ps: out of host memory");
+        rg_tensor_set_requires_grad(w, true);
+        ps->views[ps->n_views++] = (rg_named_tensor){.name = e->name, .tensor = w};
+        memcpy(ps->wshard + (a - lo), (float *)e->param->data + (a - e->offset),
+               (size_t)len * sizeof(float));
+    }
+    return RG_OK;
+}
+
+/* Worker: gradients become views into gflat; weights copied into wflat. */
+static void attach(rg_ps *ps) {
+    for (int i = 0; i < ps->n_entries; i++) {
+        pentry *e = &ps->entries[i];
+        rg_tensor *p = e->param;
+        rg_tensor *view = rg_tensor_wrap(RG_F32, p->ndim, p->shape, RG_CPU, ps->gflat + e->offset);
+        RG_CHECK(view, "ps: %s", rg_last_error());
+        if (p->grad) rg_tensor_copy_(view, p->grad);
+        rg_tensor_free(p->grad);
+        p->grad = view;
+        memcpy(ps->wflat + e->offset, p->data, (size_t)p->numel * sizeof(float));
+    }
+}
+
+RG_NODISCARD static rg_status agree(rg_ps *ps, rg_status mine) {
+    int64_t me = mine, *all = xcalloc((size_t)ps->size, sizeof *all);
+    rg_status st = rg_comm_allgather(ps->comm, &me, all, 1, RG_COMM_I64);
+    for (int r = 0; st == RG_OK && r < ps->size; r++)
+        if (all[r] != RG_OK && mine == RG_OK)
+            st = rg_error(RG_EPEER, "ps: rank %d could not set up; this is rank %d", r, ps->rank);
+    free(all);
+    return st == RG_OK ? mine : st;
+}
+
+RG_NODISCARD static rg_status check_opts(const rg_ps *ps, rg_comm *comm) {
+    if (rg_comm_kind(comm) == RG_COMM_NCCL)
+        return rg_error(RG_ENOTSUP, "parameter servers need the mpi or ring comm (point-to-point "
+                                    "from any worker); nccl has no receive-from-any");
+    if (ps->opts.servers < 1 || ps->opts.servers >= ps->size)
+        return rg_error(RG_EINVAL, "--servers %d: need 1 <= K < %d ranks (the rest are workers)",
+                        ps->opts.servers, ps->size);
+    if (ps->opts.max_staleness < 0)
+        return rg_error(RG_EINVAL, "--max-staleness %d: must be >= 0", ps->opts.max_staleness);
+    return RG_OK;
+}
+
+rg_ps *rg_ps_new(const rg_param_list *params, rg_comm *comm, const char *optim, const char *options,
+                 const rg_ps_opts *opts) {
+    RG_CHECK(params && comm && optim && opts, "rg_ps_new: NULL argument");
+    rg_ps *ps = xcalloc(1, sizeof *ps);
+    ps->comm = comm, ps->opts = *opts;
+    if (ps->opts.mode == RG_PS_SYNC) ps->opts.max_staleness = 0;
+    ps->rank = rg_comm_rank(comm), ps->size = rg_comm_size(comm);
+    rg_status st = check_opts(ps, comm);
+    int K = st == RG_OK ? ps->opts.servers : 1;
+    ps->workers = ps->size - K;
+    ps->server = ps->rank >= ps->workers;
+    ps->index = ps->server ? ps->rank - ps->workers : ps->rank;
+    ps->entries = xcalloc((size_t)params->n + 1, sizeof *ps->entries);
+    for (int i = 0; i < params->n; i++) {
+        rg_tensor *t = params->items[i].tensor;
+        if (params->items[i].is_buffer || !rg_tensor_requires_grad(t)) continue;
+        if (st == RG_OK && (t->dtype != RG_F32 || t->device.type != RG_DEV_CPU))
+            st = rg_error(RG_ENOTSUP,
+                          "ps: parameter %s is not float32 on the CPU (the parameter "
+                          "servers work on host memory)",
+                          params->items[i].name);
+        ps->entries[ps->n_entries++] =
+            (pentry){.param = t, .name = params->items[i].name, .offset = ps->numel};
+        ps->numel += t->numel;
+    }
+    ps->shard = (ps->numel + K - 1) / K;
+    if (ps->shard == 0) ps->shard = 1;
+    st = agree(ps, st);
+    /* rank 0's parameters and buffers everywhere (as rg_ddp_new) */
+    for (int i = 0; st == RG_OK && i < params->n; i++) {
+        rg_tensor *t = params->items[i].tensor;
+        st = rg_comm_broadcast(comm, t->data, (int64_t)rg_tensor_nbytes(t), RG_COMM_U8, 0);
+    }
+    rg_status mine = RG_OK;
+    if (st == RG_OK && ps->server) {
+        ps->wshard = xcalloc((size_t)ps->shard, sizeof(float));
+        ps->gsum = xcalloc((size_t)ps->shard + HDR, sizeof(float));
+        ps->tmp = xcalloc((size_t)ps->shard + HDR, sizeof(float));
+        ps->done = xcalloc((size_t)ps->workers, sizeof *ps->done);
+        ps->waiting = xcalloc((size_t)ps->workers, sizeof *ps->waiting);
+        ps->hist = xcalloc((size_t)ps->opts.max_staleness + 1, sizeof *ps->hist);
+        mine = make_views(ps);
+        if (mine == RG_OK) {
+            rg_param_list list = {ps->views, ps->n_views};
+            ps->optim = rg_optim_new(optim, &list, options);
+            if (!ps->optim) mine = RG_EINVAL; /* its message stands */
+        }
+        /* the gradient is a sum of W (sync) or one worker's (async): the 1/W as the grad scale */
+        if (mine == RG_OK) rg_optim_set_grad_scale(ps->optim, 1.0f / (float)ps->workers);
+    } else if (st == RG_OK) {
+        ps->gflat = xcalloc((size_t)(ps->shard * K), sizeof(float));
+        ps->wflat = xcalloc((size_t)(ps->shard * K), sizeof(float));
+        ps->sendbuf = xcalloc((size_t)ps->shard + HDR, sizeof(float));
+        attach(ps);
+    }
+    if (st == RG_OK) st = agree(ps, mine);
+    if (st != RG_OK) {
+        rg_ps_free(ps);
+        return NULL;
+    }
+    return ps;
+}
+
+bool rg_ps_is_server(const rg_ps *ps) {
+    return ps->server;
+}
+int rg_ps_workers(const rg_ps *ps) {
+    return ps->workers;
+}
+int rg_ps_index(const rg_ps *ps) {
+    return ps->index;
+}
+rg_optim *rg_ps_optim(rg_ps *ps) {
+    return ps->optim;
+}
+size_t rg_ps_state_bytes(const rg_ps *ps) {
+    return ps->optim ? rg_optim_state_bytes(ps->optim) : 0;
+}
+int64_t rg_ps_bytes_per_step(const rg_ps *ps) {
+    return 2 * ps->shard * ps->opts.servers * (int64_t)sizeof(float);
+}
+
+rg_status rg_ps_push_pull(rg_ps *ps) {
+    RG_CHECK(!ps->server, "rg_ps_push_pull: rank %d is a server", ps->rank);
+    for (int s = 0; s < ps->opts.servers; s++) {
+        memcpy(ps->sendbuf, ps->gflat + s * ps->shard, (size_t)ps->shard * sizeof(float));
+        ps->sendbuf[ps->shard] = (float)ps->index;
+        ps->sendbuf[ps->shard + 1] = (float)ps->step;
+        int peer = ps->workers + s;
+        RG_TRY(rg_comm_send(ps->comm, ps->sendbuf, ps->shard + HDR, RG_COMM_F32, peer, TAG_PUSH));
+        RG_TRY(rg_comm_recv(ps->comm, ps->wflat + s * ps->shard, ps->shard, RG_COMM_F32, peer,
+                            TAG_PULL));
+    }
+    ps->step++;
+    for (int i = 0; i < ps->n_entries; i++) {
+        const pentry *e = &ps->entries[i];
+        memcpy(e->param->data, ps->wflat + e->offset, (size_t)e->param->numel * sizeof(float));
+    }
+    memset(ps->gflat, 0, (size_t)(ps->shard * ps->opts.servers) * sizeof(float));
+    return RG_OK;
+}
+
+/* One optimizer step on gsum, marked in the timeline with the worker and the staleness. */
+static void apply(rg_ps *ps, int worker, int64_t staleness) {
+    int64_t t0 = rg_trace_now();
+    rg_optim_step(ps->optim);
+    if (rg_trace_enabled()) {
+        rg_trace_arg args[2] = {{"worker", worker}, {"staleness", staleness}};
+        rg_trace_complete("ps_apply", "compute", t0, rg_trace_now(), 2, args);
+    }
+}
+
+RG_NODISCARD static rg_status pull_to(rg_ps *ps, int worker) {
+    return rg_comm_send(ps->comm, ps->wshard, ps->shard, RG_COMM_F32, worker, TAG_PULL);
+}
+
+RG_NODISCARD static rg_status serve_sync(rg_ps *ps, int64_t steps) {
+    int64_t n = ps->shard;
+    for (int64_t t = 0; t < steps; t++) {
+        for (int w = 0; w < ps->workers; w++) { /* in worker order: the same sum as DDP's */
+            float *buf = w == 0 ? ps->gsum : ps->tmp;
+            RG_TRY(rg_comm_recv(ps->comm, buf, n + HDR, RG_COMM_F32, w, TAG_PUSH));
+            if (w > 0)
+                for (int64_t i = 0; i < n; i++) ps->gsum[i] += ps->tmp[i];
+        }
+        apply(ps, -1, 0);
+        ps->hist[0] += ps->workers;
+        for (int w = 0; w < ps->workers; w++) RG_TRY(pull_to(ps, w));
+    }
+    return RG_OK;
+}
+
+static int64_t slowest(const rg_ps *ps) {
+    int64_t m = ps->done[0];
+    for (int w = 1; w < ps->workers; w++)
+        if (ps->done[w] < m) m = ps->done[w];
+    return m;
+}
+
+RG_NODISCARD static rg_status serve_async(rg_ps *ps, int64_t steps) {
+    int S = ps->opts.max_staleness;
+    memset(ps->done, 0, (size_t)ps->workers * sizeof *ps->done);
+    for (int64_t k = 0; k < steps * ps->workers; k++) {
+        RG_TRY(rg_comm_recv(ps->comm, ps->gsum, ps->shard + HDR, RG_COMM_F32, RG_COMM_ANY_SOURCE,
+                            TAG_PUSH));
+        int w = (int)ps->gsum[ps->shard];
+        RG_CHECK(w >= 0 && w < ps->workers && !ps->waiting[w], "ps: bad push header (worker %d)",
+                 w);
+        int64_t stale = ps->done[w] - slowest(ps);
+        apply(ps, w, stale);
+        ps->hist[stale < 0 ? 0 : stale > S ? S : stale]++;
+        ps->done[w]++;
+        ps->waiting[w] = true;
+        int64_t low = slowest(ps);
+        for (int v = 0; v < ps->workers; v++)
+            if (ps->waiting[v] && ps->done[v] - low <= S) {
+                ps->waiting[v] = false;
+                RG_TRY(pull_to(ps, v));
+            }
+    }
+    return RG_OK;
+}
+
+rg_status rg_ps_serve(rg_ps *ps, int64_t steps) {
+    RG_CHECK(ps->server, "rg_ps_serve: rank %d is a worker", ps->rank);
+    return ps->opts.mode == RG_PS_SYNC ? serve_sync(ps, steps) : serve_async(ps, steps);
+}
+
+rg_status rg_ps_staleness_hist(rg_ps *ps, int64_t *hist, int n) {
+    RG_CHECK(n == ps->opts.max_staleness + 1, "rg_ps_staleness_hist: %d bins, want %d", n,
+             ps->opts.max_staleness + 1);
+    for (int i = 0; i < n; i++) hist[i] = ps->hist ? ps->hist[i] : 0;
+    return rg_comm_allreduce(ps->comm, hist, n, RG_COMM_I64, RG_REDUCE_SUM);
+}
+
+void rg_ps_free(rg_ps *ps) {
+    if (!ps) return;
+    for (int i = 0; ps->gflat && i < ps->n_entries; i++) { /* ordinary gradients again */
+        rg_tensor *p = ps->entries[i].param;
+        if (!p->grad || (p->grad->flags & RG_TENSOR_OWNS_DATA)) continue;
+        rg_tensor *g = rg_tensor_new(RG_F32, p->ndim, p->shape, p->device);
+        RG_CHECK(g, "rg_ps_free: %s", rg_last_error());
+        rg_tensor_copy_(g, p->grad);
+        rg_tensor_free(p->grad);
+        p->grad = g;
+    }
+    rg_optim_free(ps->optim);
+    for (int i = 0; i < ps->n_views; i++) rg_tensor_free(ps->views[i].tensor);
+    free(ps->views);
+    free(ps->gflat), free(ps->wflat), free(ps->sendbuf);
+    free(ps->wshard), free(ps->gsum), free(ps->tmp);
+    free(ps->done), free(ps->waiting), free(ps->hist), free(ps->entries);
+    free(ps);
+}

@@ -1,0 +1,110 @@
+/* Parameter servers (dist/ps.c) through the C API, on both host comms: the last K ranks serve,
+ * the rest push known gradients. With SGD (no momentum) at lr 0.5 and worker w's gradient
+ * (w + 1)(i + 1) for element i, every step moves element i by 0.5 (i + 1) (W + 1) / 2: the
+ * average over the W workers, for ps-sync and for ps-async at staleness 0. Rank 0's initial
+ * weights reach everyone; a bad K or staleness fails on every rank with a message. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mpi_ddp.h"
+
+static rg_dist *dist;
+static rg_comm *comms[2];
+static int rank, size;
+
+enum { NA = 10, NB = 3, STEPS = 3 };
+
+typedef struct {
+    rg_tensor *a, *b;
+    rg_named_tensor items[2];
+    rg_param_list list;
+} params2;
+
+static void params_init(params2 *p) {
+    int64_t sa = NA, sb = NB;
+    p->a = rg_tensor_new(RG_F32, 1, &sa, RG_CPU);
+    p->b = rg_tensor_new(RG_F32, 1, &sb, RG_CPU);
+    MT_CHECK(p->a && p->b, "%s", rg_last_error());
+    for (int i = 0; i < NA; i++) ((float *)p->a->data)[i] = rank == 0 ? (float)i : -99.0f;
+    for (int i = 0; i < NB; i++) ((float *)p->b->data)[i] = rank == 0 ? (float)(NA + i) : -99.0f;
+    rg_tensor_set_requires_grad(p->a, true);
+    rg_tensor_set_requires_grad(p->b, true);
+    p->items[0] = (rg_named_tensor){.name = "a", .tensor = p->a};
+    p->items[1] = (rg_named_tensor){.name = "b", .tensor = p->b};
+    p->list = (rg_param_list){p->items, 2};
+}
+
+static void params_free(params2 *p) {
+    rg_tensor_free(p->a);
+    rg_tensor_free(p->b);
+}
+
+static void run(rg_comm *c, rg_ps_mode mode, int servers) {
+    params2 p;
+    params_init(&p);
+    rg_ps *ps = rg_ps_new(&p.list, c, "sgd", "lr=0.5",
+                          &(rg_ps_opts){.mode = mode, .servers = servers, .max_staleness = 0});
+    MT_CHECK(ps, "rg_ps_new: %s", rg_last_error());
+    int W = size - servers;
+    MT_CHECK(rg_ps_workers(ps) == W, "%d workers, want %d", rg_ps_workers(ps), W);
+    MT_CHECK(rg_ps_is_server(ps) == (rank >= W), "rank %d: server %d", rank, rg_ps_is_server(ps));
+    if (rg_ps_is_server(ps)) {
+        MT_OK(rg_ps_serve(ps, STEPS));
+        MT_CHECK(rg_ps_optim(ps) != NULL, "a server has no optimizer");
+    } else {
+        MT_CHECK(rg_ps_optim(ps) == NULL && rg_ps_state_bytes(ps) == 0, "a worker has state");
+        for (int t = 0; t < STEPS; t++) {
+            for (int i = 0; i < NA + NB; i++) {
+                rg_tensor *g = i < NA ? p.a->grad : p.b->grad;
+                ((float *)g->data)[i < NA ? i : i - NA] = (float)((rank + 1) * (i + 1));
+            }
+            MT_OK(rg_ps_push_pull(ps));
+            for (int i = 0; i < NA + NB; i++) {
+                float got = i < NA ? ((float *)p.a->data)[i] : ((float *)p.b->data)[i - NA];
+                double want = i - (t + 1) * 0.5 * (i + 1) * (W + 1) / 2.0;
+                MT_CHECK(fabs(got - want) <= 1e-5 * (1 + fabs(want)),
+                         "%s %s K=%d step %d element %d: %g, want %g",
+                         rg_comm_backend_name(rg_comm_kind(c)),
+                         mode == RG_PS_SYNC ? "sync" : "async", servers, t, i, got, want);
+            }
+        }
+        MT_CHECK(rg_ps_bytes_per_step(ps) >= 2 * 4 * (NA + NB), "bytes %lld",
+                 (long long)rg_ps_bytes_per_step(ps));
+    }
+    int64_t hist[1];
+    MT_OK(rg_ps_staleness_hist(ps, hist, 1));
+    MT_CHECK(hist[0] == (int64_t)W * STEPS * servers, "histogram [%lld], want [%d]",
+             (long long)hist[0], W * STEPS * servers);
+    rg_ps_free(ps);
+    params_free(&p);
+}
+
+static void test_sync_and_async_s0_step_on_the_average(void) {
+    for (int b = 0; b < 2; b++)
+        for (int k = 1; k < size; k++) {
+            run(comms[b], RG_PS_SYNC, k);
+            run(comms[b], RG_PS_ASYNC, k);
+        }
+}
+
+static void test_bad_options_fail_on_every_rank(void) {
+    params2 p;
+    params_init(&p);
+    rg_ps *ps = rg_ps_new(&p.list, comms[0], "sgd", "lr=0.5",
+                          &(rg_ps_opts){.mode = RG_PS_SYNC, .servers = size});
+    MT_CHECK(!ps && strstr(rg_last_error(), "--servers"), "K = size: %s", rg_last_error());
+    ps = rg_ps_new(&p.list, comms[0], "sgd", "lr=0.5",
+                   &(rg_ps_opts){.mode = RG_PS_ASYNC, .servers = 1, .max_staleness = -1});
+    MT_CHECK(!ps && strstr(rg_last_error(), "--max-staleness"), "S = -1: %s", rg_last_error());
+    ps = rg_ps_new(&p.list, comms[0], "lamb", "", &(rg_ps_opts){.mode = RG_PS_SYNC, .servers = 1});
+    MT_CHECK(!ps, "an unknown optimizer was accepted");
+    params_free(&p);
+}
+
+int main(int argc, char **argv) {
+    dist = ddp_test_begin(&argc, &argv, comms, &rank, &size);
+    MT_RUN(test_sync_and_async_s0_step_on_the_average);
+    MT_RUN(test_bad_options_fail_on_every_rank);
+    return ddp_test_end(dist, comms);
+}
