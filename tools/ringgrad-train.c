@@ -37,8 +37,16 @@ static bool train_step(trainer *t, const rg_batch *b, metrics *m) {
     rg_tensor *y = t->dev.type == RG_DEV_CPU ? b->y : rg_tensor_to(b->y, t->dev);
 
     rg_trace_begin("forward", "compute");
+    /* BatchNorm buffers: rank 0's everywhere (DDP's broadcast_buffers), unless --sync-bn */
+    rg_status st = t->a.sync_bn ? RG_OK : rg_ddp_broadcast_buffers(t->ddp);
+    if (st != RG_OK) {
+        rg_trace_end();
+        rg_scope_end();
+        trainer_error(t, "buffer broadcast failed: %s", rg_last_error());
+        return false;
+    }
     rg_tensor *logits = rg_model_forward(t->net, x, RG_TRAIN);
-    rg_tensor *loss = rg_cross_entropy(logits, y);
+    rg_tensor *loss = rg_cross_entropy_smooth(logits, y, (float)t->a.label_smoothing);
     rg_trace_end();
     float loss_value = rg_tensor_item(loss);
 
@@ -48,7 +56,7 @@ static bool train_step(trainer *t, const rg_batch *b, metrics *m) {
     rg_trace_end();
 
     rg_trace_begin("ddp_wait", "comm");
-    rg_status st = rg_ddp_wait(t->ddp);
+    st = rg_ddp_wait(t->ddp);
     rg_trace_end();
     if (st == RG_OK && sync) {
         rg_trace_begin("optimizer", "compute");

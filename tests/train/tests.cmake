@@ -40,7 +40,11 @@ endfunction()
 set(RG_EQUIV_mlp_adam --model mlp --max-steps 12)
 set(RG_EQUIV_mlp_sgd --model mlp --optim sgd --lr 0.05 --momentum 0.9 --max-steps 12)
 set(RG_EQUIV_cnn_sgd --model cnn --optim sgd --lr 0.05 --momentum 0.9 --max-steps 4)
-foreach(cfg mlp_adam mlp_sgd cnn_sgd)
+# SyncBatchNorm: batch statistics over every rank's batch, so N ranks at B/N equal 1 rank at B
+# also with BatchNorm (tolerance as the CNN's: ReLUs can flip on rounding).
+set(RG_EQUIV_resnet20_syncbn --model resnet20 --optim sgd --lr 0.05 --momentum 0.9 --max-steps 2
+    --sync-bn)
+foreach(cfg mlp_adam mlp_sgd cnn_sgd resnet20_syncbn)
   rg_train_test(equiv/ref_${cfg} 1 "" train ${RG_TRAIN_SH}/equiv.sh ref ${cfg} ${RG_EQUIV_${cfg}})
   set_tests_properties(train/equiv/ref_${cfg} PROPERTIES FIXTURES_SETUP rg_train_ref_${cfg})
 endforeach()
@@ -56,7 +60,8 @@ set(RG_EQUIV_RUNS
   "mlp_sgd_np2_ring|mlp_sgd|2|ring|1e-6"
   "mlp_sgd_np3_mpi|mlp_sgd|3|mpi|1e-6"
   "cnn_sgd_np2_mpi|cnn_sgd|2|mpi|1e-4"
-  "cnn_sgd_np3_ring|cnn_sgd|3|ring|1e-4")
+  "cnn_sgd_np3_ring|cnn_sgd|3|ring|1e-4"
+  "resnet20_syncbn_np2_mpi|resnet20_syncbn|2|mpi|1e-4")
 foreach(run ${RG_EQUIV_RUNS})
   string(REPLACE "|" ";" run "${run}")
   list(GET run 0 name)
@@ -78,6 +83,12 @@ rg_train_test(equiv/mlp_sgd_control 1 rg_train_ref_mlp_sgd train ${RG_TRAIN_SH}/
               mlp_sgd mlp_sgd_control 1e-6 ${RG_EQUIV_mlp_sgd} --lr 0.0505)
 rg_train_test(equiv/cnn_sgd_control 1 rg_train_ref_cnn_sgd train ${RG_TRAIN_SH}/equiv.sh differ
               cnn_sgd cnn_sgd_control 1e-4 ${RG_EQUIV_cnn_sgd} --lr 0.0505)
+rg_train_test(equiv/resnet20_syncbn_control 1 rg_train_ref_resnet20_syncbn train
+              ${RG_TRAIN_SH}/equiv.sh differ resnet20_syncbn resnet20_syncbn_control 1e-4
+              ${RG_EQUIV_resnet20_syncbn} --lr 0.0505)
+
+# Models shaped by the data: a 32x32 IDX set with the CNN is exit 1 and a message, not a signal
+rg_train_test(shape 1 "" train ${RG_TRAIN_SH}/shape.sh)
 
 # ---- failures, the timeline, resuming
 foreach(mode kill mismatch options nodata nodata1 flags)

@@ -21,7 +21,12 @@ typedef struct {
 
 #define F(field) offsetof(train_args, field)
 static const opt options[] = {
-    {"model", "NAME", "model to train", OPT_STR, F(model), 0, 0, "cnn|mlp"},
+    {"model", "NAME", "model to train", OPT_STR, F(model), 0, 0, "cnn|mlp|resnet18|resnet34|resnet50|resnet20|resnet56"},
+    {"small-input", NULL, "resnet18/34/50: 3x3 stride-1 stem and no max-pool (for 28-64 px images)", OPT_FLAG, F(small_input), 0, 0, NULL},
+    {"zero-init-residual", NULL, "ResNets: start each block's last BatchNorm weight at 0", OPT_FLAG, F(zero_init_residual), 0, 0, NULL},
+    {"num-classes", "K", "classifier outputs (default: the dataset's classes)", OPT_INT, F(num_classes), 1, 1e7, NULL},
+    {"label-smoothing", "X", "cross-entropy label smoothing (PyTorch's formula)", OPT_DBL, F(label_smoothing), 0, 1, NULL},
+    {"sync-bn", NULL, "SyncBatchNorm: batch statistics over every rank's batch", OPT_FLAG, F(sync_bn), 0, 0, NULL},
     {"data", "NAME", "dataset: Fashion-MNIST or generated data", OPT_STR, F(data), 0, 0, "fmnist|synthetic"},
     {"data-dir", "DIR", "Fashion-MNIST folder (default: $RG_DATA_DIR or /usr/share/datasets/fashion-mnist)", OPT_STR, F(data_dir), 0, 0, NULL},
     {"device", "DEV", "cpu, cuda or cuda:N (with CUDA, each rank takes the GPU of its local rank)", OPT_STR, F(device), 0, 0, NULL},

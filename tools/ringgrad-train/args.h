@@ -9,6 +9,9 @@
 typedef struct {
     /* what to train */
     const char *model, *data, *data_dir, *device;
+    bool small_input, zero_init_residual, sync_bn; /* ResNet options */
+    int num_classes;                               /* 0: the dataset's */
+    double label_smoothing;
     int epochs;
     int64_t max_steps; /* -1: no limit */
     int batch_size;    /* per rank */
