@@ -149,3 +149,47 @@ Test(layers_batchnorm, sync_hook_sums_statistics_once_each_way) {
     rgt_free_all(2, (rg_tensor *[]){x, x2});
     rg_layer_free(plain), rg_layer_free(synced), rg_layer_free(relu);
 }
+
+/* SyncBatchNorm's arithmetic, two emulated ranks: the images of a batch dealt out as the sampler
+ * does (even to rank 0, odd to rank 1), each rank's statistics and gradient sums added as the
+ * allreduce would, must give the full batch's output and input gradient. */
+Test(layers_batchnorm, two_ranks_summing_statistics_equal_one_batch) {
+    const rg_backend *be = &rg_cpu_backend;
+    enum { N = 8, CH = 5, HW = 36, PLANE = CH * HW };
+    rg_tensor *x = rgt_uniform(RG_SHAPE(N, CH, 6, 6), -1, 3, 40);
+    rg_tensor *dy = rgt_uniform(RG_SHAPE(N, CH, 6, 6), -1, 1, 41);
+    rg_tensor *w = rgt_uniform(RG_SHAPE(CH), 0.5, 2, 42), *b = rgt_uniform(RG_SHAPE(CH), -1, 1, 43);
+    const float *xp = x->data, *dyp = dy->data, *wp = w->data, *bp = b->data;
+    static float st[2 * CH + 1], mv[2 * CH + 1], sums[2 * CH + 1], y[N * PLANE], dx[N * PLANE];
+    be->batchnorm_stats(N, CH, HW, xp, st);
+    be->batchnorm_finalize(CH, 0.1f, st, mv, NULL, NULL, NULL);
+    be->batchnorm_apply(N, CH, HW, xp, mv, mv + CH, 1e-5f, wp, bp, y);
+    be->batchnorm_backward_reduce(N, CH, HW, xp, dyp, mv, mv + CH, 1e-5f, sums);
+    be->batchnorm_backward_data(N, CH, HW, xp, dyp, mv, mv + CH, 1e-5f, wp, sums, 0.0f, dx);
+
+    static float rx[2][N / 2 * PLANE], rdy[2][N / 2 * PLANE], rst[2][2 * CH + 1],
+        rsum[2][2 * CH + 1], ry[2][N / 2 * PLANE], rdx[2][N / 2 * PLANE];
+    for (int i = 0; i < N; i++) {
+        memcpy(rx[i % 2] + i / 2 * PLANE, xp + i * PLANE, sizeof(float) * PLANE);
+        memcpy(rdy[i % 2] + i / 2 * PLANE, dyp + i * PLANE, sizeof(float) * PLANE);
+    }
+    float gst[2 * CH + 1], gmv[2 * CH + 1], gsum[2 * CH + 1];
+    for (int r = 0; r < 2; r++) be->batchnorm_stats(N / 2, CH, HW, rx[r], rst[r]);
+    for (int k = 0; k < 2 * CH + 1; k++) gst[k] = rst[0][k] + rst[1][k]; /* the allreduce */
+    be->batchnorm_finalize(CH, 0.1f, gst, gmv, NULL, NULL, NULL);
+    for (int r = 0; r < 2; r++) {
+        be->batchnorm_apply(N / 2, CH, HW, rx[r], gmv, gmv + CH, 1e-5f, wp, bp, ry[r]);
+        be->batchnorm_backward_reduce(N / 2, CH, HW, rx[r], rdy[r], gmv, gmv + CH, 1e-5f, rsum[r]);
+    }
+    for (int k = 0; k < 2 * CH + 1; k++) gsum[k] = rsum[0][k] + rsum[1][k];
+    for (int r = 0; r < 2; r++)
+        be->batchnorm_backward_data(N / 2, CH, HW, rx[r], rdy[r], gmv, gmv + CH, 1e-5f, wp, gsum,
+                                    0.0f, rdx[r]);
+    cr_assert_eq(gst[2 * CH], (float)(N * HW), "the counts add up");
+    rgt_assert_close(gsum, sums, 2 * CH + 1, 1e-5, 1e-5, "gradient sums");
+    for (int i = 0; i < N; i++) {
+        rgt_assert_close(ry[i % 2] + i / 2 * PLANE, y + i * PLANE, PLANE, 1e-5, 1e-5, "y");
+        rgt_assert_close(rdx[i % 2] + i / 2 * PLANE, dx + i * PLANE, PLANE, 1e-5, 1e-5, "dx");
+    }
+    rgt_free_all(4, (rg_tensor *[]){x, dy, w, b});
+}
