@@ -23,7 +23,7 @@
 static void usage(FILE *f) {
     fprintf(
         f, "usage: ringgrad-bench [options]\n"
-           "  --only gemm|conv|cnn  run one part (default: all three)\n"
+           "  --only gemm|conv|cnn|resnet  run one part (default: the first three)\n"
            "  --threads N           threads for the CPU kernels (default: 1, then 2)\n"
            "  --iters N             timed repetitions per result, median reported (default 7)\n"
            "  --batch N             batch of the ResNet-18 conv shapes (default 16)\n"
@@ -60,8 +60,9 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--only")) {
             only = v, i++;
-            if (!v || (strcmp(v, "gemm") && strcmp(v, "conv") && strcmp(v, "cnn"))) {
-                fprintf(stderr, "ringgrad-bench: --only takes gemm, conv or cnn\n");
+            if (!v || (strcmp(v, "gemm") && strcmp(v, "conv") && strcmp(v, "cnn") &&
+                       strcmp(v, "resnet"))) {
+                fprintf(stderr, "ringgrad-bench: --only takes gemm, conv, cnn or resnet\n");
                 return 2;
             }
         } else if (!strcmp(a, "--threads")) {
@@ -112,5 +113,6 @@ int main(int argc, char **argv) {
     if (!only || !strcmp(only, "gemm")) rgb_run_gemm(&o);
     if (!only || !strcmp(only, "conv")) rgb_run_conv(&o);
     if (!only || !strcmp(only, "cnn")) rgb_run_cnn(&o);
+    if (only && !strcmp(only, "resnet")) rgb_run_resnet(&o);
     return 0;
 }

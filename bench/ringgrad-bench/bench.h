@@ -36,6 +36,7 @@ void rgb_free(void *p);
 void rgb_run_gemm(const rgb_opts *o);
 void rgb_run_conv(const rgb_opts *o);
 void rgb_run_cnn(const rgb_opts *o);
+void rgb_run_resnet(const rgb_opts *o); /* resnet.c: only with --only resnet */
 
 /* conv.c: "shape <name> N C H K R stride pad" for every conv layer (for bench/torch_conv.py);
  * the index of a pass name ("forward", "bwd-data", "bwd-filter"), or -2 if unknown. */
