@@ -7,9 +7,10 @@
  *   rg_scope_end();
  *   rg_model_free(net);
  *
- * The bundled models take Fashion-MNIST images (N,1,28,28) float32 and name their parameters as
- * the equivalent PyTorch module does, so their checkpoints load into PyTorch unchanged. A user
- * model is any layer tree handed to rg_model_new. */
+ * The bundled models are built for the data's image shape and classes (rg_model_new_for; the
+ * older entry points build them for Fashion-MNIST, (N,1,28,28) and 10 classes) and name their
+ * parameters as the equivalent PyTorch module does (torchvision's for the ResNets), so their
+ * checkpoints load into PyTorch unchanged. A user model is any layer tree handed to rg_model_new. */
 #ifndef RG_MODEL_H
 #define RG_MODEL_H
 
@@ -72,8 +73,9 @@ RG_API const char *rg_model_known_name(int i);
 /* Frees the model, its layers and their tensors. NULL is a no-op. */
 RG_API void rg_model_free(rg_model *m);
 
-/* The logits for a batch: x (N,1,28,28) for the bundled models -> (N,10). mode RG_TRAIN applies
- * dropout (advancing the streams), RG_EVAL does not. The result and everything made on the way
+/* The logits for a batch: x (N,C,H,W) of the model's spec -> (N,classes). mode RG_TRAIN applies
+ * dropout (advancing the streams) and batch statistics in BatchNorm (updating the running ones),
+ * RG_EVAL does not. The result and everything made on the way
  * belong to the current step scope. */
 RG_API rg_tensor *rg_model_forward(rg_model *m, rg_tensor *x, rg_mode mode);
 
