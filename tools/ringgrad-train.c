@@ -89,6 +89,11 @@ RG_NODISCARD static rg_status reduce_metrics(trainer *t, metrics *m) {
 static double evaluate(trainer *t) {
     metrics m = {0};
     rg_batch b;
+    /* every rank scores with rank 0's BatchNorm statistics, the ones rank 0 saves */
+    if (!t->a.sync_bn && rg_ddp_broadcast_buffers(t->ddp) != RG_OK) {
+        trainer_error(t, "buffer broadcast failed: %s", rg_last_error());
+        return -1.0;
+    }
     rg_loader_set_epoch(t->test, 0);
     rg_trace_begin("evaluate", "compute");
     rg_no_grad_begin();
