@@ -29,7 +29,7 @@
 static void usage(FILE *f) {
     fprintf(
         f, "usage: ringgrad-bench [options]\n"
-           "  --only PART           gemm, conv, cnn, peak or membw (default: gemm, conv, cnn)\n"
+           "  --only PART           gemm, conv, cnn, peak, membw or resnet (default: gemm, conv, cnn)\n"
            "  --threads N           threads for the CPU kernels (default: 1, then 2)\n"
            "  --iters N             timed repetitions per result, median reported (default 7)\n"
            "  --batch N             batch of the ResNet-18 conv shapes (default 16)\n"
@@ -69,8 +69,8 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--only")) {
             only = v, i++;
             if (!v || (strcmp(v, "gemm") && strcmp(v, "conv") && strcmp(v, "cnn") &&
-                       strcmp(v, "peak") && strcmp(v, "membw"))) {
-                fprintf(stderr, "ringgrad-bench: --only takes gemm, conv, cnn, peak or membw\n");
+                       strcmp(v, "peak") && strcmp(v, "membw") && strcmp(v, "resnet"))) {
+                fprintf(stderr, "ringgrad-bench: --only takes gemm, conv, cnn, peak, membw or resnet\n");
                 return 2;
             }
         } else if (!strcmp(a, "--threads")) {
@@ -132,5 +132,6 @@ int main(int argc, char **argv) {
     if (!only || !strcmp(only, "gemm")) rgb_run_gemm(&o);
     if (!only || !strcmp(only, "conv")) rgb_run_conv(&o);
     if (!only || !strcmp(only, "cnn")) rgb_run_cnn(&o);
+    if (only && !strcmp(only, "resnet")) rgb_run_resnet(&o);
     return 0;
 }

@@ -72,6 +72,36 @@ static RG_HOSTDEV float rg_k_relu(float x) { return x < 0.0f ? 0.0f : x; }
  * threshold_backward) */
 static RG_HOSTDEV float rg_k_relu_grad(float x, float dy) { return x <= 0.0f ? 0.0f : dy; }
 
+/* ---- batch normalisation (PyTorch's BatchNorm2d) ------------------------------------------ */
+
+/* 1 / sqrt(var + eps) */
+static RG_HOSTDEV float rg_bn_invstd(float var, float eps) { return 1.0f / sqrtf(var + eps); }
+
+/* Channel c of a statistics buffer (2C+1: sum, sum of squares, count) into mean and biased
+ * variance (meanvar has the same layout), and the running statistics' update with PyTorch's
+ * momentum rule, which uses the unbiased variance: running = (1-m) running + m (mean | var n/(n-1)).
+ * The difference of squares is taken in double; a negative rounding residue is clamped to 0. */
+static RG_HOSTDEV void rg_bn_finalize_channel(int64_t c, int64_t ch, float momentum,
+                                              const float *stats, float *meanvar, float *rmean,
+                                              float *rvar) {
+    double count = stats[2 * c], mean = stats[ch] / count;
+    double var = stats[c + ch] / count - mean * mean;
+    var = var > 0.0 ? var : 0.0;
+    meanvar[ch] = (float)mean, meanvar[c + ch] = (float)var;
+    if (ch == 0) meanvar[2 * c] = (float)count;
+    if (rmean) rmean[ch] = (float)((1.0 - momentum) * rmean[ch] + momentum * mean);
+    if (rvar) {
+        double unbiased = count > 1.0 ? var * count / (count - 1.0) : var;
+        rvar[ch] = (float)((1.0 - momentum) * rvar[ch] + momentum * unbiased);
+    }
+}
+
+/* dx of one element: w*invstd*(dy - mean_dy - xhat*mean_dy_xhat) */
+static RG_HOSTDEV float rg_bn_dx(float dy, float xhat, float w_invstd, float mean_dy,
+                                 float mean_dy_xhat) {
+    return w_invstd * (dy - mean_dy - xhat * mean_dy_xhat);
+}
+
 /* ---- dropout: y = keep(i) ? x / (1 - p) : 0, keep(i) = u(seed, offset + i) >= p --------------- */
 static RG_HOSTDEV bool rg_dropout_keep(float p, uint64_t seed, uint64_t i) {
     return rg_philox_uniform(seed, i) >= p;

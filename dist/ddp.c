@@ -56,6 +56,7 @@ struct rg_ddp {
     compressed *psgd; /* compress_powersgd: the matrices it takes, in registration order */
     int n_psgd;
     int64_t bytes_per_step;
+    const rg_param_list *params; /* borrowed: for the buffers' broadcast */
     rg_ddp_opts opts;
     rg_device device;
     const rg_backend *be;
@@ -315,6 +316,7 @@ rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts
     RG_CHECK(params && comm, "rg_ddp_new: NULL parameters or communicator");
     rg_ddp *d = rg_xcalloc(1, sizeof *d, "rg_ddp_new: the reducer");
     d->comm = comm;
+    d->params = params;
     d->opts = defaults(opts);
     d->entries = rg_xcalloc((size_t)params->n + 1, sizeof *d->entries, "rg_ddp_new: its entries");
     d->buckets = rg_xcalloc((size_t)params->n + 1, sizeof *d->buckets, "rg_ddp_new: its buckets");
@@ -346,6 +348,30 @@ rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts
     }
     attach_buckets(d);
     return d;
+}
+
+/* ---- BatchNorm under data parallelism ---- */
+
+rg_status rg_ddp_broadcast_buffers(rg_ddp *d) {
+    if (rg_comm_size(d->comm) == 1) return RG_OK;
+    for (int i = 0; i < d->params->n; i++) {
+        if (!d->params->items[i].is_buffer) continue;
+        rg_tensor *t = d->params->items[i].tensor;
+        int64_t count =
+            t->numel * (comm_dtype(t->dtype) == RG_COMM_U8 ? (int64_t)rg_dtype_size(t->dtype) : 1);
+        RG_TRY(rg_comm_broadcast(d->comm, t->data, count, comm_dtype(t->dtype), 0));
+    }
+    return RG_OK;
+}
+
+static rg_status sync_bn_allreduce(void *ctx, float *buf, int64_t n, rg_device dev) {
+    (void)dev; /* the comm takes host and device buffers alike */
+    return rg_comm_allreduce(ctx, buf, n, RG_COMM_F32, RG_REDUCE_SUM);
+}
+
+rg_bn_sync rg_ddp_sync_bn_hook(rg_comm *comm) {
+    RG_CHECK(comm, "rg_ddp_sync_bn_hook: NULL communicator");
+    return (rg_bn_sync){.allreduce_sum = sync_bn_allreduce, .ctx = comm};
 }
 
 /* ---- the step: hooks launch buckets in order; wait finishes and averages ---- */

@@ -1,4 +1,4 @@
-/* simple.c — the layers without parameters: ReLU, Flatten and MaxPool2d. Each is a thin wrapper
+/* simple.c — the layers without parameters: ReLU, Flatten, AdaptiveAvgPool2d(1) and MaxPool2d. Each is a thin wrapper
  * over its op in ringgrad/ops.h, so that it can sit in a Sequential. */
 #include "ringgrad/layer.h"
 #include "ringgrad/ops.h"
@@ -25,6 +25,18 @@ static const rg_layer_vtable flatten_vt = {.kind = "Flatten", .forward = flatten
 
 rg_layer *rg_flatten_new(const char *name) {
     return rg_layer_alloc(sizeof(rg_layer), &flatten_vt, name);
+}
+
+/* ---- AdaptiveAvgPool2d(1): (N,C,H,W) -> (N,C,1,1) ---- */
+
+static rg_tensor *avgpool_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
+    return rg_global_avg_pool2d(x);
+}
+
+static const rg_layer_vtable avgpool_vt = {.kind = "AdaptiveAvgPool2d", .forward = avgpool_forward};
+
+rg_layer *rg_global_avgpool_new(const char *name) {
+    return rg_layer_alloc(sizeof(rg_layer), &avgpool_vt, name);
 }
 
 /* ---- MaxPool2d: y[n,c,p,q] = max over the window ---- */

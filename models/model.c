@@ -1,6 +1,6 @@
 /* model.c — a model is a root layer plus what a training job needs around it: a name for
  * checkpoints and --model, the seed, and the list of random streams that a checkpoint saves. */
-#include "ringgrad/model.h"
+#include "models/zoo_impl.h"
 #include "core/alloc.h"
 
 #include <stdio.h>
@@ -84,10 +84,11 @@ rg_layer *rg_model_root(rg_model *m) {
 
 static const struct {
     const char *name;
-    rg_model *(*make)(uint64_t seed);
+    rg_zoo_build_fn build;
 } known_models[] = {
-    {"cnn", rg_model_cnn},
-    {"mlp", rg_model_mlp},
+    {"cnn", rg_zoo_cnn},           {"mlp", rg_zoo_mlp},           {"resnet18", rg_zoo_resnet18},
+    {"resnet34", rg_zoo_resnet34}, {"resnet50", rg_zoo_resnet50}, {"resnet20", rg_zoo_resnet20},
+    {"resnet56", rg_zoo_resnet56},
 };
 enum { NUM_KNOWN = sizeof known_models / sizeof known_models[0] };
 
@@ -95,13 +96,33 @@ const char *rg_model_known_name(int i) {
     return i >= 0 && i < NUM_KNOWN ? known_models[i].name : NULL;
 }
 
-rg_model *rg_model_new_by_name(const char *name, uint64_t seed) {
-    for (int i = 0; i < NUM_KNOWN; i++)
-        if (name && strcmp(name, known_models[i].name) == 0) return known_models[i].make(seed);
+rg_status rg_model_new_for(const char *name, uint64_t seed, const rg_model_spec *spec,
+                           rg_model **out) {
+    RG_CHECK(out, "rg_model_new_for: NULL out");
+    *out = NULL;
+    rg_model_spec s = spec ? *spec : (rg_model_spec){0};
+    if (!spec) s.channels = 1, s.height = 28, s.width = 28, s.num_classes = 10;
+    const char *nm = name ? name : "(null)";
+    if (s.channels <= 0 || s.height <= 0 || s.width <= 0 || s.num_classes <= 0)
+        return rg_error(RG_EINVAL, "model %s: bad data shape %lldx%lldx%lld with %d classes", nm,
+                        (long long)s.channels, (long long)s.height, (long long)s.width,
+                        s.num_classes);
+    for (int i = 0; i < NUM_KNOWN; i++) {
+        if (!name || strcmp(name, known_models[i].name) != 0) continue;
+        rg_layer *root = NULL;
+        RG_TRY(known_models[i].build(&s, seed, &root));
+        *out = rg_model_new(name, root, seed);
+        return RG_OK;
+    }
     char known[256] = "";
     for (int i = 0; i < NUM_KNOWN; i++)
         snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
                  known_models[i].name);
-    rg_error(RG_EINVAL, "unknown model '%s' (known: %s)", name ? name : "(null)", known);
-    return NULL;
+    return rg_error(RG_EINVAL, "unknown model '%s' (known: %s)", nm, known);
+}
+
+rg_model *rg_model_new_by_name(const char *name, uint64_t seed) {
+    rg_model *m = NULL;
+    rg_status st = rg_model_new_for(name, seed, NULL, &m);
+    return st == RG_OK ? m : NULL;
 }

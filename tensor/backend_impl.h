@@ -124,6 +124,30 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
     X(void, maxpool2d_backward, (const rg_pool2d_shape *s, const float *dy, const int32_t *argmax, \
                                  float beta, float *dx))                                           \
                                                                                                    \
+    /* ---- batch normalisation over x (N,C,HW), per channel; a statistics buffer is (2C+1):     \
+     * two per-channel sums and the element count, so that SyncBatchNorm sums it across ranks    \
+     * in one allreduce. mean, var (C); var biased; weight, bias (C) ---- */                       \
+    /* stats = (sum x, sum x^2, N*HW) */                                                           \
+    X(void, batchnorm_stats, (int64_t n, int64_t c, int64_t hw, const float *x, float *stats))     \
+    /* meanvar (2C+1) = (mean, biased var, count) from stats; running_mean/var (may be NULL)       \
+     * = (1-momentum)*running + momentum*(mean | unbiased var); *num_batches += 1 (may be NULL) */ \
+    X(void, batchnorm_finalize, (int64_t c, float momentum, const float *stats, float *meanvar,    \
+                                 float *running_mean, float *running_var, int64_t *num_batches))   \
+    /* y = (x - mean) / sqrt(var + eps) * weight + bias */                                         \
+    X(void, batchnorm_apply, (int64_t n, int64_t c, int64_t hw, const float *x, const float *mean, \
+                              const float *var, float eps, const float *weight, const float *bias, \
+                              float *y))                                                           \
+    /* sums = (sum dy, sum dy*xhat, N*HW), xhat = (x - mean) / sqrt(var + eps) */                  \
+    X(void, batchnorm_backward_reduce, (int64_t n, int64_t c, int64_t hw, const float *x,          \
+                                        const float *dy, const float *mean, const float *var,      \
+                                        float eps, float *sums))                                   \
+    /* dx = beta*dx + w*invstd*(dy - sum_dy/count - xhat*sum_dy_xhat/count), count = sums[2C];     \
+     * sums NULL (statistics were constants, evaluation mode): dx = beta*dx + w*invstd*dy */       \
+    X(void, batchnorm_backward_data, (int64_t n, int64_t c, int64_t hw, const float *x,            \
+                                      const float *dy, const float *mean, const float *var,        \
+                                      float eps, const float *weight, const float *sums,           \
+                                      float beta, float *dx))                                      \
+                                                                                                   \
     /* ---- dropout with the mask recomputed from (seed, offset) instead of stored:                \
      * keep(i) = rg_dropout_keep(p, seed, offset + i) ---- */                                      \
     X(void, dropout_forward, (int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,  \
@@ -133,13 +157,22 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
                                                                                                    \
     /* ---- fused log-softmax + negative log-likelihood, mean over the rows: logits (N,C), labels  \
      * (N) in [0,C); writes probs = softmax(logits) (N,C) for backward and loss (one element) =    \
-     * -mean_n log softmax(logits)[n, label_n] ---- */                                             \
+     * -mean_n log softmax(logits)[n, label_n]; with label smoothing e (PyTorch's formula):       \
+     * loss = mean_n [(1-e) nll_n + e/C sum_k -log softmax(logits)[n,k]] ---- */                   \
     X(void, cross_entropy_forward, (int64_t n, int64_t c, const float *logits,                     \
-                                    const int64_t *labels, float *probs, float *loss))             \
-    /* dlogits = beta*dlogits + dloss * (probs - onehot(labels)) / N;  dloss: one element */       \
+                                    const int64_t *labels, float smoothing, float *probs,          \
+                                    float *loss))                                                  \
+    /* dlogits = beta*dlogits + dloss * (probs - (1-e) onehot(labels) - e/C) / N;  dloss: one      \
+     * element */                                                                                  \
     X(void, cross_entropy_backward, (int64_t n, int64_t c, const float *probs,                     \
-                                     const int64_t *labels, const float *dloss, float beta,        \
-                                     float *dlogits))                                              \
+                                     const int64_t *labels, float smoothing, const float *dloss,   \
+                                     float beta, float *dlogits))                                  \
+                                                                                                   \
+    /* ---- global average pooling: y (NC) = mean of each of the NC planes of x (NC,HW) ---- */    \
+    X(void, avgpool_global_forward, (int64_t nc, int64_t hw, const float *x, float *y))            \
+    /* dx = beta*dx + dy / HW broadcast over each plane */                                         \
+    X(void, avgpool_global_backward, (int64_t nc, int64_t hw, const float *dy, float beta,         \
+                                      float *dx))                                                  \
                                                                                                    \
     /* ---- fused optimizer updates (formulas in core/kernels.h) ---- */                           \
     X(void, sgd_step, (int64_t n, const rg_sgd_hparams *h, float *param, const float *grad,        \

@@ -51,8 +51,16 @@ static guard_verdict train_step(trainer *t, const rg_batch *b, metrics *m) {
     rg_tensor *y = t->dev.type == RG_DEV_CPU ? b->y : rg_tensor_to(b->y, t->dev);
 
     rg_trace_begin("forward", "compute");
+    /* BatchNorm buffers: rank 0's everywhere (DDP's broadcast_buffers), unless --sync-bn */
+    rg_status st = t->a.sync_bn || !t->ddp ? RG_OK : rg_ddp_broadcast_buffers(t->ddp);
+    if (st != RG_OK) {
+        rg_trace_end();
+        rg_scope_end();
+        trainer_error(t, "buffer broadcast failed: %s", rg_last_error());
+        return false;
+    }
     rg_tensor *logits = rg_model_forward(t->net, x, RG_TRAIN);
-    rg_tensor *loss = rg_cross_entropy(logits, y);
+    rg_tensor *loss = rg_cross_entropy_smooth(logits, y, (float)t->a.label_smoothing);
     rg_trace_end();
     float loss_value = rg_tensor_item(loss);
 
@@ -61,7 +69,6 @@ static guard_verdict train_step(trainer *t, const rg_batch *b, metrics *m) {
     rg_backward(t->a.accum_steps > 1 ? rg_scale(loss, 1.0f / (float)t->a.accum_steps) : loss);
     rg_trace_end();
 
-    rg_status st = RG_OK;
     guard_verdict v;
     if (t->zero) {
         /* zero1: the guard sees this rank's own gradients (the reduce-scatter is inside
@@ -120,6 +127,11 @@ RG_NODISCARD static rg_status reduce_metrics(trainer *t, metrics *m) {
 static double evaluate(trainer *t) {
     metrics m = {0};
     rg_batch b;
+    /* every rank scores with rank 0's BatchNorm statistics, the ones rank 0 saves */
+    if (!t->a.sync_bn && rg_ddp_broadcast_buffers(t->ddp) != RG_OK) {
+        trainer_error(t, "buffer broadcast failed: %s", rg_last_error());
+        return -1.0;
+    }
     rg_loader_set_epoch(t->test, 0);
     rg_trace_begin("evaluate", "compute");
     rg_no_grad_begin();

@@ -46,6 +46,7 @@ void rgb_run_membw(const rgb_opts *o);
 /* GFLOP/s of one run of the FMA loop of `isa` ("generic", "avx2", "avx512"; "native": the best
  * this CPU runs) on nt threads, iters iterations per thread. */
 double rgb_peak_gflops(const char *isa, int nt, int64_t iters);
+void rgb_run_resnet(const rgb_opts *o); /* resnet.c: only with --only resnet */
 
 /* conv.c: "shape <name> N C H K R stride pad" for every conv layer (for bench/torch_conv.py);
  * the index of a pass name ("forward", "bwd-data", "bwd-filter"), or -2 if unknown. */

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 
 #include "ringgrad/comm.h"
+#include "ringgrad/ops.h"
 #include "ringgrad/params.h"
 
 #ifdef __cplusplus
@@ -93,6 +94,17 @@ RG_API size_t rg_ddp_bucket_bytes(const rg_ddp *ddp, int i);
 RG_API int rg_ddp_launched_during_backward(const rg_ddp *ddp);
 /* Buckets launched so far in the running step (read it from a hook to watch the overlap). */
 RG_API int rg_ddp_num_launched(const rg_ddp *ddp);
+
+/* PyTorch DDP's broadcast_buffers: rank 0's buffers (BatchNorm running statistics,
+ * num_batches_tracked) copied to every rank, so that all ranks evaluate and save the same model.
+ * Collective; call it before each training forward. Sends nothing in a world of one or for a
+ * model without buffers. Returns RG_OK or the communicator's failure. */
+RG_API RG_NODISCARD rg_status rg_ddp_broadcast_buffers(rg_ddp *ddp);
+
+/* The SyncBatchNorm hook over comm (borrowed; it must outlive the layers using the hook): an
+ * in-place float32 sum allreduce, for rg_batchnorm2d_set_sync. Every rank must run the same
+ * BatchNorm layers in the same order, as with any collective. */
+RG_API rg_bn_sync rg_ddp_sync_bn_hook(rg_comm *comm);
 
 /* Restores ordinary gradient buffers (holding the current values) and frees the reducer.
  * Buckets launched but not waited for are waited for first, as the comm thread may still write

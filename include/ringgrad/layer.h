@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ringgrad/ops.h"
 #include "ringgrad/params.h"
 #include "ringgrad/tensor.h"
 
@@ -107,6 +108,18 @@ RG_API rg_layer *rg_conv2d_new(const char *name, int64_t in_ch, int64_t out_ch, 
 /* y = max over each kernel x kernel window;  x (N,C,H,W) -> (N,C,P,Q). stride 0 means `kernel`
  * (PyTorch's default). */
 RG_API rg_layer *rg_maxpool2d_new(const char *name, int kernel, int stride, int padding);
+
+/* PyTorch's nn.BatchNorm2d(channels): momentum 0.1, eps 1e-5, affine; state_dict weight (=1),
+ * bias (=0), running_mean (=0), running_var (=1), num_batches_tracked (int64 (), =0). Training
+ * normalises with the batch's statistics and updates the running ones; evaluation uses them. */
+RG_API rg_layer *rg_batchnorm2d_new(const char *name, int64_t channels);
+/* Makes a BatchNorm2d a SyncBatchNorm: its statistics are summed over the ranks through `sync`
+ * (borrowed; NULL turns it back into a per-rank BatchNorm). Returns false, changing nothing, when
+ * l is not a BatchNorm2d. */
+RG_API bool rg_batchnorm2d_set_sync(rg_layer *l, const rg_bn_sync *sync);
+
+/* y[n,c,0,0] = mean of x[n,c,:,:];  x (N,C,H,W) -> (N,C,1,1) (AdaptiveAvgPool2d(1)) */
+RG_API rg_layer *rg_global_avgpool_new(const char *name);
 
 /* y = max(x, 0) */
 RG_API rg_layer *rg_relu_new(const char *name);

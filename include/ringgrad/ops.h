@@ -53,6 +53,27 @@ RG_API rg_tensor *rg_flatten(rg_tensor *x);
 RG_API rg_tensor *rg_conv2d(rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride, int padding);
 /* y[n,c,p,q] = max over the kernel window;  x (N,C,H,W) -> (N,C,P,Q); padding counts as -inf */
 RG_API rg_tensor *rg_max_pool2d(rg_tensor *x, int kernel, int stride, int padding);
+/* y[n,c,0,0] = mean of x[n,c,:,:] (PyTorch's AdaptiveAvgPool2d(1));  x (N,C,H,W) -> (N,C,1,1)
+ * (ops/avgpool.c) */
+RG_API rg_tensor *rg_global_avg_pool2d(rg_tensor *x);
+
+/* ---- batch normalisation (ops/batchnorm2d.c) ---- */
+/* SyncBatchNorm's hook, set by a higher layer (the trainer, through dist/): sums buf (n floats on
+ * dev) elementwise over every rank, in place. Returns RG_OK or a status with rg_last_error(). */
+typedef struct rg_bn_sync {
+    rg_status (*allreduce_sum)(void *ctx, float *buf, int64_t n, rg_device dev);
+    void *ctx;
+} rg_bn_sync;
+/* PyTorch's BatchNorm2d per channel of x (N,C,H,W) -> (N,C,H,W):
+ * y = (x - mean) / sqrt(var + eps) * weight + bias. Training: mean and biased var over (N,H,W)
+ * (over every rank's batch when sync is not NULL: SyncBatchNorm), and running_mean/var (C) move
+ * by `momentum` towards mean and the unbiased var, num_batches_tracked (int64, one element) += 1.
+ * Evaluation: mean, var = running_mean, running_var. weight, bias (C) may be NULL (no affine);
+ * running statistics and num_batches_tracked may be NULL in training. */
+RG_API rg_tensor *rg_batch_norm2d(rg_tensor *x, rg_tensor *weight, rg_tensor *bias,
+                                  rg_tensor *running_mean, rg_tensor *running_var,
+                                  rg_tensor *num_batches_tracked, bool train, float momentum,
+                                  float eps, const rg_bn_sync *sync);
 
 /* ---- regularisation (ops/dropout.c) ---- */
 /* Training: y = keep ? x / (1-p) : 0 with P(keep) = 1-p, the mask drawn from Philox stream
@@ -64,6 +85,9 @@ RG_API rg_tensor *rg_dropout(rg_tensor *x, float p, bool train, uint64_t seed, u
  * loss = -1/N sum_n log softmax(logits[n])[labels[n]];  logits (N,C) float32, labels (N) int64
  * with values in [0, C) (checked) -> one element */
 RG_API rg_tensor *rg_cross_entropy(rg_tensor *logits, rg_tensor *labels);
+/* The same with label smoothing e in [0, 1] (PyTorch's label_smoothing):
+ * loss = mean_n [(1-e) nll_n + e mean_k -log softmax(logits[n])[k]] */
+RG_API rg_tensor *rg_cross_entropy_smooth(rg_tensor *logits, rg_tensor *labels, float smoothing);
 
 #ifdef __cplusplus
 }

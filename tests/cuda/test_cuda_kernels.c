@@ -237,7 +237,7 @@ Test(cuda_kernels, bad_label_gives_a_nan_loss_not_a_bad_read) {
     int64_t labels[2] = {1, 17};
     float *dz = rgt_dev(z, sizeof z), *dp = rgt_dev(NULL, sizeof z), *dl = rgt_dev(NULL, 4);
     int64_t *dy = rgt_dev(labels, sizeof labels);
-    rgt_gpu()->cross_entropy_forward(2, 3, dz, dy, dp, dl);
+    rgt_gpu()->cross_entropy_forward(2, 3, dz, dy, 0.0f, dp, dl);
     rgt_host(&loss, dl, 4);
     cr_assert(isnan(loss), "loss %g with a label outside [0, 3)", (double)loss);
     rgt_dev_free(dz, sizeof z), rgt_dev_free(dp, sizeof z), rgt_dev_free(dl, 4);

@@ -224,3 +224,66 @@ Test(cuda_ops, small_cnn_step_matches_the_cpu) {
     compare("cnn", f_cnn, NULL, 6, (rg_tensor *[]){x, w1, b1, w2, b2, y}, 1e-3, 1e-3);
     rgt_free_all(6, (rg_tensor *[]){x, w1, b1, w2, b2, y});
 }
+
+static rg_tensor *f_xent_smooth(rg_tensor *const *in, void *ctx) {
+    return rg_cross_entropy_smooth(in[0], in[1], 0.1f);
+}
+
+Test(cuda_ops, label_smoothed_cross_entropy_matches_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    rg_tensor *z = rgt_param(RG_SHAPE(16, 10), -5, 5, 140);
+    rg_tensor *y = rg_tensor_new(RG_I64, RG_SHAPE(16), RG_CPU);
+    for (int64_t i = 0; i < 16; i++) ((int64_t *)y->data)[i] = (i * 7 + 3) % 10;
+    compare("cross_entropy smoothed", f_xent_smooth, NULL, 2, (rg_tensor *[]){z, y}, 1e-5, 1e-5);
+    rgt_free_all(2, (rg_tensor *[]){z, y});
+}
+
+static rg_tensor *f_avgpool(rg_tensor *const *in, void *ctx) {
+    return rg_global_avg_pool2d(in[0]);
+}
+
+/* Training-mode batch norm (no running statistics: each side would update its own) */
+static rg_tensor *f_bn_train(rg_tensor *const *in, void *ctx) {
+    return rg_batch_norm2d(in[0], in[1], in[2], NULL, NULL, NULL, true, 0.1f, 1e-5f, NULL);
+}
+
+Test(cuda_ops, batch_norm_and_global_avg_pool_match_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    int64_t shapes[][4] = {{2, 3, 4, 5}, {8, 64, 7, 7}, {4, 16, 1, 1}};
+    for (int t = 0; t < 3; t++) {
+        int64_t *s = shapes[t];
+        rg_tensor *x = rgt_param(RG_SHAPE(s[0], s[1], s[2], s[3]), -2, 3, 150 + t);
+        rg_tensor *g = rgt_param(RG_SHAPE(s[1]), 0.5, 2, 160 + t);
+        rg_tensor *b = rgt_param(RG_SHAPE(s[1]), -1, 1, 170 + t);
+        compare("batch_norm2d train", f_bn_train, NULL, 3, (rg_tensor *[]){x, g, b}, 1e-4, 1e-4);
+        compare("global_avg_pool2d", f_avgpool, NULL, 1, &x, 1e-5, 1e-5);
+        rgt_free_all(3, (rg_tensor *[]){x, g, b});
+    }
+}
+
+Test(cuda_ops, batch_norm_running_statistics_match_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    rg_tensor *x = rgt_uniform(RG_SHAPE(4, 8, 5, 5), -2, 3, 180);
+    rg_tensor *cpu[3] = {rgt_uniform(RG_SHAPE(8), -1, 1, 181), rgt_uniform(RG_SHAPE(8), 0.5, 2, 182),
+                         rg_tensor_new(RG_I64, 0, NULL, RG_CPU)};
+    rg_tensor *gpu[3];
+    for (int i = 0; i < 3; i++) gpu[i] = copy_to(cpu[i], RG_CUDA_DEVICE(0));
+    for (int side = 0; side < 2; side++) {
+        rg_tensor **st = side ? gpu : cpu;
+        rg_scope_begin();
+        rg_tensor *xd = rg_tensor_to(x, st[0]->device);
+        for (int k = 0; k < 3; k++)
+            (void)rg_batch_norm2d(xd, NULL, NULL, st[0], st[1], st[2], true, 0.1f, 1e-5f, NULL);
+        rg_scope_end();
+    }
+    for (int i = 0; i < 2; i++) {
+        float *want = to_host(cpu[i]), *got = to_host(gpu[i]);
+        rgt_assert_close(got, want, 8, 1e-5, 1e-5, i ? "running_var" : "running_mean");
+        free(want), free(got);
+    }
+    int64_t n_gpu = 0;
+    rg_tensor_copy_to_host(gpu[2], &n_gpu);
+    cr_assert_eq(n_gpu, 3, "num_batches_tracked on the GPU: %lld", (long long)n_gpu);
+    cr_assert_eq(*(int64_t *)cpu[2]->data, 3);
+    rgt_free_all(3, cpu), rgt_free_all(3, gpu), rg_tensor_free(x);
+}

@@ -33,6 +33,10 @@ static const conv_case cases[] = {
     {2, 20, 6, 7, 9, 1, 1, 1, 1, true},
     {1, 4, 9, 8, 6, 1, 1, 3, 2, true},    /* 1x1 with padding */
     {2, 16, 5, 4, 300, 3, 3, 1, 1, true}, /* backward data reduces over K in several blocks */
+    {6, 32, 14, 14, 64, 3, 3, 2, 1, false}, /* ResNet-20's stride-2 3x3 and 1x1 on 14x14 */
+    {24, 32, 14, 14, 64, 1, 1, 2, 0, false},
+    {48, 32, 14, 14, 64, 3, 3, 2, 1, false},
+    {6, 16, 28, 28, 32, 3, 3, 2, 1, false},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

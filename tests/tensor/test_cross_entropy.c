@@ -167,3 +167,35 @@ Test(tensor_cross_entropy, logits_that_are_not_2d_stop, .signal = SIGABRT) {
     rgt_expect_fatal("cross_entropy: logits (N,C) must have 2 dimensions, got (3,4,2)");
     rg_cross_entropy(z, y);
 }
+
+/* Label smoothing against PyTorch's F.cross_entropy(..., label_smoothing=0.1)
+ * (tests/data/nn/bn_ref.safetensors, scripts/make_reference_bn.py), and by gradient check. */
+#include "tests/models/nn_ref.h"
+
+static rg_tensor *f_smooth(rg_tensor *const *in, void *ctx) {
+    return rg_cross_entropy_smooth(in[0], ctx, 0.1f);
+}
+
+Test(tensor_cross_entropy, label_smoothing_matches_pytorch) {
+    rg_safetensors *f = nn_ref_open("bn_ref.safetensors");
+    float *z = nn_ref_read(f, "ce.logits", "F32", 35), *loss = nn_ref_read(f, "ce.loss", "F32", 1);
+    float *dz = nn_ref_read(f, "ce.dlogits", "F32", 35);
+    int64_t *lab = nn_ref_read(f, "ce.labels", "I64", 5);
+    rg_tensor *logits = rgt_tensor(RG_SHAPE(5, 7), z);
+    rg_tensor_set_requires_grad(logits, true);
+    rg_tensor *labels = rg_tensor_new(RG_I64, RG_SHAPE(5), RG_CPU);
+    rg_tensor_copy_from_host(labels, lab);
+    rg_scope_begin();
+    rg_tensor *l = rg_cross_entropy_smooth(logits, labels, 0.1f);
+    cr_assert_float_eq(rg_tensor_item(l), loss[0], 1e-5, "loss %g, torch %g",
+                       (double)rg_tensor_item(l), (double)loss[0]);
+    rg_tensor *plain = rg_cross_entropy(logits, labels);
+    cr_assert(fabsf(rg_tensor_item(plain) - loss[0]) > 1e-3, "smoothing changes the loss");
+    rg_backward(l);
+    rgt_assert_close(rg_tensor_f32(logits->grad), dz, 35, 1e-6, 1e-5, "dlogits");
+    rg_scope_end();
+    rgt_assert_gradcheck(f_smooth, labels, 1, &logits, NULL);
+    free(z), free(loss), free(dz), free(lab);
+    rgt_free_all(2, (rg_tensor *[]){logits, labels});
+    rg_safetensors_close(f);
+}

@@ -19,6 +19,9 @@
 #   equiv.sh psdiffer NAME TAG K W COMM TOL FLAGS...  as ps, but must differ (a control)
 #   equiv.sh differ NAME TAG TOL FLAGS...      1 rank with FLAGS: must differ from ref_NAME by more
 #                                              than TOL somewhere (a control: the tolerance can fail)
+#   equiv.sh ranks_differ NAME TAG NP COMM TOL FLAGS...  NP ranks at 48/NP: must differ from
+#                                              ref_NAME by more than TOL (a control for a flag that
+#                                              makes N ranks equal 1, such as --sync-bn)
 source "$(dirname "$0")/lib.sh"
 mode=$1 name=$2
 shift 2
@@ -67,6 +70,15 @@ differ)
     run_logged "${out%.safetensors}.log" 1 "${common[@]}" --batch-size 48 --save "$out" "$@"
     compare "$out" "$ref" --atol "$tol" --expect-differ || fail "the control run ($*) matched"
     echo "PASS: a run with $* differs from the reference beyond $tol"
+    ;;
+ranks_differ)
+    tag=$1 np=$2 comm=$3 tol=$4
+    shift 4
+    [ -f "$ref" ] || fail "no reference $ref (did the fixture test train/equiv/ref_$name fail?)"
+    out="$RG_TRAIN_OUT/$tag.safetensors"
+    run_logged "${out%.safetensors}.log" "$np" "${common[@]}" --batch-size $((48 / np)) --comm "$comm" --save "$out" "$@"
+    compare "$out" "$ref" --atol "$tol" --expect-differ || fail "the control run ($np ranks, $*) matched"
+    echo "PASS: $np ranks with $* differ from 1 rank beyond $tol"
     ;;
 *) fail "unknown mode $mode" ;;
 esac

@@ -45,7 +45,17 @@ set(RG_EQUIV_cnn_sgd_aug ${RG_EQUIV_cnn_sgd} --augment flip-crop --workers 2)
 # plain SGD (no momentum): ps-async applies each worker's 1/W share as its own step, which equals
 # one step on the average only for an optimizer without state
 set(RG_EQUIV_mlp_sgd0 --model mlp --optim sgd --lr 0.05 --max-steps 12)
-foreach(cfg mlp_adam mlp_sgd cnn_sgd cnn_sgd_aug mlp_sgd0)
+
+# SyncBatchNorm: batch statistics over every rank's batch, so N ranks at B/N equal 1 rank at B
+# also with BatchNorm. One step, so that the momentum buffers hold the step's gradient; 1e-3: the
+# measured difference is 1.4e-4 (in conv1's gradient: a freshly initialised ResNet's backward
+# through 19 BatchNorms is ill-conditioned, every BN backward subtracts two nearly cancelling
+# means, so the other summation order grows from 1e-8 in layer3 to 1e-4 at conv1), while 2 ranks
+# without --sync-bn differ by 0.26 (the control below must differ by more than 1e-3). The exact
+# arithmetic of the split statistics is tested in tests/layers/test_batchnorm.c.
+set(RG_EQUIV_resnet20_syncbn --model resnet20 --optim sgd --lr 0.05 --momentum 0.9 --max-steps 1
+    --sync-bn)
+foreach(cfg mlp_adam mlp_sgd cnn_sgd cnn_sgd_aug mlp_sgd0 resnet20_syncbn)
   rg_train_test(equiv/ref_${cfg} 1 "" train ${RG_TRAIN_SH}/equiv.sh ref ${cfg} ${RG_EQUIV_${cfg}})
   set_tests_properties(train/equiv/ref_${cfg} PROPERTIES FIXTURES_SETUP rg_train_ref_${cfg})
 endforeach()
@@ -62,7 +72,8 @@ set(RG_EQUIV_RUNS
   "mlp_sgd_np3_mpi|mlp_sgd|3|mpi|1e-6"
   "cnn_sgd_np2_mpi|cnn_sgd|2|mpi|1e-4"
   "cnn_sgd_np3_ring|cnn_sgd|3|ring|1e-4"
-  "cnn_sgd_aug_np2_mpi|cnn_sgd_aug|2|mpi|1e-4")
+  "cnn_sgd_aug_np2_mpi|cnn_sgd_aug|2|mpi|1e-4"
+  "resnet20_syncbn_np2_mpi|resnet20_syncbn|2|mpi|1e-3")
 # --strategy zero1 (ZeRO-1, dist/zero1.c): the same weights as 1 rank (and so as ddp on N ranks),
 # with the optimizer state sharded; its checkpoints hold the weights only.
 set(RG_EQUIV_ZERO1_RUNS
@@ -121,6 +132,12 @@ rg_train_test(equiv/cnn_sgd_aug_control 1 rg_train_ref_cnn_sgd_aug train ${RG_TR
               differ cnn_sgd_aug cnn_sgd_aug_control 1e-4 ${RG_EQUIV_cnn_sgd})
 rg_train_test(equiv/cnn_sgd_control 1 rg_train_ref_cnn_sgd train ${RG_TRAIN_SH}/equiv.sh differ
               cnn_sgd cnn_sgd_control 1e-4 ${RG_EQUIV_cnn_sgd} --lr 0.0505)
+rg_train_test(equiv/resnet20_no_syncbn_control 2 rg_train_ref_resnet20_syncbn "train;mpi"
+              ${RG_TRAIN_SH}/equiv.sh ranks_differ resnet20_syncbn resnet20_no_syncbn_control 2 mpi
+              1e-3 --model resnet20 --optim sgd --lr 0.05 --momentum 0.9 --max-steps 1)
+
+# Models shaped by the data: a 32x32 IDX set with the CNN is exit 1 and a message, not a signal
+rg_train_test(shape 1 "" train ${RG_TRAIN_SH}/shape.sh)
 
 # ---- failures, the timeline, resuming
 foreach(mode kill kill_pipeline mismatch options nodata nodata1 flags ps_kill)

@@ -21,12 +21,16 @@ typedef struct {
 
 #define F(field) offsetof(train_args, field)
 static const opt options[] = {
-    {"model", "NAME", "model to train", OPT_STR, F(model), 0, 0, "cnn|mlp"},
+    {"model", "NAME", "model to train", OPT_STR, F(model), 0, 0, "cnn|mlp|resnet18|resnet34|resnet50|resnet20|resnet56"},
+    {"small-input", NULL, "resnet18/34/50: 3x3 stride-1 stem and no max-pool (for 28-64 px images)", OPT_FLAG, F(small_input), 0, 0, NULL},
+    {"zero-init-residual", NULL, "ResNets: start each block's last BatchNorm weight at 0", OPT_FLAG, F(zero_init_residual), 0, 0, NULL},
+    {"label-smoothing", "X", "cross-entropy label smoothing (PyTorch's formula)", OPT_DBL, F(label_smoothing), 0, 1, NULL},
+    {"sync-bn", NULL, "SyncBatchNorm: batch statistics over every rank's batch", OPT_FLAG, F(sync_bn), 0, 0, NULL},
     {"data", "NAME", "dataset: Fashion-MNIST, generated data, or an image folder (DIR/train/<class>/*, DIR/val/<class>/*)", OPT_STR, F(data), 0, 0, "fmnist|synthetic|imagefolder"},
     {"data-dir", "DIR", "Fashion-MNIST folder (default: $RG_DATA_DIR or /usr/share/datasets/fashion-mnist), or the image folder's root", OPT_STR, F(data_dir), 0, 0, NULL},
     {"image-size", "S", "imagefolder, synthetic: SxS images (imagefolder resizes; default: the first image's size, synthetic 28)", OPT_INT, F(image_size), 0, 16384, NULL},
     {"channels", "C", "imagefolder: 1 (gray) or 3 (RGB), converted (default: the first image's); synthetic: channels (default 1)", OPT_INT, F(channels), 0, 1024, NULL},
-    {"num-classes", "K", "classes: with --data synthetic, how many to generate (default 10)", OPT_INT, F(num_classes), 0, 1000000, NULL},
+    {"num-classes", "K", "classifier outputs (default: the dataset's classes); with --data synthetic, how many to generate (default 10)", OPT_INT, F(num_classes), 0, 1000000, NULL},
     {"augment", "NAME", "training augmentation: flip-crop = pad 4, random crop, flip (CIFAR); rrc = RandomResizedCrop + flip, evaluated on Resize(S*8/7) + CenterCrop(S) (ImageNet)", OPT_STR, F(augment), 0, 0, "none|flip-crop|rrc"},
     {"normalize", "SPEC", "per-channel (x/255 - mean)/std: none, imagenet, fmnist, MEAN,STD (every channel) or M1,..,MC,S1,..,SC", OPT_STR, F(normalize), 0, 0, NULL},
     {"workers", "N", "threads per rank that decode and augment batches (default: threads per rank, at most 4, for imagefolder or --augment; else 1)", OPT_INT, F(workers), 0, 256, NULL},
@@ -211,7 +215,8 @@ static const char *const agreed[] = {
     "no-shuffle", "dropout", "accum-steps", "compress", "bucket-mb", "no-overlap", "no-allreduce",
     "save-every", "init", "save", "resume", "strategy", "lr-scaling", "powersgd-rank",
     "image-size", "channels", "num-classes", "augment", "normalize", "pipeline-stages",
-    "micro-batches", "servers", "max-staleness",
+    "micro-batches", "servers", "max-staleness", "small-input", "zero-init-residual",
+    "label-smoothing", "sync-bn",
 };
 
 void train_args_agreed(const train_args *a, char *buf, size_t cap) {

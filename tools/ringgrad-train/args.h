@@ -12,6 +12,8 @@ typedef struct {
     const char *model, *data, *data_dir, *device;
     int image_size, channels, num_classes, workers; /* 0: from the data / automatic */
     const char *augment, *normalize;
+    bool small_input, zero_init_residual, sync_bn; /* ResNet options */
+    double label_smoothing;
     int epochs;
     int64_t max_steps; /* -1: no limit */
     int batch_size;    /* per rank */

@@ -171,11 +171,43 @@ RG_NODISCARD static rg_status load_checkpoint(trainer *t) {
     return RG_OK;
 }
 
-rg_status trainer_setup_model(trainer *t) {
-    t->net = rg_model_new_by_name(t->a.model, (uint64_t)t->a.seed);
-    if (!t->net) {
-        trainer_error(t, "%s", rg_last_error());
+/* The model for the data's images: a shape it cannot take is an error naming the data. */
+RG_NODISCARD static rg_status make_model(trainer *t) {
+    const rg_dataset *d = t->train_ds;
+    rg_model_spec spec = {.channels = d->c, .height = d->h, .width = d->w,
+                          .num_classes = t->a.num_classes ? t->a.num_classes : d->num_classes,
+                          .small_input = t->a.small_input,
+                          .zero_init_residual = t->a.zero_init_residual};
+    const char *src = strcmp(t->a.data, "synthetic") == 0 ? "synthetic data"
+                      : t->a.data_dir                     ? t->a.data_dir
+                                                          : rg_data_default_dir();
+    if (spec.num_classes < d->num_classes) {
+        trainer_error(t, "--num-classes %d is fewer than the %d classes of %s", spec.num_classes,
+                      d->num_classes, src);
         return RG_EINVAL;
+    }
+    if (t->test_ds->c != d->c || t->test_ds->h != d->h || t->test_ds->w != d->w) {
+        trainer_error(t, "%s: training images are %lldx%lldx%lld but test images %lldx%lldx%lld",
+                      src, (long long)d->c, (long long)d->h, (long long)d->w,
+                      (long long)t->test_ds->c, (long long)t->test_ds->h, (long long)t->test_ds->w);
+        return RG_EINVAL;
+    }
+    rg_status st = rg_model_new_for(t->a.model, (uint64_t)t->a.seed, &spec, &t->net);
+    if (st != RG_OK) trainer_error(t, "%s (images %lldx%lldx%lld): %s", src, (long long)d->c,
+                                   (long long)d->h, (long long)d->w, rg_last_error());
+    return st;
+}
+
+static void set_sync(rg_layer *l, void *ctx) {
+    (void)rg_batchnorm2d_set_sync(l, ctx);
+}
+
+rg_status trainer_setup_model(trainer *t) {
+    rg_status made = make_model(t);
+    if (made != RG_OK) return trainer_agree(t, made);
+    if (t->a.sync_bn) {
+        t->bn_sync = rg_ddp_sync_bn_hook(t->comm);
+        rg_layer_visit(rg_model_root(t->net), set_sync, &t->bn_sync);
     }
     if (t->a.dropout >= 0) rg_model_set_dropout(t->net, (float)t->a.dropout);
     rg_status st = rg_model_to_device(t->net, t->dev);

@@ -34,6 +34,7 @@ typedef struct {
     rg_loader *train, *test;
     float *mean, *std; /* --normalize: (C) each, or NULL */
     progress prog;
+    rg_bn_sync bn_sync; /* --sync-bn: the BatchNorm layers' hook into comm */
 
     int64_t step;         /* optimizer steps taken (across epochs, restored by --resume) */
     int64_t start_epoch;  /* first epoch to run (from --resume) */

@@ -1,0 +1,51 @@
+/* resnet.c — ResNet-18's training step (the model of models/resnet.c, torchvision's layout) on
+ * synthetic 3x64x64 images, batch 32 (--batch), 10 classes, SGD with momentum 0.9; the peer is
+ * bench/torch_resnet_step.py and bench/resnet_step.sh interleaves the two. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench.h"
+#include "ringgrad.h"
+
+void rgb_run_resnet(const rgb_opts *o) {
+    int batch = o->batch > 0 ? o->batch : 32;
+    rg_model *m = NULL;
+    rg_model_spec spec = {.channels = 3, .height = 64, .width = 64, .num_classes = 10};
+    rg_status st = rg_model_new_for("resnet18", 42, &spec, &m);
+    RG_CHECK(st == RG_OK, "resnet bench: %s", rg_last_error());
+    rg_optim *opt = rg_sgd_new(rg_model_params(m), &(rg_sgd_opts){.lr = 0.01f, .momentum = 0.9f});
+    rg_tensor *x = rg_tensor_new(RG_F32, RG_SHAPE(batch, 3, 64, 64), RG_CPU);
+    rg_tensor *y = rg_tensor_new(RG_I64, RG_SHAPE(batch), RG_CPU);
+    RG_CHECK(opt && x && y, "resnet bench: out of memory");
+    uint64_t off = 0;
+    rg_tensor_uniform_(x, -1.0f, 1.0f, 7, &off);
+    for (int i = 0; i < batch; i++) ((int64_t *)y->data)[i] = (i * 7) % 10;
+    double *ts = calloc((size_t)o->iters, sizeof *ts);
+    RG_CHECK(ts, "resnet bench: out of memory");
+    printf("\nResNet-18 training step (3x64x64, batch %d, SGD momentum), median of %d\n", batch,
+           o->iters);
+    for (int ti = 0; ti < o->nthreads; ti++) {
+        int nt = rg_set_num_threads(o->threads[ti]);
+        float loss = 0;
+        for (int it = -1; it < o->iters; it++) { /* it -1: warm-up */
+            double t0 = rgb_now();
+            rg_scope_begin();
+            rg_tensor *l = rg_cross_entropy(rg_model_forward(m, x, RG_TRAIN), y);
+            rg_backward(l);
+            loss = rg_tensor_item(l);
+            rg_optim_step(opt);
+            rg_optim_zero_grad(opt);
+            rg_scope_end();
+            if (it >= 0) ts[it] = rgb_now() - t0;
+        }
+        RG_CHECK(isfinite(loss), "resnet bench: the loss is %g", (double)loss);
+        double step = rgb_median(ts, o->iters);
+        printf("threads %d: %.1f ms/step, %.1f img/s\n", nt, step * 1e3, batch / step);
+        if (o->raw) printf("raw resnet18 threads=%d step_ms=%.3f\n", nt, step * 1e3);
+    }
+    free(ts);
+    rg_optim_free(opt);
+    rg_tensor_free(x), rg_tensor_free(y);
+    rg_model_free(m);
+}

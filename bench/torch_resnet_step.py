@@ -1,0 +1,52 @@
+#!/usr/bin/python3
+"""torch_resnet_step.py - one training step of torchvision's ResNet-18 in PyTorch, timed.
+
+The same model, batch and optimizer as `ringgrad-bench --only resnet`: resnet18(num_classes=10)
+on random 3x64x64 images, batch 32 (--batch), cross-entropy, SGD lr 0.01 momentum 0.9. Prints
+"raw torchresnet18 threads=T step_ms=X" (median). --clock cpu times with the calling thread's
+CPU time (meaningful at one thread). Run with /usr/bin/python3 (Debian's PyTorch).
+"""
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+import torchvision
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=32)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.rand(args.batch, 3, 64, 64) * 2 - 1
+    y = torch.arange(args.batch) * 7 % 10
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
+    step()  # warm up
+    times = []
+    for _ in range(args.iters):
+        t0 = clock()
+        step()
+        times.append(clock() - t0)
+    print(f"raw torchresnet18 threads={args.threads} step_ms={statistics.median(times) * 1e3:.3f}",
+          flush=True)
+
+
+if __name__ == "__main__":
+    main()

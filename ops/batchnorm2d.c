@@ -1,0 +1,124 @@
+/* batchnorm2d.c — batch normalisation per channel of (N,C,H,W), PyTorch's BatchNorm2d and
+ * SyncBatchNorm.
+ *
+ *   training:   mean, var = batch statistics over (N,H,W) (var biased)
+ *               running = (1-momentum) running + momentum (mean | var * m/(m-1)),  m = N*H*W
+ *   evaluation: mean, var = running_mean, running_var
+ *   y = (x - mean) / sqrt(var + eps) * weight + bias
+ *
+ * Backward in training (xhat = (x - mean) * invstd):
+ *   dweight = sum dy*xhat,  dbias = sum dy,
+ *   dx = weight*invstd*(dy - mean(dy) - xhat*mean(dy*xhat))
+ * In evaluation the statistics are constants and dx = weight*invstd*dy.
+ *
+ * SyncBatchNorm is the same op with the two per-channel sums (and the count) summed across ranks
+ * through a hook: one allreduce of (sum x, sum x^2, count) in forward and one of (sum dy,
+ * sum dy*xhat, count) in backward. dweight and dbias stay local: DDP averages them, as it does
+ * in PyTorch. The hook is a function pointer set from above (dist/), so ops/ needs no comm. */
+#include <stdint.h>
+
+#include "ops/op_impl.h"
+
+/* Sums buf (n floats on dev) across the ranks through the hook; any failure is fatal here,
+ * since an op cannot return a status and the ranks would otherwise diverge. */
+static void sync_sum(const rg_bn_sync *sync, float *buf, int64_t n, rg_device dev) {
+    rg_status st = sync->allreduce_sum(sync->ctx, buf, n, dev);
+    RG_CHECK(st == RG_OK, "sync_batch_norm: allreduce of %lld statistics failed: %s", (long long)n,
+             rg_last_error());
+}
+
+static void batchnorm2d_backward(rg_node *nd) {
+    rg_tensor *x = nd->in[0], *w = nd->in[1], *b = nd->in[2], *dy = nd->out->grad;
+    const rg_backend *be = rg_backend_for(dy->device);
+    bool train = nd->iattr[0] != 0;
+    const rg_bn_sync *sync = (const rg_bn_sync *)(intptr_t)nd->iattr[1];
+    float eps = nd->fattr[0];
+    int64_t n = x->shape[0], c = x->shape[1], hw = x->shape[2] * x->shape[3];
+    const float *mean = nd->saved[0]->data;
+    const float *var = train ? mean + c : (const float *)nd->saved[1]->data;
+    bool dx = rg_needs_grad(x), dw = rg_needs_grad(w), db = rg_needs_grad(b);
+    if (!train && !dw && !db) { /* evaluation: dx needs no sums */
+        float beta = rg_grad_begin(x);
+        be->batchnorm_backward_data(n, c, hw, x->data, dy->data, mean, var, eps,
+                                    w ? w->data : NULL, NULL, beta, x->grad->data);
+        return;
+    }
+    rg_tensor *sums = rg_tensor_empty(RG_F32, RG_SHAPE(2 * c + 1), dy->device); /* (2C+1) */
+    float *s = sums->data;
+    be->batchnorm_backward_reduce(n, c, hw, x->data, dy->data, mean, var, eps, s);
+    if (dw) { /* dweight = sum dy*xhat (rg_grad_begin first: it may make w->grad) */
+        float beta_w = rg_grad_begin(w);
+        be->axpby(c, 1.0f, s + c, beta_w, w->grad->data);
+    }
+    if (db) { /* dbias = sum dy */
+        float beta_b = rg_grad_begin(b);
+        be->axpby(c, 1.0f, s, beta_b, b->grad->data);
+    }
+    if (!dx) return;
+    if (train && sync) sync_sum(sync, s, 2 * c + 1, dy->device);
+    float beta = rg_grad_begin(x);
+    be->batchnorm_backward_data(n, c, hw, x->data, dy->data, mean, var, eps, w ? w->data : NULL,
+                                train ? s : NULL, beta, x->grad->data);
+}
+
+static void check_vec(const char *op, const char *arg, const rg_tensor *t, const rg_tensor *x) {
+    if (!t) return;
+    rg_op_check_f32(op, arg, t);
+    rg_op_backend(op, x, t);
+    RG_CHECK(t->ndim == 1 && t->shape[0] == x->shape[1], "%s: %s %s for input %s with %lld "
+             "channels", op, arg, RG_SHAPE_STR(t), RG_SHAPE_STR(x), (long long)x->shape[1]);
+}
+
+rg_tensor *rg_batch_norm2d(rg_tensor *x, rg_tensor *weight, rg_tensor *bias,
+                           rg_tensor *running_mean, rg_tensor *running_var,
+                           rg_tensor *num_batches_tracked, bool train, float momentum, float eps,
+                           const rg_bn_sync *sync) {
+    const char *op = sync && train ? "sync_batch_norm" : "batch_norm2d";
+    rg_op_check_f32(op, "input", x);
+    rg_op_check_ndim(op, "input (N,C,H,W)", x, 4);
+    const rg_backend *be = rg_op_backend(op, x, NULL);
+    check_vec(op, "weight", weight, x);
+    check_vec(op, "bias", bias, x);
+    check_vec(op, "running_mean", running_mean, x);
+    check_vec(op, "running_var", running_var, x);
+    RG_CHECK(!running_mean == !running_var, "%s: running_mean and running_var go together", op);
+    RG_CHECK(train || running_mean, "%s: evaluation needs running statistics", op);
+    RG_CHECK(eps > 0.0f && momentum >= 0.0f && momentum <= 1.0f, "%s: eps %g, momentum %g", op,
+             (double)eps, (double)momentum);
+    if (num_batches_tracked) {
+        rg_op_backend(op, x, num_batches_tracked);
+        RG_CHECK(num_batches_tracked->dtype == RG_I64 && num_batches_tracked->numel == 1,
+                 "%s: num_batches_tracked must be one int64, got %s %s", op,
+                 rg_dtype_name(num_batches_tracked->dtype), RG_SHAPE_STR(num_batches_tracked));
+    }
+    RG_CHECK(!sync || sync->allreduce_sum, "%s: sync hook without a function", op);
+    int64_t n = x->shape[0], c = x->shape[1], hw = x->shape[2] * x->shape[3];
+    RG_CHECK(!train || sync || n * hw > 1, "%s: expected more than 1 value per channel when "
+             "training, got input %s", op, RG_SHAPE_STR(x));
+    rg_tensor *y = rg_tensor_empty_like(x);
+    const float *w = weight ? weight->data : NULL, *b = bias ? bias->data : NULL;
+    rg_tensor *saved0, *saved1 = NULL;
+    if (train) {
+        rg_tensor *stats = rg_tensor_empty(RG_F32, RG_SHAPE(2 * c + 1), x->device);
+        be->batchnorm_stats(n, c, hw, x->data, stats->data);
+        if (sync) sync_sum(sync, stats->data, 2 * c + 1, x->device);
+        saved0 = rg_tensor_empty(RG_F32, RG_SHAPE(2 * c + 1), x->device); /* mean, var, count */
+        float *mv = saved0->data;
+        be->batchnorm_finalize(c, momentum, stats->data, mv,
+                               running_mean ? running_mean->data : NULL,
+                               running_var ? running_var->data : NULL,
+                               num_batches_tracked ? num_batches_tracked->data : NULL);
+        be->batchnorm_apply(n, c, hw, x->data, mv, mv + c, eps, w, b, y->data);
+    } else {
+        saved0 = running_mean, saved1 = running_var;
+        be->batchnorm_apply(n, c, hw, x->data, running_mean->data, running_var->data, eps, w, b,
+                            y->data);
+    }
+    rg_node *nd = rg_tape_record(op, batchnorm2d_backward, y, 3, (rg_tensor *[]){x, weight, bias});
+    if (nd) {
+        nd->saved[0] = saved0, nd->saved[1] = saved1;
+        nd->iattr[0] = train, nd->iattr[1] = (int64_t)(intptr_t)(train ? sync : NULL);
+        nd->fattr[0] = eps;
+    }
+    return y;
+}

@@ -1,0 +1,122 @@
+/* Tests for batch_norm2d and global_avg_pool2d: forward against naive loops, central-difference
+ * gradient checks of every input in training and evaluation, accumulation into existing
+ * gradients, and misuse (a single value per channel, a wrong number of channels). */
+#include <math.h>
+
+#include "rgtest.h"
+
+typedef struct {
+    rg_tensor *rm, *rv;
+    bool train;
+} bn_ctx;
+
+static rg_tensor *f_bn(rg_tensor *const *in, void *ctx) {
+    bn_ctx *c = ctx;
+    return rg_batch_norm2d(in[0], in[1], in[2], c->rm, c->rv, NULL, c->train, 0.1f, 1e-5f, NULL);
+}
+
+Test(tensor_batchnorm2d, forward_matches_naive_loops) {
+    int64_t n = 3, c = 4, h = 5, w = 2, hw = h * w;
+    rg_tensor *x = rgt_uniform(RG_SHAPE(n, c, h, w), -2, 3, 1);
+    rg_tensor *g = rgt_uniform(RG_SHAPE(c), 0.5, 2, 2), *b = rgt_uniform(RG_SHAPE(c), -1, 1, 3);
+    rg_tensor *rm = rgt_uniform(RG_SHAPE(c), -1, 1, 4), *rv = rgt_uniform(RG_SHAPE(c), 0.5, 2, 5);
+    float *rm0 = rgt_copy_out(rm), *rv0 = rgt_copy_out(rv);
+    const float *xp = rg_tensor_f32(x), *gp = rg_tensor_f32(g), *bp = rg_tensor_f32(b);
+    rg_scope_begin();
+    rg_tensor *y = rg_batch_norm2d(x, g, b, rm, rv, NULL, true, 0.1f, 1e-5f, NULL);
+    rg_tensor *ye = rg_batch_norm2d(x, g, b, rm, rv, NULL, false, 0.1f, 1e-5f, NULL);
+    for (int64_t ch = 0; ch < c; ch++) {
+        double s = 0, ss = 0;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < hw; j++) s += xp[(i * c + ch) * hw + j];
+        double mean = s / (double)(n * hw);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < hw; j++) {
+                double d = xp[(i * c + ch) * hw + j] - mean;
+                ss += d * d;
+            }
+        double var = ss / (double)(n * hw);
+        double rmean = 0.9 * rm0[ch] + 0.1 * mean, rvar = 0.9 * rv0[ch] + 0.1 * var * 30.0 / 29.0;
+        cr_assert_float_eq(rg_tensor_f32(rm)[ch], rmean, 1e-5);
+        cr_assert_float_eq(rg_tensor_f32(rv)[ch], rvar, 1e-5);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < hw; j++) {
+                int64_t k = (i * c + ch) * hw + j;
+                double want = (xp[k] - mean) / sqrt(var + 1e-5) * gp[ch] + bp[ch];
+                double weval = (xp[k] - rmean) / sqrt(rvar + 1e-5) * gp[ch] + bp[ch];
+                cr_assert_float_eq(rg_tensor_f32(y)[k], want, 1e-5, "train at %lld", (long long)k);
+                cr_assert_float_eq(rg_tensor_f32(ye)[k], weval, 1e-5, "eval at %lld", (long long)k);
+            }
+    }
+    rg_scope_end();
+    free(rm0), free(rv0);
+    rgt_free_all(5, (rg_tensor *[]){x, g, b, rm, rv});
+}
+
+Test(tensor_batchnorm2d, gradients_match_finite_differences) {
+    for (int train = 0; train < 2; train++) {
+        rg_tensor *in[3] = {rgt_param(RG_SHAPE(3, 2, 3, 4), -1, 1, 10),
+                            rgt_param(RG_SHAPE(2), 0.5, 1.5, 11), rgt_param(RG_SHAPE(2), -1, 1, 12)};
+        bn_ctx c = {rgt_uniform(RG_SHAPE(2), -0.5, 0.5, 13), rgt_uniform(RG_SHAPE(2), 0.5, 1, 14),
+                    train};
+        rg_gradcheck_opts o = {.eps = 1e-2, .atol = 2e-2, .rtol = 2e-2, .seed = 3};
+        rgt_assert_gradcheck(f_bn, &c, 3, in, &o);
+        rgt_free_all(5, (rg_tensor *[]){in[0], in[1], in[2], c.rm, c.rv});
+    }
+}
+
+Test(tensor_batchnorm2d, gradients_accumulate_with_beta_one) {
+    rg_tensor *x = rgt_param(RG_SHAPE(2, 3, 2, 2), -1, 1, 20), *g = rgt_param(RG_SHAPE(3), 1, 2, 21);
+    rg_tensor *b = rgt_param(RG_SHAPE(3), -1, 1, 22);
+    float *once[3];
+    for (int rep = 0; rep < 2; rep++) {
+        rg_scope_begin();
+        rg_tensor *y = rg_batch_norm2d(x, g, b, NULL, NULL, NULL, true, 0.1f, 1e-5f, NULL);
+        rg_backward(rg_sum(rg_mul(y, y)));
+        rg_scope_end();
+        if (rep == 0)
+            for (int k = 0; k < 3; k++) once[k] = rgt_copy_out((rg_tensor *[]){x, g, b}[k]->grad);
+    }
+    rg_tensor *ts[3] = {x, g, b};
+    for (int k = 0; k < 3; k++) {
+        float *twice = rgt_copy_out(ts[k]->grad);
+        for (int64_t i = 0; i < ts[k]->numel; i++) once[k][i] *= 2;
+        rgt_assert_close(twice, once[k], ts[k]->numel, 1e-5, 1e-4, "accumulated gradient");
+        free(twice), free(once[k]);
+    }
+    rgt_free_all(3, ts);
+}
+
+Test(tensor_batchnorm2d, one_value_per_channel_in_training_is_misuse, .signal = SIGABRT) {
+    rg_tensor *x = rgt_uniform(RG_SHAPE(1, 3, 1, 1), -1, 1, 1);
+    rgt_expect_fatal("expected more than 1 value per channel");
+    rg_scope_begin();
+    rg_batch_norm2d(x, NULL, NULL, NULL, NULL, NULL, true, 0.1f, 1e-5f, NULL);
+}
+
+Test(tensor_batchnorm2d, channel_mismatch_is_misuse, .signal = SIGABRT) {
+    rg_tensor *x = rgt_uniform(RG_SHAPE(2, 3, 2, 2), -1, 1, 1), *g = rgt_uniform(RG_SHAPE(4), 0, 1, 2);
+    rgt_expect_fatal("weight (4) for input (2,3,2,2)");
+    rg_scope_begin();
+    rg_batch_norm2d(x, g, NULL, NULL, NULL, NULL, true, 0.1f, 1e-5f, NULL);
+}
+
+static rg_tensor *f_avg(rg_tensor *const *in, void *ctx) {
+    return rg_global_avg_pool2d(in[0]);
+}
+
+Test(tensor_avgpool, global_mean_and_gradient) {
+    rg_tensor *x = rgt_param(RG_SHAPE(2, 3, 4, 5), -1, 1, 30);
+    rg_scope_begin();
+    rg_tensor *y = rg_global_avg_pool2d(x);
+    cr_assert(y->ndim == 4 && y->shape[0] == 2 && y->shape[1] == 3 && y->shape[2] == 1 &&
+              y->shape[3] == 1);
+    for (int64_t p = 0; p < 6; p++) {
+        double s = 0;
+        for (int j = 0; j < 20; j++) s += rg_tensor_f32(x)[p * 20 + j];
+        cr_assert_float_eq(rg_tensor_f32(y)[p], s / 20, 1e-6);
+    }
+    rg_scope_end();
+    rgt_assert_gradcheck(f_avg, NULL, 1, &x, NULL);
+    rg_tensor_free(x);
+}
