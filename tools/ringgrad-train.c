@@ -128,7 +128,7 @@ static double evaluate(trainer *t) {
     metrics m = {0};
     rg_batch b;
     /* every rank scores with rank 0's BatchNorm statistics, the ones rank 0 saves */
-    if (!t->a.sync_bn && rg_ddp_broadcast_buffers(t->ddp) != RG_OK) {
+    if (!t->a.sync_bn && t->ddp && rg_ddp_broadcast_buffers(t->ddp) != RG_OK) {
         trainer_error(t, "buffer broadcast failed: %s", rg_last_error());
         return -1.0;
     }
