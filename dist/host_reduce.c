@@ -10,6 +10,7 @@
  * the two agree. */
 #include <string.h>
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define RG_HOST_F16C 1
 #endif
@@ -36,8 +37,9 @@ sum_f16_f16c(uint16_t *restrict d, const uint16_t *restrict s, int64_t n) {
     return i;
 }
 
-static bool use_f16c(void) { /* two cheap reads of start-up state, per call */
-    return strcmp(rg_cpu_isa(), "generic") && __builtin_cpu_supports("f16c");
+static bool use_f16c(void) { /* start-up state and one CPUID leaf, per call */
+    unsigned a, b, c, d; /* CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports lacks f16c) */
+    return strcmp(rg_cpu_isa(), "generic") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
 #endif
 

@@ -5,6 +5,9 @@
  * avx2 or generic forces one, for tests and benchmarks; a value this CPU (or this build) cannot
  * run is an error, never a silent fallback, so a test that asked for a path runs that path. */
 #include <pthread.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,13 +56,20 @@ static const rg_backend *isa_table(rg_isa isa) {
     }
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+/* F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c". */
+static bool has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 /* Whether this CPU (and its OS, which must save the wider registers) runs isa's copy: the
  * features checked are exactly the -m flags of cmake/isa.cmake. */
 static bool cpu_runs(rg_isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                __builtin_cpu_supports("f16c");
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     switch (isa) {
     case RG_ISA_AVX2:
         return avx2;
