@@ -57,6 +57,9 @@ struct rg_ddp {
     int n_psgd;
     int64_t bytes_per_step;
     const rg_param_list *params; /* borrowed: for the buffers' broadcast */
+    uint8_t *buffer_stage;       /* host buffers packed for one broadcast; NULL: none, or some on
+                                    a device (then one broadcast per buffer) */
+    size_t buffer_bytes;
     rg_ddp_opts opts;
     rg_device device;
     const rg_backend *be;
@@ -312,11 +315,14 @@ RG_NODISCARD static rg_status init_psgd(rg_ddp *d, const rg_param_list *params) 
     return RG_OK;
 }
 
+static void plan_buffer_broadcast(rg_ddp *d);
+
 rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts *opts) {
     RG_CHECK(params && comm, "rg_ddp_new: NULL parameters or communicator");
     rg_ddp *d = rg_xcalloc(1, sizeof *d, "rg_ddp_new: the reducer");
     d->comm = comm;
     d->params = params;
+    plan_buffer_broadcast(d);
     d->opts = defaults(opts);
     d->entries = rg_xcalloc((size_t)params->n + 1, sizeof *d->entries, "rg_ddp_new: its entries");
     d->buckets = rg_xcalloc((size_t)params->n + 1, sizeof *d->buckets, "rg_ddp_new: its buckets");
@@ -352,9 +358,40 @@ rg_ddp *rg_ddp_new(const rg_param_list *params, rg_comm *comm, const rg_ddp_opts
 
 /* ---- BatchNorm under data parallelism ---- */
 
-rg_status rg_ddp_broadcast_buffers(rg_ddp *d) {
-    if (rg_comm_size(d->comm) == 1) return RG_OK;
+/* The buffers' bytes, and a staging area to broadcast them in one call when all are on the
+ * host (a ResNet has three per BatchNorm: dozens of small broadcasts per step otherwise). */
+static void plan_buffer_broadcast(rg_ddp *d) {
+    bool host = true;
     for (int i = 0; i < d->params->n; i++) {
+        const rg_named_tensor *p = &d->params->items[i];
+        if (!p->is_buffer) continue;
+        d->buffer_bytes += rg_tensor_nbytes(p->tensor);
+        host &= p->tensor->device.type == RG_DEV_CPU;
+    }
+    if (host && d->buffer_bytes)
+        d->buffer_stage = rg_xmalloc(d->buffer_bytes, "ddp: the buffers' broadcast staging");
+}
+
+rg_status rg_ddp_broadcast_buffers(rg_ddp *d) {
+    if (rg_comm_size(d->comm) == 1 || d->buffer_bytes == 0) return RG_OK;
+    bool root = rg_comm_rank(d->comm) == 0;
+    if (d->buffer_stage) { /* pack on rank 0, one broadcast, unpack elsewhere */
+        size_t at = 0;
+        for (int i = 0; root && i < d->params->n; i++) {
+            rg_tensor *t = d->params->items[i].tensor;
+            if (!d->params->items[i].is_buffer) continue;
+            memcpy(d->buffer_stage + at, t->data, rg_tensor_nbytes(t)), at += rg_tensor_nbytes(t);
+        }
+        RG_TRY(rg_comm_broadcast(d->comm, d->buffer_stage, (int64_t)d->buffer_bytes, RG_COMM_U8, 0));
+        at = 0;
+        for (int i = 0; !root && i < d->params->n; i++) {
+            rg_tensor *t = d->params->items[i].tensor;
+            if (!d->params->items[i].is_buffer) continue;
+            memcpy(t->data, d->buffer_stage + at, rg_tensor_nbytes(t)), at += rg_tensor_nbytes(t);
+        }
+        return RG_OK;
+    }
+    for (int i = 0; i < d->params->n; i++) { /* device buffers: the comm stages each itself */
         if (!d->params->items[i].is_buffer) continue;
         rg_tensor *t = d->params->items[i].tensor;
         int64_t count =
@@ -520,6 +557,7 @@ void rg_ddp_free(rg_ddp *d) {
     }
     for (int i = 0; i < d->n_psgd; i++) rg_psgd_free(&d->psgd[i].st);
     free(d->psgd);
+    free(d->buffer_stage);
     free(d->entries);
     free(d->buckets);
     free(d);
