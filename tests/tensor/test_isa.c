@@ -278,3 +278,61 @@ Test(tensor_isa, every_table_fills_every_entry) {
     }
     cr_assert(tables >= 1);
 }
+
+/* The optimizer steps, every switch of their formulas (weight decay, momentum, first step,
+ * Nesterov, dampening; Adam, L2 decay, AdamW) and a DDP gradient scale: every copy, the generic
+ * one included, gives rg_sgd_update / rg_adam_update's results bit for bit (optim.c is compiled
+ * without fused multiply-adds), over a length with tails and several parallel chunks. */
+Test(tensor_isa, optimizer_steps_are_the_formula_bit_for_bit_on_every_copy) {
+    rg_set_num_threads(2);
+    const char *all[] = {"generic", "avx2", "avx512", "native"};
+    const int64_t n = 50021;
+    float *p0 = rand_floats(n, -1, 1, 41), *g = rand_floats(n, -1, 1, 42);
+    float *m0 = rand_floats(n, -0.1f, 0.1f, 43), *v0 = rand_floats(n, 0, 0.01f, 44);
+    float *p = zeros(n), *m = zeros(n), *v = zeros(n), *pw = zeros(n), *mw = zeros(n),
+          *vw = zeros(n);
+    for (int k = 0; k < 32; k++) {
+        rg_sgd_hparams s = {.lr = 0.05f,
+                            .weight_decay = (k & 1) ? 1e-3f : 0.0f,
+                            .momentum = (k & 2) ? 0.9f : 0.0f,
+                            .first_step = (k & 4) != 0,
+                            .nesterov = (k & 8) != 0,
+                            .dampening = (k & 16) ? 0.25f : 0.0f,
+                            .grad_scale = (k & 1) ? 0.5f : 0.0f};
+        memcpy(pw, p0, n * sizeof *pw), memcpy(mw, m0, n * sizeof *mw);
+        for (int64_t i = 0; i < n; i++) rg_sgd_update(&s, &pw[i], g[i], &mw[i]);
+        for (size_t c = 0; c < sizeof all / sizeof *all; c++) {
+            const rg_backend *t = rg_cpu_backend_isa(all[c]);
+            if (!t) continue;
+            memcpy(p, p0, n * sizeof *p), memcpy(m, m0, n * sizeof *m);
+            t->sgd_step(n, &s, p, g, s.momentum != 0.0f ? m : NULL);
+            cr_assert(!memcmp(p, pw, n * sizeof *p), "%s: sgd %d param", all[c], k);
+            cr_assert(!memcmp(m, mw, n * sizeof *m), "%s: sgd %d buffer", all[c], k);
+        }
+    }
+    for (int k = 0; k < 4; k++) {
+        rg_adam_hparams a = {.lr = 1e-3f,
+                             .beta1 = 0.9f,
+                             .beta2 = 0.999f,
+                             .eps = 1e-8f,
+                             .weight_decay = k ? 0.01f : 0.0f,
+                             .decoupled = k >= 2,
+                             .bias_correction1 = 0.271f,
+                             .bias_correction2 = 0.002997f,
+                             .grad_scale = k == 3 ? 0.25f : 0.0f};
+        memcpy(pw, p0, n * sizeof *pw), memcpy(mw, m0, n * sizeof *mw);
+        memcpy(vw, v0, n * sizeof *vw);
+        for (int64_t i = 0; i < n; i++) rg_adam_update(&a, &pw[i], g[i], &mw[i], &vw[i]);
+        for (size_t c = 0; c < sizeof all / sizeof *all; c++) {
+            const rg_backend *t = rg_cpu_backend_isa(all[c]);
+            if (!t) continue;
+            memcpy(p, p0, n * sizeof *p), memcpy(m, m0, n * sizeof *m);
+            memcpy(v, v0, n * sizeof *v);
+            t->adam_step(n, &a, p, g, m, v);
+            cr_assert(!memcmp(p, pw, n * sizeof *p), "%s: adam %d param", all[c], k);
+            cr_assert(!memcmp(m, mw, n * sizeof *m), "%s: adam %d m", all[c], k);
+            cr_assert(!memcmp(v, vw, n * sizeof *v), "%s: adam %d v", all[c], k);
+        }
+    }
+    free(p0), free(g), free(m0), free(v0), free(p), free(m), free(v), free(pw), free(mw), free(vw);
+}
