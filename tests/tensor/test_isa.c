@@ -243,9 +243,12 @@ Test(tensor_isa, reductions_match_generic_within_rounding) {
 }
 
 /* The dropout kernels test the drawn words against an integer threshold; every copy keeps exactly
- * the elements rg_dropout_keep (the formula the CUDA kernel uses) keeps, at awkward p too. */
+ * the elements rg_dropout_keep (the formula the CUDA kernel uses) keeps, at awkward p too, in
+ * forward and backward, also where the Philox counter's lower word wraps (offset near 2^34: the
+ * AVX2 and AVX-512 copies' fused blocks need one upper word, and fall back around the wrap). */
 Test(tensor_isa, dropout_masks_are_the_formula_on_every_copy) {
     const float ps[] = {0.0f, 5.9604645e-08f, 0.1f, 0.25f, 1.0f / 3.0f, 0.5f, 0.9999999f, 1.0f};
+    const uint64_t offs[] = {13, ((uint64_t)1 << 34) - 4 * 1000 - 2, 1024};
     const char *all[] = {"generic", "avx2", "avx512", "native"};
     const int64_t n = 4099;
     float *x = zeros(n), *y = zeros(n);
@@ -254,10 +257,18 @@ Test(tensor_isa, dropout_masks_are_the_formula_on_every_copy) {
         const rg_backend *t = rg_cpu_backend_isa(all[c]);
         if (!t) continue;
         for (size_t k = 0; k < sizeof ps / sizeof *ps; k++) {
-            t->dropout_forward(n, ps[k], 99, 13, x, y);
-            for (int64_t i = 0; i < n; i++)
-                cr_assert_eq(y[i] != 0.0f, rg_dropout_keep(ps[k], 99, 13 + (uint64_t)i),
-                             "%s: p %.9g element %lld", all[c], (double)ps[k], (long long)i);
+            for (size_t o = 0; o < sizeof offs / sizeof *offs; o++) {
+                for (int pass = 0; pass < 2; pass++) {
+                    if (pass == 0)
+                        t->dropout_forward(n, ps[k], 99, offs[o], x, y);
+                    else
+                        t->dropout_backward(n, ps[k], 99, offs[o], x, 0.0f, y);
+                    for (int64_t i = 0; i < n; i++)
+                        cr_assert_eq(y[i] != 0.0f, rg_dropout_keep(ps[k], 99, offs[o] + (uint64_t)i),
+                                     "%s: pass %d p %.9g offset %llu element %lld", all[c], pass,
+                                     (double)ps[k], (unsigned long long)offs[o], (long long)i);
+                }
+            }
         }
     }
     free(x), free(y);
