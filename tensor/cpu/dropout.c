@@ -176,7 +176,9 @@ static inline pfvec keep_or_zero_v(pfvec v, pvec w, pvec T) {
 #endif
 }
 #define HAVE_FUSED 1
+typedef const philox_keys *philox_keys_arg;
 #else
+typedef int philox_keys_arg; /* no fused path: unused */
 /* u[4j + w] = word w of Philox(seed, ctr0 + j): stream elements 4*ctr0 ... 4*ctr0 + 4*COUNTERS-1 */
 static void draw_words(uint64_t seed, uint64_t ctr0, uint32_t *restrict u) {
     for (int j = 0; j < COUNTERS; j++) {
@@ -223,36 +225,72 @@ static uint32_t keep_threshold(float p) {
                                                                                   b < nblocks;     \
                                                                                   b++)
 
+#ifdef HAVE_FUSED
+/* One block on the fused path: out[e] = mask(in[e]) * scale + beta * out[e] for its 4 * COUNTERS
+ * elements (in, out: the block's first element). Always inlined, and called with a constant
+ * beta = 0 where beta is 0: a test of beta left in the loop cost 40% (0.68 -> 0.95 ns per
+ * element). */
+static inline __attribute__((always_inline)) void fused_block(const philox_keys *ks, uint64_t ctr0,
+                                                              float scale, uint32_t t,
+                                                              const float *in, float beta,
+                                                              float *out) {
+    const pfvec s = PF_SET1(scale), bv = PF_SET1(beta);
+    const pvec T = P_SET1(t << 8);
+    for (int j = 0; j < COUNTERS; j += G * PV) {
+        pvec w[4 * G];
+        draw_groups(ks, ctr0 + (uint64_t)j, w);
+        for (int k = 0; k < 4 * G; k++) {
+            int64_t e = 4 * j + PV * k;
+            pfvec r = keep_or_zero_v(PF_MUL(PF_LOAD(&in[e]), s), w[k], T);
+            if (beta != 0.0f) r = PF_ADD(r, PF_MUL(bv, PF_LOAD(&out[e])));
+            PF_STORE(&out[e], r);
+        }
+    }
+}
+#endif
+
+/* Block b of a call: out = mask(in) * scale + beta * out over its elements of [0, n). Always
+ * inlined, in forward with a constant beta = 0 and in backward once per case of beta, so that
+ * each parallel loop (its own function under OpenMP) has no test of beta inside: one left in the
+ * fused loop cost 40% (0.68 -> 0.95 ns per element). */
+static inline __attribute__((always_inline)) void
+dropout_block(int64_t n, uint64_t seed, uint64_t offset, uint64_t ctr0, const philox_keys_arg ks,
+              float scale, uint32_t t, const float *in, float beta, float *out) {
+    uint32_t u[4 * COUNTERS];
+    int64_t e0 = (int64_t)(4 * ctr0 - offset); /* tensor element of u[0]; may be negative */
+    int64_t lo = e0 < 0 ? -e0 : 0, hi = n - e0 < 4 * COUNTERS ? n - e0 : 4 * COUNTERS;
+#ifdef HAVE_FUSED
+    if (FUSED_OK(lo, hi, ctr0, t)) {
+        fused_block(ks, ctr0, scale, t, &in[e0], beta, &out[e0]);
+        return;
+    }
+#endif
+    draw_words(seed, ctr0, u);
+    if (beta == 0.0f) {
+        for (int64_t k = lo; k < hi; k++) out[e0 + k] = keep_or_zero(in[e0 + k] * scale, u[k], t);
+    } else {
+        for (int64_t k = lo; k < hi; k++)
+            out[e0 + k] = keep_or_zero(in[e0 + k] * scale, u[k], t) + beta * out[e0 + k];
+    }
+}
+
+#ifdef HAVE_FUSED
+#define KEYS(seed)                                                                                 \
+    philox_keys ks_;                                                                               \
+    philox_keys_init(seed, &ks_);                                                                  \
+    const philox_keys *ks = &ks_
+#else
+#define KEYS(seed) const philox_keys_arg ks = 0
+#endif
+
 void rg_cpu_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,
                             float *y) {
     float scale = keep_scale(p);
     uint32_t t = keep_threshold(p);
-#ifdef HAVE_FUSED
-    philox_keys ks;
-    philox_keys_init(seed, &ks);
-#endif
+    KEYS(seed);
     FOR_BLOCKS(n, offset) {
-        uint32_t u[4 * COUNTERS];
         uint64_t ctr0 = c_first + (uint64_t)b * COUNTERS;
-        int64_t e0 = (int64_t)(4 * ctr0 - offset); /* tensor element of u[0]; may be negative */
-        int64_t lo = e0 < 0 ? -e0 : 0, hi = n - e0 < 4 * COUNTERS ? n - e0 : 4 * COUNTERS;
-#ifdef HAVE_FUSED
-        if (FUSED_OK(lo, hi, ctr0, t)) {
-            const pfvec s = PF_SET1(scale);
-            const pvec T = P_SET1(t << 8);
-            for (int j = 0; j < COUNTERS; j += G * PV) {
-                pvec w[4 * G];
-                draw_groups(&ks, ctr0 + (uint64_t)j, w);
-                for (int k = 0; k < 4 * G; k++) {
-                    int64_t e = e0 + 4 * j + PV * k;
-                    PF_STORE(&y[e], keep_or_zero_v(PF_MUL(PF_LOAD(&x[e]), s), w[k], T));
-                }
-            }
-            continue;
-        }
-#endif
-        draw_words(seed, ctr0, u);
-        for (int64_t k = lo; k < hi; k++) y[e0 + k] = keep_or_zero(x[e0 + k] * scale, u[k], t);
+        dropout_block(n, seed, offset, ctr0, ks, scale, t, x, 0.0f, y);
     }
 }
 
@@ -260,39 +298,12 @@ void rg_cpu_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset,
                              float beta, float *dx) {
     float scale = keep_scale(p);
     uint32_t t = keep_threshold(p);
-#ifdef HAVE_FUSED
-    philox_keys ks;
-    philox_keys_init(seed, &ks);
-#endif
+    KEYS(seed);
     FOR_BLOCKS(n, offset) {
-        uint32_t u[4 * COUNTERS];
         uint64_t ctr0 = c_first + (uint64_t)b * COUNTERS;
-        int64_t e0 = (int64_t)(4 * ctr0 - offset);
-        int64_t lo = e0 < 0 ? -e0 : 0, hi = n - e0 < 4 * COUNTERS ? n - e0 : 4 * COUNTERS;
-#ifdef HAVE_FUSED
-        if (FUSED_OK(lo, hi, ctr0, t)) {
-            const pfvec s = PF_SET1(scale), bv = PF_SET1(beta);
-            const pvec T = P_SET1(t << 8);
-            for (int j = 0; j < COUNTERS; j += G * PV) {
-                pvec w[4 * G];
-                draw_groups(&ks, ctr0 + (uint64_t)j, w);
-                for (int k = 0; k < 4 * G; k++) {
-                    int64_t e = e0 + 4 * j + PV * k;
-                    pfvec r = keep_or_zero_v(PF_MUL(PF_LOAD(&dy[e]), s), w[k], T);
-                    if (beta != 0.0f) r = PF_ADD(r, PF_MUL(bv, PF_LOAD(&dx[e])));
-                    PF_STORE(&dx[e], r);
-                }
-            }
-            continue;
-        }
-#endif
-        draw_words(seed, ctr0, u);
-        if (beta == 0.0f) {
-            for (int64_t k = lo; k < hi; k++)
-                dx[e0 + k] = keep_or_zero(dy[e0 + k] * scale, u[k], t);
-        } else {
-            for (int64_t k = lo; k < hi; k++)
-                dx[e0 + k] = keep_or_zero(dy[e0 + k] * scale, u[k], t) + beta * dx[e0 + k];
-        }
+        if (beta == 0.0f)
+            dropout_block(n, seed, offset, ctr0, ks, scale, t, dy, 0.0f, dx);
+        else
+            dropout_block(n, seed, offset, ctr0, ks, scale, t, dy, beta, dx);
     }
 }
