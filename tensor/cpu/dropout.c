@@ -135,11 +135,12 @@ static void philox_keys_init(uint64_t seed, philox_keys *ks) {
  * independent chains to hide the multiplies' latency): w[4*g + k] as described above. Counters
  * ctr0 ... ctr0 + G*PV - 1 must share their upper 32 bits (the caller checks). On Zen 3 (AVX2,
  * 16384 floats in L2, one thread) G = 2 draws and masks in 0.67 ns per element, G = 1 in 0.84
- * and G = 4 in 0.76 (it spills); the rounds must be unrolled for the halves to stay in registers. */
+ * and G = 4 in 0.76 (it spills); the rounds must be unrolled for the halves to stay in registers.
+ */
 #define G 2
 _Static_assert(COUNTERS % (G * PV) == 0, "a block is a whole number of draw_groups calls");
-static inline __attribute__((always_inline)) void draw_groups(const philox_keys *ks,
-                                                              uint64_t ctr0, pvec w[4 * G]) {
+static inline __attribute__((always_inline)) void draw_groups(const philox_keys *ks, uint64_t ctr0,
+                                                              pvec w[4 * G]) {
     const pvec m0 = P_SET1(0xD2511F53u), m1 = P_SET1(0xCD9E8D57u);
     pvec a0[2 * G], a1[2 * G], a2[2 * G], a3[2 * G]; /* [2g]: group g's even lanes, [2g+1] odd */
     for (int h = 0; h < 2 * G; h++) {
@@ -209,10 +210,10 @@ static uint32_t keep_threshold(float p) {
 
 #ifdef HAVE_FUSED
 /* A block takes the fused path when it lies wholly inside the tensor, its counters share their
- * upper 32 bits (draw_group's condition; COUNTERS divides 2^32, so only blocks that start
+ * upper 32 bits (draw_groups' condition; COUNTERS divides 2^32, so only blocks that start
  * unaligned can straddle), and the threshold fits the word compare (t < 2^24: p < 1). */
 #define FUSED_OK(lo, hi, ctr0, t)                                                                  \
-    ((lo) == 0 && (hi) == 4 * COUNTERS && (uint32_t)(ctr0) <= UINT32_MAX - (COUNTERS - 1) &&      \
+    ((lo) == 0 && (hi) == 4 * COUNTERS && (uint32_t)(ctr0) <= UINT32_MAX - (COUNTERS - 1) &&       \
      (t) < (1u << 24))
 #endif
 

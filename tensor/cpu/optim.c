@@ -15,8 +15,7 @@
 #define FOR_CHUNKS(n)                                                                              \
     int64_t nchunks_ = ((n) + CHUNK - 1) / CHUNK;                                                  \
     _Pragma("omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)") for (int64_t c_ = 0;      \
-                                                                              c_ < nchunks_;       \
-                                                                              c_++)
+                                                                              c_ < nchunks_; c_++)
 
 /* Elements [lo, hi) with the switches given as constants; momentum buffer b unused when
  * !momentum. Always inlined, so that each call site is its own branch-free loop. */
@@ -39,11 +38,16 @@ void rg_cpu_sgd_step(int64_t n, const rg_sgd_hparams *h, float *param, const flo
     FOR_CHUNKS(n) {
         int64_t lo = c_ * CHUNK, hi = n - lo < CHUNK ? n : lo + CHUNK;
         float *b = momentum_buf;
-        if (!mom) sgd_range(hp, wd, false, false, false, lo, hi, param, grad, b);
-        else if (hp.first_step && hp.nesterov) sgd_range(hp, wd, true, true, true, lo, hi, param, grad, b);
-        else if (hp.first_step) sgd_range(hp, wd, true, true, false, lo, hi, param, grad, b);
-        else if (hp.nesterov) sgd_range(hp, wd, true, false, true, lo, hi, param, grad, b);
-        else sgd_range(hp, wd, true, false, false, lo, hi, param, grad, b);
+        if (!mom)
+            sgd_range(hp, wd, false, false, false, lo, hi, param, grad, b);
+        else if (hp.first_step && hp.nesterov)
+            sgd_range(hp, wd, true, true, true, lo, hi, param, grad, b);
+        else if (hp.first_step)
+            sgd_range(hp, wd, true, true, false, lo, hi, param, grad, b);
+        else if (hp.nesterov)
+            sgd_range(hp, wd, true, false, true, lo, hi, param, grad, b);
+        else
+            sgd_range(hp, wd, true, false, false, lo, hi, param, grad, b);
     }
 }
 
@@ -61,8 +65,11 @@ void rg_cpu_adam_step(int64_t n, const rg_adam_hparams *h, float *param, const f
     const bool wd = hp.weight_decay != 0.0f;
     FOR_CHUNKS(n) {
         int64_t lo = c_ * CHUNK, hi = n - lo < CHUNK ? n : lo + CHUNK;
-        if (!wd) adam_range(hp, false, false, lo, hi, param, grad, m, v);
-        else if (hp.decoupled) adam_range(hp, true, true, lo, hi, param, grad, m, v);
-        else adam_range(hp, true, false, lo, hi, param, grad, m, v);
+        if (!wd)
+            adam_range(hp, false, false, lo, hi, param, grad, m, v);
+        else if (hp.decoupled)
+            adam_range(hp, true, true, lo, hi, param, grad, m, v);
+        else
+            adam_range(hp, true, false, lo, hi, param, grad, m, v);
     }
 }

@@ -264,7 +264,8 @@ Test(tensor_isa, dropout_masks_are_the_formula_on_every_copy) {
                     else
                         t->dropout_backward(n, ps[k], 99, offs[o], x, 0.0f, y);
                     for (int64_t i = 0; i < n; i++)
-                        cr_assert_eq(y[i] != 0.0f, rg_dropout_keep(ps[k], 99, offs[o] + (uint64_t)i),
+                        cr_assert_eq(y[i] != 0.0f,
+                                     rg_dropout_keep(ps[k], 99, offs[o] + (uint64_t)i),
                                      "%s: pass %d p %.9g offset %llu element %lld", all[c], pass,
                                      (double)ps[k], (unsigned long long)offs[o], (long long)i);
                 }
