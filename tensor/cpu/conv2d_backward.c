@@ -154,7 +154,7 @@ static void filter_chunk(const rg_conv2d_shape *s, const rg_conv_chunks *ch, int
 
 /* A thread's share of the filter gradient: NULL members if OpenMP gave us fewer threads. */
 typedef struct {
-    float *acc; /* (rows, kpad): dw^T, rows in (r,s,c) order */
+    float *acc; /* (rows, kpad): dw^T, rows in (c,r,s) order */
     double *db; /* (K): the bias gradient */
 } filter_partial;
 
@@ -175,28 +175,19 @@ static void filter_load_image(const rg_conv2d_shape *s, const rg_conv_geom *g, c
 #define REDUCE_ROWS 256
 
 /* dw = beta dw + the sum of the threads' partials (transposed to (K, C*R*S)), likewise db.
- * Called by every thread of the team: rows are shared out. The partials' rows are in (r,s,c)
- * order (see rg_cpu_conv2d_backward_filter); each block of dw's columns, in (c,r,s) order, first
- * gathers and sums its rows into a (REDUCE_ROWS x kpad) buffer. */
+ * Called by every thread of the team: rows are shared out. */
 static void filter_reduce(const rg_conv2d_shape *s, int64_t crs, int64_t kpad,
                           const filter_partial *part, int nparts, float beta, float *dw,
                           float *db) {
-    int64_t rs = s->r * s->s;
-    float *stage = rg_conv_scratch(s->k * REDUCE_ROWS), *rows = rg_conv_scratch(REDUCE_ROWS * kpad);
+    float *stage = rg_conv_scratch(s->k * REDUCE_ROWS);
 #pragma omp for schedule(static)
     for (int64_t m0 = 0; m0 < crs; m0 += REDUCE_ROWS) {
         int64_t nm = crs - m0 < REDUCE_ROWS ? crs - m0 : REDUCE_ROWS;
-        for (int64_t i = 0; i < nm; i++) {
-            int64_t j = m0 + i, src = (j % rs) * s->c + j / rs; /* (c,r,s) -> (r,s,c) */
-            float *d = rows + i * kpad;
-            memcpy(d, part[0].acc + src * kpad, (size_t)kpad * sizeof(float));
-            for (int t = 1; t < nparts; t++)
-                if (part[t].acc) {
-                    const float *a = part[t].acc + src * kpad;
-                    for (int64_t k = 0; k < kpad; k++) d[k] += a[k];
-                }
-        }
-        rg_conv_transpose(nm, s->k, rows, kpad, stage, REDUCE_ROWS, NULL, 0.0f);
+        float *acc0 = part[0].acc + m0 * kpad;
+        for (int t = 1; t < nparts; t++)
+            if (part[t].acc)
+                for (int64_t i = 0; i < nm * kpad; i++) acc0[i] += part[t].acc[m0 * kpad + i];
+        rg_conv_transpose(nm, s->k, acc0, kpad, stage, REDUCE_ROWS, NULL, 0.0f);
         for (int64_t k = 0; k < s->k; k++) {
             float *d = dw + k * crs + m0;
             const float *src = stage + k * REDUCE_ROWS;
@@ -206,7 +197,6 @@ static void filter_reduce(const rg_conv2d_shape *s, int64_t crs, int64_t kpad,
                 for (int64_t i = 0; i < nm; i++) d[i] = src[i] + beta * d[i];
         }
     }
-    rg_conv_scratch_free(rows, REDUCE_ROWS * kpad);
     rg_conv_scratch_free(stage, s->k * REDUCE_ROWS);
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < (db ? s->k : 0); k++) {
@@ -223,10 +213,7 @@ void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, con
     int64_t rows = rg_conv_round_up(g.crs, MR), kpad = rg_conv_round_up(s->k, NR);
     int64_t accn = rows * kpad, xn = ch.images * g.xpad_len, dyn = ch.npix * kpad;
     int64_t chw = s->c * s->h * s->w, kpq = s->k * g.pq;
-    /* rows in (r,s,c) order: the MR rows of a tile then read neighbouring channels of one tap,
-     * one or two cache lines per pixel, where (c,r,s) order read MR taps, MR lines per pixel
-     * (the tile ran at 58% of the FMA peak on the CNN's conv2 that way, from L2) */
-    int32_t *row_off = rg_conv_window_offsets(s, &g, false, rows);
+    int32_t *row_off = rg_conv_window_offsets(s, &g, true, rows);
     int nthreads = ch.count > 1 ? omp_get_max_threads() : 1;
     filter_partial *part = rg_xcalloc((size_t)nthreads, sizeof *part, "conv2d: per-thread partials");
 #pragma omp parallel num_threads(nthreads)
