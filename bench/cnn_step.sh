@@ -8,7 +8,9 @@
 # bench/torch_cnn_step.py at the same thread count; prints the median over rounds of each side's
 # median step time as images/s, ringgrad's speedup over PyTorch and its share of the GEMM floor.
 # --clock cpu times with the CPU time of each process's main thread, which the shared machine's
-# time slicing does not inflate (meaningful at one thread only).
+# time slicing does not inflate (meaningful at one thread only). Also prints, per thread count,
+# ringgrad's speed over its own one-thread figure (when 1 is among --threads) and the step's share
+# of the FMA peak measured in the same runs (71.56 MFLOP per image), and the load before and after.
 # RINGGRAD_BENCH overrides the bench binary (default build/bin/ringgrad-bench).
 set -eu
 . "$(dirname "$0")/common.sh"
@@ -20,7 +22,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 common_start cnn_step.sh
-echo "CNN training step, batch 128, Adam: ringgrad vs PyTorch $torch_version, $rounds interleaved rounds of $iters steps, $clock clock, $(date -u +%Y-%m-%d)"
+echo "CNN training step, batch 128, Adam: ringgrad vs PyTorch $torch_version, $rounds interleaved rounds of $iters steps, $clock clock, $(date -u '+%Y-%m-%d %H:%M') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for t in $threads; do
     r=1
     while [ "$r" -le "$rounds" ]; do
@@ -37,14 +39,19 @@ for line in open(sys.argv[1]):
     f = line.split()
     kv = dict(x.split("=", 1) for x in f[2:])
     if "isa" in kv: isas.add(kv["isa"])
-    for name in ("step_ms", "floor_ms"):
+    for name in ("step_ms", "floor_ms", "peak_gflops"):
         if name in kv:
             v[(int(kv["threads"]), f[1], name)].append(float(kv[name]))
 print("ringgrad CPU kernels: " + ", ".join(sorted(isas)))
-print(f"{'threads':<8}{'ringgrad img/s':>15}{'PyTorch img/s':>15}{'speedup':>9}{'GEMM floor img/s':>18}{'of floor':>10}")
+print(f"{'threads':<8}{'ringgrad img/s':>15}{'PyTorch img/s':>15}{'speedup':>9}{'GEMM floor img/s':>18}{'of floor':>10}{'vs 1 thr':>10}{'of FMA peak':>13}")
+rg1 = statistics.median(v[(1, "cnn", "step_ms")]) if (1, "cnn", "step_ms") in v else None
 for t in sorted({k[0] for k in v}):
     rg = statistics.median(v[(t, "cnn", "step_ms")])
     pt = statistics.median(v[(t, "torchcnn", "step_ms")])
     fl = statistics.median(v[(t, "cnn", "floor_ms")])
-    print(f"{t:<8}{128e3 / rg:>15.0f}{128e3 / pt:>15.0f}{pt / rg:>9.2f}{128e3 / fl:>18.0f}{100 * fl / rg:>9.0f}%")
+    peak = statistics.median(v[(t, "cnn", "peak_gflops")])
+    scale = f"{rg1 / rg:.2f}x" if rg1 else "-"
+    frac = 71.56e-3 * 128 / (rg * 1e-3) / peak  # (GFLOP per step / s per step) / GFLOP/s
+    print(f"{t:<8}{128e3 / rg:>15.0f}{128e3 / pt:>15.0f}{pt / rg:>9.2f}{128e3 / fl:>18.0f}{100 * fl / rg:>9.0f}%{scale:>10}{100 * frac:>12.0f}%")
 PY
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

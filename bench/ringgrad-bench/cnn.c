@@ -103,7 +103,8 @@ typedef struct {
 
 #define NFLOOR 8
 
-static void floor_init(floor_gemm *g) {
+/* The floor's shapes; its matrices too when alloc is set. */
+static void floor_init(floor_gemm *g, bool alloc) {
     const int64_t n2 = (int64_t)BATCH * 24 * 24, n1 = (int64_t)BATCH * 26 * 26;
     floor_gemm list[NFLOOR] = {
         {"conv2 forward  W (64,288) col (288,N*576)", false, false, 64, n2, 288, NULL, NULL, NULL},
@@ -118,6 +119,7 @@ static void floor_init(floor_gemm *g) {
     };
     for (int i = 0; i < NFLOOR; i++) {
         g[i] = list[i];
+        if (!alloc) continue;
         g[i].a = rgb_random(g[i].m * g[i].k, 100 + (uint64_t)i);
         g[i].b = rgb_random(g[i].k * g[i].n, 200 + (uint64_t)i);
         g[i].c = rgb_random(g[i].m * g[i].n, 300 + (uint64_t)i);
@@ -150,7 +152,7 @@ void rgb_run_cnn(const rgb_opts *o) {
     cnn net;
     floor_gemm g[NFLOOR];
     cnn_init(&net);
-    floor_init(g);
+    floor_init(g, !o->step_only); /* --step-only (perf runs): no set-up beyond the step's */
     double *ts = calloc((size_t)o->iters, sizeof *ts), *tf = calloc((size_t)o->iters, sizeof *tf);
     double *tg = calloc((size_t)o->iters * NFLOOR, sizeof *tg), tgi[NFLOOR];
     double *tp = calloc((size_t)o->iters, sizeof *tp);
@@ -162,7 +164,8 @@ void rgb_run_cnn(const rgb_opts *o) {
            "GEMM floor ms", "img/s", "ringgrad/floor", "GFLOP/s", "of FMA peak");
     for (int ti = 0; ti < o->nthreads; ti++) {
         int nt = rg_set_num_threads(o->threads[ti]);
-        cnn_step(&net), floor_run(g, tgi); /* warm up caches and the allocator */
+        cnn_step(&net); /* warm up caches and the allocator */
+        if (!o->step_only) floor_run(g, tgi);
         float loss = 0;
         for (int it = 0; it < o->iters; it++) {
             double t0 = rgb_now();
@@ -194,6 +197,6 @@ void rgb_run_cnn(const rgb_opts *o) {
         }
     }
     free(ts), free(tf), free(tg), free(tp);
-    floor_free(g);
+    if (!o->step_only) floor_free(g);
     cnn_free(&net);
 }

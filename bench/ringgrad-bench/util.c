@@ -48,7 +48,11 @@ void rgb_free(void *p) {
 
 void rgb_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
                float *c) {
+    /* OpenBLAS's own threads for the reference product; the library keeps OpenBLAS at one thread
+     * (tensor/cpu/gemm.c), so it goes back to one after */
+    openblas_set_num_threads(rg_num_threads());
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 (blasint)m, (blasint)n, (blasint)k, 1.0f, a, (blasint)(ta ? m : k), b,
                 (blasint)(tb ? k : n), 0.0f, c, (blasint)n);
+    openblas_set_num_threads(1);
 }

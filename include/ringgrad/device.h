@@ -19,9 +19,10 @@ extern "C" {
 #endif
 
 /* ---- CPU threads ----
- * Threads used by CPU kernels (OpenMP and OpenBLAS). Set it from the main thread before training
- * (the OpenMP setting belongs to the thread that makes it, and kernels run on the main thread);
- * reading it is safe from any thread. Thread safety in general: see docs/ARCHITECTURE.md
+ * Threads used by CPU kernels (OpenMP's; OpenBLAS is kept at one thread, and large matrix products
+ * are shared out over OpenMP's threads: tensor/cpu/gemm.c). Set it from the main thread before
+ * training (the OpenMP setting belongs to the thread that makes it, and kernels run on the main
+ * thread); reading it is safe from any thread. Thread safety in general: see docs/ARCHITECTURE.md
  * ("Threads"): one training step (forward, rg_backward, optimizer) runs on one thread at a time;
  * concurrent rg_backward calls over shared parameters are not supported. */
 #define RG_MAX_THREADS 1024

@@ -62,7 +62,7 @@ int rg_set_num_threads(int n) {
     RG_CHECK(n <= RG_MAX_THREADS, "rg_set_num_threads: %d threads; at most %d", n, RG_MAX_THREADS);
     if (n <= 0) n = default_threads();
     omp_set_num_threads(n);
-    openblas_set_num_threads(n);
+    openblas_set_num_threads(1); /* rg_cpu_gemm shares products out over OpenMP's threads */
     atomic_store(&num_threads, n);
     return n;
 }

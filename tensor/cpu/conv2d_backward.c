@@ -133,7 +133,8 @@ void rg_cpu_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, cons
 /* ---- backward filter ---- */
 
 /* One chunk: acc (rows, kpad) += xpad windows x dyt, for a panel of NR filters at a time and a
- * block of pixels at a time, so that the block of dyt stays in L1 while every row passes. */
+ * block of pixels at a time, so that the block of dyt stays in L1 while every row passes. dyt is
+ * panel-major, (kpad / NR, npix, NR): a block of a panel is one contiguous run. */
 static void filter_chunk(const rg_conv2d_shape *s, const rg_conv_chunks *ch, int64_t images,
                          int64_t pq, const int32_t *row_off, int64_t rows, const float *xpad,
                          const float *dyt, int64_t kpad, float *acc) {
@@ -145,7 +146,7 @@ static void filter_chunk(const rg_conv2d_shape *s, const rg_conv_chunks *ch, int
             for (int64_t m0 = 0; m0 < rows; m0 += MR) {
                 const float *a[MR];
                 for (int i = 0; i < MR; i++) a[i] = xpad + row_off[m0 + i];
-                rg_conv_tile(nv, nt, ch->pix + t0, a, dyt + t0 * kpad + n0, kpad,
+                rg_conv_tile(nv, nt, ch->pix + t0, a, dyt + n0 * ch->npix + t0 * NR, NR,
                              acc + m0 * kpad + n0, kpad, true);
             }
         }
@@ -158,13 +159,16 @@ typedef struct {
     double *db; /* (K): the bias gradient */
 } filter_partial;
 
-/* Converts one image and adds its pixels' dy into the thread's bias gradient on the way. */
+/* Converts one image and adds its pixels' dy into the thread's bias gradient on the way; dyt is
+ * the image's first pixel in the chunk's panel-major dyt, whose panels lie npix * NR apart. */
 static void filter_load_image(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
-                              const float *dy, int64_t kpad, float *xpad, float *dyt, float *sums,
+                              const float *dy, int64_t npix, float *xpad, float *dyt, float *sums,
                               double *db) {
     rg_conv_to_padded_nhwc(s, g, x, xpad);
     memset(sums, 0, (size_t)s->k * sizeof(float));
-    rg_conv_transpose_sum(s->k, g->pq, dy, g->pq, dyt, kpad, sums);
+    for (int64_t n0 = 0; n0 < s->k; n0 += NR)
+        rg_conv_transpose_sum(s->k - n0 < NR ? s->k - n0 : NR, g->pq, dy + n0 * g->pq, g->pq,
+                              dyt + n0 * npix, NR, sums + n0);
     for (int64_t k = 0; k < s->k; k++) db[k] += sums[k];
 }
 
@@ -229,8 +233,8 @@ void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, con
         for (int64_t ci = 0; ci < ch.count; ci++) {
             int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
             for (int64_t i = 0; i < images; i++)
-                filter_load_image(s, &g, x + (n0 + i) * chw, dy + (n0 + i) * kpq, kpad,
-                                  xpad + i * g.xpad_len, dyt + i * g.pq * kpad, sums, mine->db);
+                filter_load_image(s, &g, x + (n0 + i) * chw, dy + (n0 + i) * kpq, ch.npix,
+                                  xpad + i * g.xpad_len, dyt + i * g.pq * NR, sums, mine->db);
             filter_chunk(s, &ch, images, g.pq, row_off, rows, xpad, dyt, kpad, mine->acc);
         }
         /* the implicit barrier above: every partial is complete */

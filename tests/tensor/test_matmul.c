@@ -153,3 +153,39 @@ Test(tensor_linear, bias_of_the_wrong_size_stops, .signal = SIGABRT) {
     rgt_expect_fatal("linear: bias (3) for weight (2,3)");
     rg_linear(x, w, b);
 }
+
+/* rg_cpu_gemm cuts a large product into one slice of C per thread (tensor/cpu/gemm.c): by columns
+ * when C is wide, by rows when it is tall, each transpose of a and b, slices not a multiple of
+ * the thread count, strides wider than the matrices, alpha and beta. */
+Test(tensor_matmul, gemm_shared_over_threads_matches_naive) {
+    const int64_t shapes[][3] = {{40, 3000, 37}, {3001, 37, 41}, {130, 130, 200}};
+    int threads_before = rg_num_threads();
+    for (int nt = 2; nt <= 3; nt++) {
+        rg_set_num_threads(nt);
+        for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++)
+            for (int ta = 0; ta < 2; ta++)
+                for (int tb = 0; tb < 2; tb++) {
+                    int64_t m = shapes[t][0], n = shapes[t][1], k = shapes[t][2];
+                    int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 7;
+                    int64_t na = (ta ? k : m) * lda, nb = (tb ? n : k) * ldb, nc = m * ldc;
+                    float *a = malloc((size_t)na * sizeof(float)), *b = malloc((size_t)nb * sizeof(float));
+                    float *c = malloc((size_t)nc * sizeof(float)), *want = malloc((size_t)nc * sizeof(float));
+                    cr_assert(a && b && c && want);
+                    for (int64_t i = 0; i < na; i++) a[i] = (float)((i * 7919) % 201 - 100) / 100.0f;
+                    for (int64_t i = 0; i < nb; i++) b[i] = (float)((i * 104729) % 199 - 99) / 99.0f;
+                    for (int64_t i = 0; i < nc; i++) c[i] = want[i] = (float)(i % 13) - 6.0f;
+                    for (int64_t i = 0; i < m; i++)
+                        for (int64_t j = 0; j < n; j++) {
+                            double s = 0;
+                            for (int64_t p = 0; p < k; p++)
+                                s += (double)(ta ? a[p * lda + i] : a[i * lda + p]) *
+                                     (tb ? b[j * ldb + p] : b[p * ldb + j]);
+                            want[i * ldc + j] = (float)(0.5 * s + 0.25 * want[i * ldc + j]);
+                        }
+                    rg_cpu_backend.gemm(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 0.25f, c, ldc);
+                    rgt_assert_close(c, want, nc, 1e-4, 1e-4, "gemm");
+                    free(a), free(b), free(c), free(want);
+                }
+    }
+    rg_set_num_threads(threads_before);
+}
