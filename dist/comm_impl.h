@@ -172,6 +172,8 @@ void rg_comm_thread_stop(rg_dist *d); /* after the queue drains */
  * if the comm thread has not; otherwise the comm thread is woken to run r while the caller goes
  * on. */
 void rg_comm_submit(rg_comm_req *r, bool waited);
+/* Whether the calling thread is a comm thread (which runs beside the compute, unlike a waiter). */
+bool rg_comm_on_comm_thread(void);
 /* Queues r and waits for it (rg_comm_req_finish): a blocking call. On an empty queue, r runs on
  * the calling thread and the comm thread is not woken. */
 RG_NODISCARD rg_status rg_comm_run(rg_comm_req *r);

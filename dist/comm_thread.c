@@ -177,8 +177,15 @@ static void run_head(rg_dist *d) {
     pthread_mutex_lock(&d->mu);
 }
 
+static _Thread_local bool on_comm_thread;
+
+bool rg_comm_on_comm_thread(void) {
+    return on_comm_thread;
+}
+
 static void *thread_main(void *arg) {
     rg_dist *d = arg;
+    on_comm_thread = true;
     rg_trace_name_thread("comm");
     /* Linux rounds a sleep up by the thread's timer slack (50 us by default); the polls in join.c
      * sleep in steps of a few microseconds, so ask for 1 us. */

@@ -20,7 +20,8 @@
  * and a scatter of 100-byte messages per collective, a few microseconds on one host; a stall
  * time < 0 turns the whole check off.
  *
- * The waits poll politely: for the first HOT_NS they spin on the core (a yield hands it to any
+ * The waits poll politely: on a waiting thread (not the comm thread, whose core the compute may
+ * need), for the first HOT_NS they spin on the core (a yield hands it to any
  * other runnable process, a compiler on a busy host, and then the answer waits for that process's
  * time slice: with yields from the start a joined barrier on 2 ranks took 16-21 us, with 20 us of
  * plain spinning first 8-13 us, 5-7 us with no join; load ~2.7), then spin yielding the core for
@@ -110,7 +111,9 @@ RG_NODISCARD static rg_status mismatch_error(const join_go *go) {
 #define SPIN_NS (200 * 1000)
 
 static void pause_after(int64_t waited_ns) {
-    if (waited_ns < HOT_NS) { /* keep the core: a yield may hand it to another process */
+    /* A waiter keeps its core (a yield may hand it to another process): it has nothing else to
+     * do. The comm thread yields from the start: it runs beside this rank's compute. */
+    if (waited_ns < HOT_NS && !rg_comm_on_comm_thread()) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
