@@ -94,8 +94,7 @@ static void check_peer(const rg_comm *c, const char *what, int peer) {
 
 RG_NODISCARD static rg_status run_blocking(rg_comm *c, rg_coll coll) {
     rg_comm_req r = {.comm = c, .coll = coll};
-    rg_comm_submit(&r);
-    return rg_comm_req_finish(&r);
+    return rg_comm_run(&r);
 }
 
 rg_status rg_comm_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
@@ -108,6 +107,11 @@ rg_status rg_comm_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype 
 
 rg_status rg_comm_allreduce_async(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
                                   rg_reduce_op op, rg_comm_req **req) {
+    return rg_comm_allreduce_launch(c, buf, count, dt, op, false, req);
+}
+
+rg_status rg_comm_allreduce_launch(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
+                                   rg_reduce_op op, bool waited, rg_comm_req **req) {
     check_buffer(c, "rg_comm_allreduce_async", buf, count, dt);
     check_op("rg_comm_allreduce_async", dt, op);
     RG_CHECK(req, "rg_comm_allreduce_async: NULL req");
@@ -116,7 +120,7 @@ rg_status rg_comm_allreduce_async(rg_comm *c, void *buf, int64_t count, rg_comm_
     if (!r) return rg_error(RG_ENOMEM, "rg_comm_allreduce_async: out of memory for a request");
     *r = (rg_comm_req){.comm = c, .heap = true};
     r->coll = (rg_coll){.kind = RG_COLL_ALLREDUCE, .recv = buf, .count = count, .dt = dt, .op = op};
-    rg_comm_submit(r);
+    rg_comm_submit(r, waited);
     *req = r;
     return RG_OK;
 }

@@ -4,8 +4,8 @@
  * A backend only moves data. Everything around it is generic and lives in one place each:
  * argument checks (comm.c), the FIFO request queue and the thread (comm_thread.c), the join and
  * stall checks before each collective (join.c), buffers on a GPU (comm_device.c), and the
- * timeline events. Backend functions run only on the comm thread, so they may keep scratch state
- * without locks. They are called with checked arguments; count may be 0.
+ * timeline events. Backend functions run for one request at a time (on the comm thread, or on a
+ * thread waiting for the request: comm_thread.c), so they may keep scratch state without locks. They are called with checked arguments; count may be 0.
  *
  * MPI calls use MPI_ERRORS_ARE_FATAL (MPI's default): an MPI error aborts the whole job with
  * MPI's message, so their return codes are not checked. */
@@ -52,7 +52,7 @@ struct rg_comm_req {
     rg_dist *dist; /* comm's; kept here because an async request may outlive its comm */
     rg_coll coll;
     bool heap; /* allocated by an async call, freed by rg_comm_wait */
-    /* Written by the comm thread; `done` under the dist's mutex, the rest before it is set. */
+    /* Written by the thread that runs it; `done` under the dist's mutex, the rest before. */
     bool done;
     rg_status status;
     char error[512];
@@ -68,7 +68,8 @@ struct rg_comm_req {
 
 /* ---- the backend vtable ---- */
 
-/* Everything runs on the comm thread. The request being run is c->current.
+/* Everything runs on the thread running the request, c->current: the comm thread, or for host
+ * work a thread waiting for it (comm_thread.c); never two at once.
  *
  * A host backend (mpi, ring, self) works on host memory; a device backend (nccl) on memory of
  * the GPU c->device, queueing its work on that device's comm stream. Buffers on the other side
@@ -125,8 +126,8 @@ struct rg_comm {
     int split_color;      /* rg_comm_split: ranks of one color form this comm; -1: the world */
     int split_key;        /* rg_comm_split: the order of the ranks in it */
     void *impl;           /* backend state: ring scratch, NCCL's comm and stream */
-    rg_comm_req *current; /* the request the comm thread is running on this comm */
-    /* Comm thread only. */
+    rg_comm_req *current; /* the request running on this comm */
+    /* Only the thread running a request touches these. */
     uint64_t seq;     /* collectives started */
     rg_join *join;    /* buffers of the join in flight */
     rg_status broken; /* RG_OK, or why nothing more can run on this comm */
@@ -153,6 +154,7 @@ struct rg_dist {
     pthread_cond_t work_cv; /* signalled when a request is queued or on stop */
     pthread_cond_t done_cv; /* broadcast when a request is done */
     rg_comm_req *head, *tail;
+    bool running;  /* a thread (the comm thread or a waiter) runs a request taken off the queue */
     bool stopping;
     uint64_t requests; /* requests queued so far: ids for the timeline */
 };
@@ -165,12 +167,25 @@ RG_NODISCARD rg_status rg_dist_agree_config(rg_dist *d, const char *config);
 /* ---- comm_thread.c ---- */
 RG_NODISCARD rg_status rg_comm_thread_start(rg_dist *d);
 void rg_comm_thread_stop(rg_dist *d); /* after the queue drains */
-/* Queues r (filled in by the caller) and returns at once. */
-void rg_comm_submit(rg_comm_req *r);
-/* Waits until r is done and returns its status, setting rg_last_error() from it. */
+/* Queues r (filled in by the caller) and returns at once. `waited`: the caller waits for r next
+ * (rg_comm_req_finish), so the comm thread is not woken for a host request, which the waiter runs
+ * if the comm thread has not; otherwise the comm thread is woken to run r while the caller goes
+ * on. */
+void rg_comm_submit(rg_comm_req *r, bool waited);
+/* Whether the calling thread is a comm thread (which runs beside the compute, unlike a waiter). */
+bool rg_comm_on_comm_thread(void);
+/* Queues r and waits for it (rg_comm_req_finish): a blocking call. On an empty queue, r runs on
+ * the calling thread and the comm thread is not woken. */
+RG_NODISCARD rg_status rg_comm_run(rg_comm_req *r);
+/* Waits until r is done and returns its status, setting rg_last_error() from it. Meanwhile, when
+ * nothing runs, runs the queue's head on this thread (host requests only), up to r. */
 RG_NODISCARD rg_status rg_comm_req_finish(rg_comm_req *r);
 
 /* ---- comm.c ---- */
+/* rg_comm_allreduce_async; `waited` as in rg_comm_submit (rg_ddp_wait's own launches). */
+RG_NODISCARD rg_status rg_comm_allreduce_launch(rg_comm *c, void *buf, int64_t count,
+                                                rg_comm_dtype dt, rg_reduce_op op, bool waited,
+                                                rg_comm_req **req);
 /* Collective: closes c (a joined request) and frees it; returns the close's status. */
 RG_NODISCARD rg_status rg_comm_close(rg_comm *c);
 
@@ -206,8 +221,9 @@ typedef rg_status (*rg_dispatch_fn)(rg_comm *c, const rg_coll *a);
  * r->ready_ev on that device's compute stream. Stops (RG_CHECK) when send and recv are on
  * different sides. */
 void rg_comm_dev_submit(rg_comm_req *r);
-/* On the comm thread: runs r->coll through run, ordered on the device after r->ready_ev, or with
- * its buffers copied to the side the backend works on (and the results copied back). */
+/* On the thread running r (the comm thread if r has GPU data or c is a device backend): runs
+ * r->coll through run, ordered on the device after r->ready_ev, or with its buffers copied to
+ * the side the backend works on (and the results copied back). */
 RG_NODISCARD rg_status rg_comm_dev_run(rg_comm *c, rg_comm_req *r, rg_dispatch_fn run);
 /* On the waiting thread once r is done: the compute stream of r's device waits for the
  * collective (never the host); r's events are released. */

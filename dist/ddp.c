@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/comm_impl.h"
 #include "dist/powersgd_impl.h"
 #include "ringgrad/autograd.h"
 #include "tensor/backend_impl.h"
@@ -413,17 +414,19 @@ rg_bn_sync rg_ddp_sync_bn_hook(rg_comm *comm) {
 
 /* ---- the step: hooks launch buckets in order; wait finishes and averages ---- */
 
-static void launch(rg_ddp *d, int b) {
+/* `waited`: launched by rg_ddp_wait, which waits for it next, so it need not wake the comm
+ * thread (dist/comm_thread.c); a hook's launch does, to reduce the bucket during backward. */
+static void launch(rg_ddp *d, int b, bool waited) {
     bucket *bk = &d->buckets[b];
     rg_status st;
     if (d->opts.compress_fp16) {
         d->be->f32_to_f16(bk->numel, bk->data, bk->half);
-        st = rg_comm_allreduce_async(d->comm, bk->half, bk->numel, RG_COMM_F16, RG_REDUCE_AVG,
-                                     &bk->req);
+        st = rg_comm_allreduce_launch(d->comm, bk->half, bk->numel, RG_COMM_F16, RG_REDUCE_AVG,
+                                      waited, &bk->req);
     } else {
-        st = rg_comm_allreduce_async(d->comm, bk->data, bk->numel, RG_COMM_F32,
-                                     d->opts.defer_average ? RG_REDUCE_SUM : RG_REDUCE_AVG,
-                                     &bk->req);
+        st = rg_comm_allreduce_launch(d->comm, bk->data, bk->numel, RG_COMM_F32,
+                                      d->opts.defer_average ? RG_REDUCE_SUM : RG_REDUCE_AVG,
+                                      waited, &bk->req);
     }
     /* Enqueueing only fails if the communicator is already broken; wait reports it. */
     if (st != RG_OK) bk->req = NULL;
@@ -431,7 +434,7 @@ static void launch(rg_ddp *d, int b) {
 
 static void launch_ready_in_order(rg_ddp *d) {
     while (d->next_launch < d->n_buckets && d->buckets[d->next_launch].pending == 0)
-        launch(d, d->next_launch++);
+        launch(d, d->next_launch++, false);
 }
 
 /* A gradient final twice in one round means its bucket may already be on the wire with the
@@ -493,7 +496,7 @@ rg_status rg_ddp_wait(rg_ddp *d) {
         d->micro_step = 0;
         return rg_comm_barrier(d->comm);
     }
-    while (d->next_launch < d->n_buckets) launch(d, d->next_launch++); /* unused parameters */
+    while (d->next_launch < d->n_buckets) launch(d, d->next_launch++, true); /* unused params */
     rg_status st = RG_OK;
     for (int b = 0; b < d->n_buckets; b++) {
         bucket *bk = &d->buckets[b];

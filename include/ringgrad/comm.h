@@ -5,9 +5,11 @@
  *   ring  our readable ring allreduce (reduce-scatter, then allgather) on MPI point-to-point;
  *   nccl  NCCL on device buffers, its id bootstrapped by an MPI broadcast (CUDA builds).
  *
- * Every call is carried out by the dist's comm thread (dist/comm_thread.c), in the order the calls
- * were made: a blocking call queues its request and sleeps until it is done; an async call queues
- * it and returns a handle. All calls are collective over the communicator's ranks unless marked
+ * Every call is carried out in the order the calls were made, one at a time, by the dist's comm
+ * thread (dist/comm_thread.c) or by a thread waiting for it: an async call queues its request,
+ * wakes the comm thread and returns a handle; a blocking call, or rg_comm_wait, runs the requests
+ * ahead of it itself when nothing runs (host buffers; GPU work stays on the comm thread), and
+ * otherwise sleeps until its request is done. All calls are collective over the communicator's ranks unless marked
  * otherwise, and every rank must make them in the same order; a rank that is late is named after
  * stall_seconds, and a rank that calls a different collective gets RG_EMISMATCH instead of a hang
  * (dist/join.c).

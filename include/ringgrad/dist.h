@@ -1,7 +1,7 @@
 /* dist.h — the distributed world: who we are, and the thread that talks to the other ranks.
  *
  * rg_dist_init is the one call a program makes to become distributed. Started by mpirun, it
- * initialises MPI (MPI_THREAD_SERIALIZED: only the comm thread calls MPI), learns its rank and its
+ * initialises MPI (MPI_THREAD_SERIALIZED: one request runs at a time), learns its rank and its
  * host-local rank, starts the comm thread and opens the default communicator. Started any other
  * way, it is a world of one: no MPI start-up at all, and every collective is a local copy. So the
  * same program runs alone and under `mpirun -np N` unchanged.
@@ -31,8 +31,9 @@
 extern "C" {
 #endif
 
-/* Called with a one-line stall report (no trailing newline), on the comm thread, or for a
- * collective that the GPU never finishes, on the nccl backend's watchdog thread. */
+/* Called with a one-line stall report (no trailing newline), on the thread running the collective
+ * (the comm thread, or a thread waiting for it: comm.h), or for a collective that the GPU never
+ * finishes, on the nccl backend's watchdog thread. */
 typedef void (*rg_stall_fn)(const char *msg, void *ctx);
 
 typedef struct {

@@ -2,8 +2,9 @@
  *
  * Events are recorded into per-thread buffers (no lock, and no allocation per event once a
  * thread's first block exists), from any module: the training loop marks forward, backward and
- * the optimizer step; the comm thread marks each collective by itself, with the time it sat in the
- * queue, the time it waited for the other ranks, and the time it ran. rg_timeline_write
+ * the optimizer step; the thread that runs a collective (the comm thread, or a thread waiting for
+ * it) marks it, with the time it sat in the queue, the time it waited for the other ranks, and the
+ * time it ran. rg_timeline_write
  * (ringgrad/timeline.h) gathers every rank's events into one Chrome-trace JSON file: one row per
  * rank ("rank N") and per thread ("main", "comm").
  *

@@ -12,10 +12,11 @@ Fails (exit 1, with the reason) unless:
     overlap), which is what Perfetto needs to stack them;
   - every async "b" has exactly one matching "e" (same pid, cat, id, name) no earlier than it;
   - every rank has an X event named each --expect NAME;
-  - the comm thread's collectives (cat "comm" on the thread named comm) carry "bytes" and
-    "seq" args;
+  - the collectives (cat "comm", named by a request kind: "allreduce", ...) carry "bytes" and
+    "seq" args; mostly they are on the comm thread, but a thread that waits for a request may
+    run it itself (dist/comm_thread.c), so they may be on any thread;
   - with --step-allreduces K (a DDP training run): on every rank, for every "backward" of the
-    main thread, exactly K allreduces of the comm thread start between that backward's start and
+    main thread, exactly K allreduces (of any thread) start between that backward's start and
     the end of the next "ddp_wait" (one per gradient bucket);
   - with --overlap as well: on every rank, in some step an allreduce starts before the backward
     has ended (the buckets are reduced while backward still runs).
@@ -44,6 +45,15 @@ def check_nesting(xs, where):
         stack.append((end, e["name"]))
 
 
+REQUEST_KINDS = {"allreduce", "broadcast", "allgather", "reduce_scatter", "barrier", "send",
+                 "recv", "open", "close"}
+
+
+def is_request(e):
+    """An event that the comm module records for a request it ran (dist/comm_thread.c)."""
+    return e.get("cat") == "comm" and e["name"] in REQUEST_KINDS
+
+
 def by_name(evs, name):
     return sorted((e for e in evs if e["name"] == name), key=lambda e: e["ts"])
 
@@ -52,9 +62,10 @@ def check_steps(xs, threads, ranks, k, overlap):
     """The per-step allreduces of a DDP run (see --step-allreduces)."""
     for r in range(ranks):
         tid = {name: t for t, name in threads[r].items()}
-        main_evs, comm_evs = xs[(r, tid["main"])], xs[(r, tid["comm"])]
+        main_evs = xs[(r, tid["main"])]
         backwards, waits = by_name(main_evs, "backward"), by_name(main_evs, "ddp_wait")
-        allreduces = by_name(comm_evs, "allreduce")
+        allreduces = sorted((e for (p, _), evs in xs.items() if p == r for e in evs
+                             if is_request(e) and e["name"] == "allreduce"), key=lambda e: e["ts"])
         if not backwards:
             fail("rank %d: no backward events" % r)
         overlapped = 0
@@ -131,7 +142,7 @@ def main():
         check_nesting(evs, "rank %s thread %s" % (pid, thread))
         for e in evs:
             args = e.get("args", {})
-            if thread == "comm" and e.get("cat") == "comm" and not ("bytes" in args and "seq" in args):
+            if is_request(e) and not ("bytes" in args and "seq" in args):
                 fail("collective without bytes/seq args: %r" % e)
     open_asyncs = [k for k, v in asyncs.items() if v != 0]
     if open_asyncs:
