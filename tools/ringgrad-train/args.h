@@ -24,6 +24,7 @@ typedef struct {
     double momentum, weight_decay, lr_gamma;
     int warmup_steps, lr_step_size;
     bool scale_lr;
+    bool nesterov, no_wd_bn_bias; /* SGD's Nesterov momentum; no decay on 1-D parameters */
     /* reproducibility */
     int64_t seed;
     bool no_shuffle;
