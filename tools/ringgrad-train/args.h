@@ -36,6 +36,7 @@ typedef struct {
     int64_t save_every; /* 0: only after each epoch */
     int keep;           /* periodic checkpoints kept */
     bool json;
+    bool buffer_checksum; /* test option: print each rank's buffers' FNV-1a hash at evaluation */
     /* distribution */
     const char *strategy, *comm, *compress;
     double bucket_mb, stall_seconds;

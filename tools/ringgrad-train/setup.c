@@ -183,6 +183,21 @@ RG_NODISCARD static rg_status load_checkpoint(trainer *t) {
     return RG_OK;
 }
 
+rg_status trainer_broadcast_buffers(trainer *t) {
+    if (t->a.sync_bn) return RG_OK; /* every rank's statistics are already the global batch's */
+    if (t->ddp) return rg_ddp_broadcast_buffers(t->ddp);
+    if (!t->zero) return RG_OK;
+    /* zero1 has no reducer (dist/zero1.c), but the same replicas as DDP: rank 0's buffers too,
+     * or each rank would keep the statistics of its own shard of the data */
+    const rg_param_list *l = rg_model_params(t->net);
+    for (int i = 0; i < l->n; i++) {
+        rg_tensor *x = l->items[i].tensor;
+        int64_t bytes = (int64_t)rg_tensor_nbytes(x);
+        if (l->items[i].is_buffer) RG_TRY(rg_comm_broadcast(t->comm, x->data, bytes, RG_COMM_U8, 0));
+    }
+    return RG_OK;
+}
+
 /* The model for the data's images: a shape it cannot take is an error naming the data. */
 RG_NODISCARD static rg_status make_model(trainer *t) {
     const rg_dataset *d = t->train_ds;

@@ -84,6 +84,10 @@ RG_NODISCARD rg_status trainer_setup_loaders(trainer *t);
  * model's, or a pipeline stage's, with their full shapes). */
 void trainer_optim_options(const trainer *t, char *opts, size_t cap);
 void trainer_exclude_decay(trainer *t, const rg_param_list *params);
+/* Rank 0's model buffers (BatchNorm statistics) to every rank, before each forward and each
+ * evaluation, as PyTorch DDP's broadcast_buffers: under ddp and zero1, unless --sync-bn. The
+ * pipeline's D replicas and the parameter servers' workers keep their own. Collective. */
+RG_NODISCARD rg_status trainer_broadcast_buffers(trainer *t);
 
 /* --strategy pipeline (pipe.c): the checks, the stages and their optimizer; one batch through
  * the pipeline (RG_TRAIN: and the optimizer step), in its own step scope. */
