@@ -8,7 +8,7 @@
 set(RG_ISA_SOURCES
     tensor/cpu/conv2d.c tensor/cpu/conv2d_backward.c tensor/cpu/conv2d_direct.c
     tensor/cpu/conv2d_kernels.c tensor/cpu/elementwise.c tensor/cpu/dropout.c
-    tensor/cpu/maxpool2d.c tensor/cpu/isa_table.c)
+    tensor/cpu/maxpool2d.c tensor/cpu/batchnorm2d.c tensor/cpu/isa_table.c)
 list(REMOVE_ITEM RG_SOURCES ${RG_ISA_SOURCES})
 
 # The -m flags of each copy; tensor/cpu/isa.c checks exactly these features before using one.

@@ -1,7 +1,7 @@
 /* isa_impl.h — one set of hot CPU kernels per instruction set. Private to the CPU backend.
  *
- * The files listed in cmake/isa.cmake (the convolution, the element-wise loops, dropout and
- * max-pooling) are compiled once per instruction set, generic (the x86-64 baseline: SSE2),
+ * The files listed in cmake/isa.cmake (the convolution, the element-wise loops, dropout,
+ * max-pooling and BatchNorm) are compiled once per instruction set, generic (the x86-64 baseline: SSE2),
  * avx2 (AVX2 + FMA + F16C) and avx512 (AVX-512 F/VL/BW/DQ), each time with its -m flags and
  * RG_ISA_SUFFIX=<isa>. This header, included first through cpu.h, then renames every global
  * symbol those files define, rg_cpu_relu_forward becoming rg_cpu_relu_forward_avx2, so that the
@@ -38,6 +38,12 @@
 #define rg_cpu_dropout_backward RG_ISA_NAME(rg_cpu_dropout_backward)
 #define rg_cpu_maxpool2d_forward RG_ISA_NAME(rg_cpu_maxpool2d_forward)
 #define rg_cpu_maxpool2d_backward RG_ISA_NAME(rg_cpu_maxpool2d_backward)
+/* batchnorm2d.c */
+#define rg_cpu_batchnorm_stats RG_ISA_NAME(rg_cpu_batchnorm_stats)
+#define rg_cpu_batchnorm_finalize RG_ISA_NAME(rg_cpu_batchnorm_finalize)
+#define rg_cpu_batchnorm_apply RG_ISA_NAME(rg_cpu_batchnorm_apply)
+#define rg_cpu_batchnorm_backward_reduce RG_ISA_NAME(rg_cpu_batchnorm_backward_reduce)
+#define rg_cpu_batchnorm_backward_data RG_ISA_NAME(rg_cpu_batchnorm_backward_data)
 /* conv2d.c, conv2d_backward.c, conv2d_direct.c, conv2d_kernels.c */
 #define rg_cpu_conv2d_forward RG_ISA_NAME(rg_cpu_conv2d_forward)
 #define rg_cpu_conv2d_backward_data RG_ISA_NAME(rg_cpu_conv2d_backward_data)
