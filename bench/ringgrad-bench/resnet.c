@@ -25,8 +25,8 @@ void rgb_run_resnet(const rgb_opts *o) {
     for (int i = 0; i < batch; i++) ((int64_t *)y->data)[i] = (i * 7) % 10;
     double *ts = calloc((size_t)o->iters, sizeof *ts);
     RG_CHECK(ts, "resnet bench: out of memory");
-    printf("\n%s training step (3x%dx%d, batch %d, SGD momentum), median of %d\n", name, size,
-           size, batch, o->iters);
+    printf("\n%s training step (3x%dx%d, batch %d, SGD momentum), median of %d\n", name, size, size,
+           batch, o->iters);
     for (int ti = 0; ti < o->nthreads; ti++) {
         int nt = rg_set_num_threads(o->threads[ti]);
         float loss = 0;
