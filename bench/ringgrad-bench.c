@@ -32,7 +32,10 @@ static void usage(FILE *f) {
            "  --only PART           gemm, conv, cnn, peak, membw or resnet (default: gemm, conv, cnn)\n"
            "  --threads N           threads for the CPU kernels (default: 1, then 2)\n"
            "  --iters N             timed repetitions per result, median reported (default 7)\n"
-           "  --batch N             batch of the ResNet-18 conv shapes (default 16)\n"
+           "  --batch N             batch of the ResNet-18 conv shapes (default 16), of resnet's\n"
+           "                        step (default 32)\n"
+           "  --model NAME          resnet: the model (resnet18, resnet50, ...; default resnet18)\n"
+           "  --image-size S        resnet: 3xSxS images (default 64)\n"
            "  --layer NAME          conv: only layer NAME and those under it (cnn, r18.l2, ...)\n"
            "  --pass P              conv: only pass P (forward, bwd-data or bwd-filter)\n"
            "  --clock wall|cpu      time with the wall clock (default) or this thread's CPU time\n"
@@ -78,7 +81,15 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--iters")) {
             o.iters = parse_int(a, v, 1, 100000), i++;
         } else if (!strcmp(a, "--batch")) {
-            o.batch = parse_int(a, v, 1, 4096), i++;
+            o.batch = parse_int(a, v, 1, 4096), o.batch_given = true, i++;
+        } else if (!strcmp(a, "--model")) {
+            o.model = v, i++;
+            if (!v) {
+                fprintf(stderr, "ringgrad-bench: --model needs a name\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--image-size")) {
+            o.image_size = parse_int(a, v, 1, 4096), i++;
         } else if (!strcmp(a, "--step-only")) {
             o.step_only = true;
         } else if (!strcmp(a, "--raw")) {

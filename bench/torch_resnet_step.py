@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""torch_resnet_step.py - one training step of torchvision's ResNet-18 in PyTorch, timed.
+"""torch_resnet_step.py - one training step of a torchvision ResNet in PyTorch, timed.
 
-The same model, batch and optimizer as `ringgrad-bench --only resnet`: resnet18(num_classes=10)
-on random 3x64x64 images, batch 32 (--batch), cross-entropy, SGD lr 0.01 momentum 0.9. Prints
-"raw torchresnet18 threads=T step_ms=X" (median). --clock cpu times with the calling thread's
+The same model, batch and optimizer as `ringgrad-bench --only resnet`: resnet18 (--model)
+with num_classes=10 on random 3xSxS images (S = 64, --image-size), batch 32 (--batch),
+cross-entropy, SGD lr 0.01 momentum 0.9. Prints
+"raw torch model=M size=S batch=B threads=T step_ms=X" (median). --clock cpu times with the calling thread's
 CPU time (meaningful at one thread). Run with /usr/bin/python3 (Debian's PyTorch).
 """
 import argparse
@@ -21,13 +22,15 @@ def main():
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--model", default="resnet18", choices=("resnet18", "resnet34", "resnet50"))
+    ap.add_argument("--image-size", type=int, default=64)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = torchvision.models.resnet18(num_classes=10)
+    model = getattr(torchvision.models, args.model)(num_classes=10)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.rand(args.batch, 3, 64, 64) * 2 - 1
+    x = torch.rand(args.batch, 3, args.image_size, args.image_size) * 2 - 1
     y = torch.arange(args.batch) * 7 % 10
 
     def step():
@@ -44,8 +47,8 @@ def main():
         t0 = clock()
         step()
         times.append(clock() - t0)
-    print(f"raw torchresnet18 threads={args.threads} step_ms={statistics.median(times) * 1e3:.3f}",
-          flush=True)
+    print(f"raw torch model={args.model} size={args.image_size} batch={args.batch} "
+          f"threads={args.threads} step_ms={statistics.median(times) * 1e3:.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
 set(RG_ISA_SOURCES
     tensor/cpu/conv2d.c tensor/cpu/conv2d_backward.c tensor/cpu/conv2d_direct.c
     tensor/cpu/conv2d_kernels.c tensor/cpu/elementwise.c tensor/cpu/dropout.c
-    tensor/cpu/maxpool2d.c tensor/cpu/optim.c tensor/cpu/isa_table.c)
+    tensor/cpu/maxpool2d.c tensor/cpu/batchnorm2d.c tensor/cpu/optim.c tensor/cpu/isa_table.c)
 list(REMOVE_ITEM RG_SOURCES ${RG_ISA_SOURCES})
 # The optimizer steps give the scalar formula's results bit for bit in every copy (tests compare
 # them exactly; ranks on different CPUs keep equal parameters): no fused multiply-add there.

@@ -26,7 +26,7 @@ static void adam_update(rg_optim *o, int i) {
         .beta1 = a->beta1,
         .beta2 = a->beta2,
         .eps = a->eps,
-        .weight_decay = a->weight_decay,
+        .weight_decay = rg_optim_decay_of(o, i, a->weight_decay),
         .decoupled = a->decoupled,
         .bias_correction1 = (float)(1.0 - pow(a->beta1, t)),
         .bias_correction2 = (float)(1.0 - pow(a->beta2, t)),

@@ -63,10 +63,11 @@ rg_optim *rg_optim_alloc(size_t size, const rg_param_list *params, int n_bufs,
     o->n_bufs = n_bufs;
     o->params = calloc((size_t)params->n + 1, sizeof *o->params);
     o->param_steps = calloc((size_t)params->n + 1, sizeof *o->param_steps);
+    o->no_decay = calloc((size_t)params->n + 1, sizeof *o->no_decay);
     for (int b = 0; b < n_bufs; b++)
         o->bufs[b] = calloc((size_t)params->n + 1, sizeof(rg_tensor *));
-    bool ok =
-        o->params && o->param_steps && (n_bufs < 1 || o->bufs[0]) && (n_bufs < 2 || o->bufs[1]);
+    bool ok = o->params && o->param_steps && o->no_decay && (n_bufs < 1 || o->bufs[0]) &&
+              (n_bufs < 2 || o->bufs[1]);
     for (int i = 0; ok && i < params->n; i++) {
         const rg_named_tensor *p = &params->items[i];
         if (p->is_buffer) continue;
@@ -91,6 +92,7 @@ void rg_optim_free(rg_optim *o) {
     free(o->state.items);
     for (int b = 0; b < o->n_bufs; b++) free(o->bufs[b]);
     free(o->param_steps);
+    free(o->no_decay);
     free(o->params);
     free(o);
 }
@@ -147,6 +149,40 @@ void rg_optim_set_schedule(rg_optim *o, const rg_lr_schedule *s) {
     if (!s) return;
     o->schedule = *s;
     o->lr = rg_lr_schedule_at(s, o->step);
+}
+
+float rg_optim_decay_of(const rg_optim *o, int i, float weight_decay) {
+    return o->no_decay[i] ? 0.0f : weight_decay;
+}
+
+int rg_optim_exclude_decay(rg_optim *o, const char *name) {
+    RG_CHECK(o && name, "rg_optim_exclude_decay: NULL optimizer or name");
+    int found = 0;
+    for (int i = 0; i < o->n; i++) /* zero1 and ps: every piece of the parameter this rank holds */
+        if (strcmp(o->params[i].name, name) == 0) o->no_decay[i] = true, found++;
+    return found;
+}
+
+bool rg_param_takes_decay(const rg_tensor *p) {
+    return p->ndim >= 2;
+}
+
+int rg_optim_exclude_decay_1d(rg_optim *o, const rg_param_list *params) {
+    RG_CHECK(o && params, "rg_optim_exclude_decay_1d: NULL optimizer or parameters");
+    int excluded = 0;
+    for (int i = 0; i < params->n; i++) {
+        const rg_named_tensor *p = &params->items[i];
+        if (p->is_buffer || rg_param_takes_decay(p->tensor)) continue;
+        excluded += rg_optim_exclude_decay(o, p->name) > 0;
+    }
+    return excluded;
+}
+
+bool rg_optim_decays(const rg_optim *o, const char *name) {
+    RG_CHECK(o && name, "rg_optim_decays: NULL optimizer or name");
+    for (int i = 0; i < o->n; i++)
+        if (strcmp(o->params[i].name, name) == 0) return !o->no_decay[i];
+    return false;
 }
 
 const rg_param_list *rg_optim_state(rg_optim *o) {

@@ -23,6 +23,7 @@ struct rg_optim {
     float grad_scale;     /* the kernels read grad * grad_scale (1, or DDP's 1/N) */
     int64_t step;         /* rg_optim_step calls */
     int64_t *param_steps; /* per parameter: updates applied (torch's state['step']) */
+    bool *no_decay;       /* per parameter: weight decay off (rg_optim_exclude_decay) */
     int n_bufs;
     rg_tensor **bufs[RG_OPTIM_MAX_BUFS]; /* per parameter, e.g. exp_avg and exp_avg_sq */
     bool has_schedule;
@@ -36,6 +37,9 @@ struct rg_optim {
  * caller fills kind, update, lr and its options. */
 rg_optim *rg_optim_alloc(size_t size, const rg_param_list *params, int n_bufs,
                          const char *const *buf_names);
+
+/* A rule's weight decay for parameter i: `weight_decay`, or 0 when it was excluded. */
+float rg_optim_decay_of(const rg_optim *o, int i, float weight_decay);
 
 /* ---- the registry: name -> constructor from "key=value" options ---- */
 

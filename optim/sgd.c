@@ -21,7 +21,7 @@ static void sgd_update(rg_optim *o, int i) {
         .lr = o->lr,
         .momentum = s->momentum,
         .dampening = s->dampening,
-        .weight_decay = s->weight_decay,
+        .weight_decay = rg_optim_decay_of(o, i, s->weight_decay),
         .nesterov = s->nesterov,
         .first_step = o->param_steps[i] == 0,
         .grad_scale = o->grad_scale,

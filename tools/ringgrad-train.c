@@ -52,7 +52,7 @@ static guard_verdict train_step(trainer *t, const rg_batch *b, metrics *m) {
 
     rg_trace_begin("forward", "compute");
     /* BatchNorm buffers: rank 0's everywhere (DDP's broadcast_buffers), unless --sync-bn */
-    rg_status st = t->a.sync_bn || !t->ddp ? RG_OK : rg_ddp_broadcast_buffers(t->ddp);
+    rg_status st = trainer_broadcast_buffers(t);
     if (st != RG_OK) {
         rg_trace_end();
         rg_scope_end();
@@ -122,16 +122,40 @@ RG_NODISCARD static rg_status reduce_metrics(trainer *t, metrics *m) {
     return RG_OK;
 }
 
+/* --buffer-checksum (a test option): "rank R: buffers HASH (WHEN)", the FNV-1a hash of the bytes
+ * of every buffer of the model (running_mean, running_var, num_batches_tracked), so that a test
+ * can compare the ranks' BatchNorm statistics. One write per line: the ranks share a stdout. */
+static void print_buffer_checksum(const trainer *t, const char *when) {
+    if (!t->a.buffer_checksum) return;
+    const rg_param_list *l = rg_model_params(t->net);
+    uint64_t h = 14695981039346656037ull;
+    int n = 0;
+    rg_scope_begin();
+    for (int i = 0; i < l->n; i++) {
+        if (!l->items[i].is_buffer) continue;
+        const rg_tensor *x = l->items[i].tensor;
+        if (x->device.type != RG_DEV_CPU) x = rg_tensor_to(x, RG_CPU);
+        const unsigned char *p = x->data;
+        for (size_t k = 0; k < rg_tensor_nbytes(x); k++) h = (h ^ p[k]) * 1099511628211ull;
+        n++;
+    }
+    rg_scope_end();
+    printf("rank %d: buffers %016llx (%d tensors, %s)\n", t->rank, (unsigned long long)h, n, when);
+    fflush(stdout);
+}
+
 /* Test accuracy, shared out by batch index (see trainer_setup_loaders); -1 when the ranks could
  * not sum it (already reported). */
 static double evaluate(trainer *t) {
     metrics m = {0};
     rg_batch b;
+    print_buffer_checksum(t, "before evaluation");
     /* every rank scores with rank 0's BatchNorm statistics, the ones rank 0 saves */
-    if (!t->a.sync_bn && t->ddp && rg_ddp_broadcast_buffers(t->ddp) != RG_OK) {
+    if (trainer_broadcast_buffers(t) != RG_OK) {
         trainer_error(t, "buffer broadcast failed: %s", rg_last_error());
         return -1.0;
     }
+    print_buffer_checksum(t, "evaluated");
     rg_loader_set_epoch(t->test, 0);
     rg_trace_begin("evaluate", "compute");
     rg_no_grad_begin();

@@ -20,6 +20,9 @@ typedef struct {
     const char *layer;                  /* conv: only this layer and those under it (or NULL) */
     int pass;                           /* conv: only this pass (rgb_parse_pass), or -1 for all */
     bool step_only;                     /* cnn: time the step alone (no floor, no peak): for perf */
+    const char *model;                  /* resnet: the model (default resnet18) */
+    int image_size;                     /* resnet: SxS images (default 64) */
+    bool batch_given;                   /* --batch was given (resnet's default is 32) */
 } rgb_opts;
 
 /* Seconds on the clock the bench times with: wall time, or, with --clock cpu, the CPU time of

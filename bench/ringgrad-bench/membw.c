@@ -1,12 +1,13 @@
 /* membw.c — the memory-bound kernels against a streaming copy over the same bytes.
  *
- * ReLU, dropout, max-pooling and the optimizer steps do a few operations per element they load,
- * so their speed limit is memory bandwidth. Each is timed at the size it has in the CNN step
- * (batch 128) next to a copy that moves the same number of bytes, reads plus writes, over the same
- * footprint: the backend's y = 1*x + 0*y (axpby), a plain streaming loop compiled for the same
- * instruction set and split between the threads like the kernels' loops. The ratio copy time /
- * kernel time is the kernel's fraction of the streaming speed (100%: as fast as a copy).
- * Interleaved, medians; --clock cpu for one thread on a shared machine. */
+ * ReLU, dropout, max-pooling, BatchNorm and the optimizer steps do a few operations per element
+ * they load, so their speed limit is memory bandwidth. Each is timed at the size it has in the CNN
+ * step (batch 128; BatchNorm: in ResNet-20's) next to a copy that moves the same number of bytes,
+ * reads plus writes, over the same footprint: the backend's y = 1*x + 0*y (axpby), a plain
+ * streaming loop compiled for the same instruction set and split between the threads like the
+ * kernels' loops. The ratio copy time / kernel time is the kernel's fraction of the streaming speed
+ * (100%: as fast as a copy). Interleaved, medians; --clock cpu for one thread on a shared machine.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,51 @@ static void op_adam(bufs *x) {
                          .bias_correction2 = 0.001f};
     rg_cpu_backend.adam_step(N_PAR, &h, x->c, x->a, x->d, x->e);
 }
+/* BatchNorm in training mode at ResNet-20's sizes on 28x28 images, batch 128: stage 1 (16
+ * channels of 28x28) and stage 3 (64 of 7x7). Forward is the statistics pass over x, the
+ * per-channel finalisation and the normalising pass (x -> y); backward the pass for the two
+ * gradient sums (x, dy) and the one that writes dx. The bytes counted are the least an
+ * implementation that computes the statistics in one pass must move: forward reads x twice and
+ * writes y (12 bytes an element), backward reads x and dy twice and writes dx (20 bytes); only a
+ * tensor that stayed in cache between the two passes could do with less. */
+typedef struct {
+    int64_t n, c, hw;
+} bn_size;
+static const bn_size BN_STAGE1 = {128, 16, 28 * 28}, BN_STAGE3 = {128, 64, 7 * 7};
+enum { BN_MAXC = 64 };
+static struct {
+    float stats[2 * BN_MAXC + 1], meanvar[2 * BN_MAXC + 1], sums[2 * BN_MAXC + 1];
+    float rmean[BN_MAXC], rvar[BN_MAXC], weight[BN_MAXC], bias[BN_MAXC];
+    int64_t batches;
+} bn;
+
+static void bn_forward(bufs *x, bn_size s) { /* x: a, y: b */
+    rg_cpu_backend.batchnorm_stats(s.n, s.c, s.hw, x->a, bn.stats);
+    rg_cpu_backend.batchnorm_finalize(s.c, 0.1f, bn.stats, bn.meanvar, bn.rmean, bn.rvar,
+                                      &bn.batches);
+    rg_cpu_backend.batchnorm_apply(s.n, s.c, s.hw, x->a, bn.meanvar, bn.meanvar + s.c, 1e-5f,
+                                   bn.weight, bn.bias, x->b);
+}
+static void bn_backward(bufs *x, bn_size s) { /* x: a, dy: c, dx: b */
+    rg_cpu_backend.batchnorm_backward_reduce(s.n, s.c, s.hw, x->a, x->c, bn.meanvar,
+                                             bn.meanvar + s.c, 1e-5f, bn.sums);
+    rg_cpu_backend.batchnorm_backward_data(s.n, s.c, s.hw, x->a, x->c, bn.meanvar, bn.meanvar + s.c,
+                                           1e-5f, bn.weight, bn.sums, 0.0f, x->b);
+}
+static void op_bn1_fwd(bufs *x) {
+    bn_forward(x, BN_STAGE1);
+}
+static void op_bn1_bwd(bufs *x) {
+    bn_backward(x, BN_STAGE1);
+}
+static void op_bn3_fwd(bufs *x) {
+    bn_forward(x, BN_STAGE3);
+}
+static void op_bn3_bwd(bufs *x) {
+    bn_backward(x, BN_STAGE3);
+}
+#define BN_NUMEL(s) ((double)(s).n * (double)(s).c * (double)(s).hw)
+
 static void op_sgd(bufs *x) {
     rg_sgd_hparams h = {.lr = 1e-3f, .momentum = 0.9f};
     rg_cpu_backend.sgd_step(N_PAR, &h, x->c, x->a, x->d);
@@ -79,7 +125,12 @@ void rgb_run_membw(const rgb_opts *o) {
         {"maxpool backward", 4.0 * (N_ACT + N_ACT / 2), op_pool_bwd},
         {"adam step", 28.0 * N_PAR, op_adam},
         {"sgd step (momentum)", 20.0 * N_PAR, op_sgd},
+        {"bn fwd 16x28x28", 12.0 * BN_NUMEL(BN_STAGE1), op_bn1_fwd},
+        {"bn bwd 16x28x28", 20.0 * BN_NUMEL(BN_STAGE1), op_bn1_bwd},
+        {"bn fwd 64x7x7", 12.0 * BN_NUMEL(BN_STAGE3), op_bn3_fwd},
+        {"bn bwd 64x7x7", 20.0 * BN_NUMEL(BN_STAGE3), op_bn3_bwd},
     };
+    for (int ch = 0; ch < BN_MAXC; ch++) bn.weight[ch] = 1.0f + 0.01f * (float)ch, bn.rvar[ch] = 1;
     bufs x = {.a = rgb_random(N_ACT, 1),
               .b = rgb_random(N_ACT, 2),
               .c = rgb_random(N_ACT, 3),

@@ -1,6 +1,7 @@
-/* resnet.c — ResNet-18's training step (the model of models/resnet.c, torchvision's layout) on
- * synthetic 3x64x64 images, batch 32 (--batch), 10 classes, SGD with momentum 0.9; the peer is
- * bench/torch_resnet_step.py and bench/resnet_step.sh interleaves the two. */
+/* resnet.c — a ResNet's training step (default ResNet-18, --model; the models of models/resnet.c,
+ * torchvision's layout) on synthetic 3xSxS images (S = 64, --image-size), batch 32 (--batch),
+ * 10 classes, SGD with momentum 0.9; the peer is bench/torch_resnet_step.py and
+ * bench/resnet_step.sh interleaves the two. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,13 +10,14 @@
 #include "ringgrad.h"
 
 void rgb_run_resnet(const rgb_opts *o) {
-    int batch = o->batch > 0 ? o->batch : 32;
+    int batch = o->batch_given ? o->batch : 32, size = o->image_size > 0 ? o->image_size : 64;
+    const char *name = o->model ? o->model : "resnet18";
     rg_model *m = NULL;
-    rg_model_spec spec = {.channels = 3, .height = 64, .width = 64, .num_classes = 10};
-    rg_status st = rg_model_new_for("resnet18", 42, &spec, &m);
+    rg_model_spec spec = {.channels = 3, .height = size, .width = size, .num_classes = 10};
+    rg_status st = rg_model_new_for(name, 42, &spec, &m);
     RG_CHECK(st == RG_OK, "resnet bench: %s", rg_last_error());
     rg_optim *opt = rg_sgd_new(rg_model_params(m), &(rg_sgd_opts){.lr = 0.01f, .momentum = 0.9f});
-    rg_tensor *x = rg_tensor_new(RG_F32, RG_SHAPE(batch, 3, 64, 64), RG_CPU);
+    rg_tensor *x = rg_tensor_new(RG_F32, RG_SHAPE(batch, 3, size, size), RG_CPU);
     rg_tensor *y = rg_tensor_new(RG_I64, RG_SHAPE(batch), RG_CPU);
     RG_CHECK(opt && x && y, "resnet bench: out of memory");
     uint64_t off = 0;
@@ -23,8 +25,8 @@ void rgb_run_resnet(const rgb_opts *o) {
     for (int i = 0; i < batch; i++) ((int64_t *)y->data)[i] = (i * 7) % 10;
     double *ts = calloc((size_t)o->iters, sizeof *ts);
     RG_CHECK(ts, "resnet bench: out of memory");
-    printf("\nResNet-18 training step (3x64x64, batch %d, SGD momentum), median of %d\n", batch,
-           o->iters);
+    printf("\n%s training step (3x%dx%d, batch %d, SGD momentum), median of %d\n", name, size, size,
+           batch, o->iters);
     for (int ti = 0; ti < o->nthreads; ti++) {
         int nt = rg_set_num_threads(o->threads[ti]);
         float loss = 0;
@@ -42,7 +44,9 @@ void rgb_run_resnet(const rgb_opts *o) {
         RG_CHECK(isfinite(loss), "resnet bench: the loss is %g", (double)loss);
         double step = rgb_median(ts, o->iters);
         printf("threads %d: %.1f ms/step, %.1f img/s\n", nt, step * 1e3, batch / step);
-        if (o->raw) printf("raw resnet18 threads=%d step_ms=%.3f\n", nt, step * 1e3);
+        if (o->raw)
+            printf("raw ringgrad model=%s size=%d batch=%d threads=%d step_ms=%.3f\n", name, size,
+                   batch, nt, step * 1e3);
     }
     free(ts);
     rg_optim_free(opt);

@@ -87,6 +87,24 @@ RG_API int64_t rg_optim_num_steps(const rg_optim *opt);
 /* "sgd", "adam" or "adamw". Static string. */
 RG_API const char *rg_optim_kind(const rg_optim *opt);
 
+/* ---- weight decay per parameter ---- */
+
+/* The usual ResNet recipe (torchvision's --norm-weight-decay 0 --bias-weight-decay 0, timm's
+ * default) decays only the weights of convolutions and dense layers: tensors of 2 or more
+ * dimensions. rg_param_takes_decay says so of a parameter by its shape; 1-D tensors (biases,
+ * BatchNorm's weight and bias) do not. */
+RG_API bool rg_param_takes_decay(const rg_tensor *param);
+/* Turns weight decay (the L2 term, or AdamW's decoupled decay) off for the optimizer's parameter
+ * called `name`, or for every piece of it this optimizer holds (ZeRO-1 and parameter servers hand
+ * the optimizer pieces named after their parameter). Returns the number of pieces: 0 when the
+ * optimizer holds none of it. */
+RG_API int rg_optim_exclude_decay(rg_optim *opt, const char *name);
+/* rg_optim_exclude_decay for every trainable tensor of `params` (the model's list, with its full
+ * shapes) that !rg_param_takes_decay. Returns how many of them the optimizer holds. */
+RG_API int rg_optim_exclude_decay_1d(rg_optim *opt, const rg_param_list *params);
+/* Whether the optimizer's parameter `name` takes weight decay (false if it holds no such). */
+RG_API bool rg_optim_decays(const rg_optim *opt, const char *name);
+
 /* ---- learning-rate schedules: step -> lr ---- */
 
 typedef enum { RG_LR_CONSTANT, RG_LR_STEP, RG_LR_COSINE, RG_LR_KIND_COUNT } rg_lr_kind;

@@ -6,23 +6,73 @@
  * normalises and writes y); backward reads x and dy twice (one pass for the two gradient sums,
  * one that writes dx). Each pass is one OpenMP loop over channels: a channel's N planes of HW
  * floats are contiguous runs, its sums stay in registers, and no thread ever writes another's
- * channel, so no reduction across threads is needed. Sums accumulate in double. */
+ * channel (the element-wise passes go plane by plane in memory order instead), so no reduction
+ * across threads is needed, and the result does not depend on the
+ * number of threads. Sums accumulate in float lanes over blocks of planes, then in double. */
+#include <omp.h>
+
 #include "tensor/cpu/cpu.h"
+
+/* The sums run in BN_LANES float lanes (one SIMD register or two, whatever the instruction set)
+ * over a block of whole planes of about BN_BLOCK elements, then in double: a horizontal sum per
+ * block, not per plane, which at 7x7 planes (49 floats) cost more than the plane's loads. */
+#define BN_LANES 16
+#define BN_BLOCK 1024
+
+/* The element-wise passes (apply, backward data) walk the planes in memory order, image by
+ * image, over chunks of BN_CHUNK channels whose coefficients are computed first. */
+#define BN_CHUNK 256
+
+static int64_t planes_per_block(int64_t hw) {
+    return hw >= BN_BLOCK ? 1 : BN_BLOCK / hw;
+}
+
+/* The lanes' sum, in double; the lanes restart from 0. */
+static double lanes_flush(float *s) {
+    double t = 0.0;
+    for (int l = 0; l < BN_LANES; l++) t += s[l], s[l] = 0.0f;
+    return t;
+}
+
+/* The reductions (statistics, backward sums) take up to BN_RCHUNK channels at a time, walking
+ * their planes image by image (memory order) with each channel's lanes kept apart: every
+ * channel's sum is the same whatever the chunk, so the result does not depend on the threads;
+ * the chunk shrinks so that every thread gets channels. */
+#define BN_RCHUNK 32
+
+static int64_t reduce_chunk(int64_t n, int64_t c, int64_t hw) {
+    int64_t threads = n * c * hw > RG_CPU_PAR_MIN ? omp_get_max_threads() : 1;
+    int64_t chunk = (c + threads - 1) / threads;
+    return chunk < 1 ? 1 : chunk > BN_RCHUNK ? BN_RCHUNK : chunk;
+}
 
 /* Enough work per channel group to wake the threads. */
 #define BN_PAR(n, c, hw) if ((n) * (c) * (hw) > RG_CPU_PAR_MIN && (c) > 1)
 
 void rg_cpu_batchnorm_stats(int64_t n, int64_t c, int64_t hw, const float *x, float *stats) {
+    int64_t block = planes_per_block(hw), chunk = reduce_chunk(n, c, hw);
 #pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
-    for (int64_t ch = 0; ch < c; ch++) {
-        double s = 0.0, ss = 0.0;
+    for (int64_t c0 = 0; c0 < c; c0 += chunk) {
+        int64_t cn = c - c0 < chunk ? c - c0 : chunk;
+        float s1[BN_RCHUNK][BN_LANES] = {{0}}, s2[BN_RCHUNK][BN_LANES] = {{0}};
+        double s[BN_RCHUNK] = {0}, ss[BN_RCHUNK] = {0};
         for (int64_t i = 0; i < n; i++) {
-            const float *p = x + (i * c + ch) * hw; /* (HW) */
-            float s1 = 0.0f, s2 = 0.0f;             /* one plane in float: vectorises */
-            for (int64_t j = 0; j < hw; j++) s1 += p[j], s2 += p[j] * p[j];
-            s += s1, ss += s2;
+            for (int64_t k = 0; k < cn; k++) {
+                const float *p = x + (i * c + c0 + k) * hw; /* (HW) */
+                float *a = s1[k], *b = s2[k];
+                int64_t j = 0;
+                for (; j + BN_LANES <= hw; j += BN_LANES)
+#pragma omp simd
+                    for (int l = 0; l < BN_LANES; l++)
+                        a[l] += p[j + l], b[l] += p[j + l] * p[j + l];
+                for (; j < hw; j++) s[k] += p[j], ss[k] += (double)p[j] * p[j]; /* the tail */
+            }
+            if ((i + 1) % block == 0 || i + 1 == n)
+                for (int64_t k = 0; k < cn; k++)
+                    s[k] += lanes_flush(s1[k]), ss[k] += lanes_flush(s2[k]);
         }
-        stats[ch] = (float)s, stats[c + ch] = (float)ss;
+        for (int64_t k = 0; k < cn; k++)
+            stats[c0 + k] = (float)s[k], stats[c + c0 + k] = (float)ss[k];
     }
     stats[2 * c] = (float)(n * hw);
 }
@@ -37,55 +87,82 @@ void rg_cpu_batchnorm_finalize(int64_t c, float momentum, const float *stats, fl
 void rg_cpu_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, const float *mean,
                             const float *var, float eps, const float *weight, const float *bias,
                             float *y) {
-#pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
-    for (int64_t ch = 0; ch < c; ch++) {
-        float inv = rg_bn_invstd(var[ch], eps);
-        float a = (weight ? weight[ch] : 1.0f) * inv; /* y = a x + b */
-        float b = (bias ? bias[ch] : 0.0f) - mean[ch] * a;
-        for (int64_t i = 0; i < n; i++) {
-            const float *p = x + (i * c + ch) * hw;
-            float *q = y + (i * c + ch) * hw;
-            for (int64_t j = 0; j < hw; j++) q[j] = a * p[j] + b;
+    for (int64_t c0 = 0; c0 < c; c0 += BN_CHUNK) {
+        int64_t cn = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
+        float a[BN_CHUNK], b[BN_CHUNK]; /* y = a x + b */
+        for (int64_t k = 0; k < cn; k++) {
+            int64_t ch = c0 + k;
+            a[k] = (weight ? weight[ch] : 1.0f) * rg_bn_invstd(var[ch], eps);
+            b[k] = (bias ? bias[ch] : 0.0f) - mean[ch] * a[k];
         }
+#pragma omp parallel for collapse(2) BN_PAR(n, cn, hw) schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t k = 0; k < cn; k++) {
+                const float *p = x + (i * c + c0 + k) * hw;
+                float *q = y + (i * c + c0 + k) * hw, ak = a[k], bk = b[k];
+                for (int64_t j = 0; j < hw; j++) q[j] = ak * p[j] + bk;
+            }
     }
 }
 
 void rg_cpu_batchnorm_backward_reduce(int64_t n, int64_t c, int64_t hw, const float *x,
                                       const float *dy, const float *mean, const float *var,
                                       float eps, float *sums) {
+    int64_t block = planes_per_block(hw), chunk = reduce_chunk(n, c, hw);
 #pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
-    for (int64_t ch = 0; ch < c; ch++) {
-        float m = mean[ch], inv = rg_bn_invstd(var[ch], eps);
-        double sd = 0.0, sdx = 0.0;
+    for (int64_t c0 = 0; c0 < c; c0 += chunk) {
+        int64_t cn = c - c0 < chunk ? c - c0 : chunk;
+        float s1[BN_RCHUNK][BN_LANES] = {{0}}, s2[BN_RCHUNK][BN_LANES] = {{0}};
+        double sd[BN_RCHUNK] = {0}, sdx[BN_RCHUNK] = {0};
         for (int64_t i = 0; i < n; i++) {
-            const float *p = x + (i * c + ch) * hw, *g = dy + (i * c + ch) * hw;
-            float s1 = 0.0f, s2 = 0.0f;
-            for (int64_t j = 0; j < hw; j++) s1 += g[j], s2 += g[j] * (p[j] - m);
-            sd += s1, sdx += s2;
+            for (int64_t k = 0; k < cn; k++) {
+                const float *p = x + (i * c + c0 + k) * hw, *g = dy + (i * c + c0 + k) * hw;
+                float *a = s1[k], *b = s2[k], m = mean[c0 + k];
+                int64_t j = 0;
+                for (; j + BN_LANES <= hw; j += BN_LANES)
+#pragma omp simd
+                    for (int l = 0; l < BN_LANES; l++)
+                        a[l] += g[j + l], b[l] += g[j + l] * (p[j + l] - m);
+                for (; j < hw; j++) sd[k] += g[j], sdx[k] += (double)g[j] * (p[j] - m); /* tail */
+            }
+            if ((i + 1) % block == 0 || i + 1 == n)
+                for (int64_t k = 0; k < cn; k++)
+                    sd[k] += lanes_flush(s1[k]), sdx[k] += lanes_flush(s2[k]);
         }
-        sums[ch] = (float)sd, sums[c + ch] = (float)(sdx * inv); /* sum dy, sum dy*xhat */
+        for (int64_t k = 0; k < cn; k++) { /* sum dy, sum dy*xhat */
+            sums[c0 + k] = (float)sd[k];
+            sums[c + c0 + k] = (float)(sdx[k] * rg_bn_invstd(var[c0 + k], eps));
+        }
     }
     sums[2 * c] = (float)(n * hw);
 }
 
 void rg_cpu_batchnorm_backward_data(int64_t n, int64_t c, int64_t hw, const float *x,
-                                    const float *dy, const float *mean, const float *var,
-                                    float eps, const float *weight, const float *sums, float beta,
-                                    float *dx) {
-#pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
-    for (int64_t ch = 0; ch < c; ch++) {
-        float m = mean[ch], inv = rg_bn_invstd(var[ch], eps);
-        float w_inv = (weight ? weight[ch] : 1.0f) * inv;
-        float count = sums ? sums[2 * c] : 1.0f;
-        float mean_dy = sums ? sums[ch] / count : 0.0f;
-        float mean_dy_xhat = sums ? sums[c + ch] / count : 0.0f;
-        for (int64_t i = 0; i < n; i++) {
-            const float *p = x + (i * c + ch) * hw, *g = dy + (i * c + ch) * hw;
-            float *d = dx + (i * c + ch) * hw;
-            for (int64_t j = 0; j < hw; j++) {
-                float v = rg_bn_dx(g[j], (p[j] - m) * inv, w_inv, mean_dy, mean_dy_xhat);
-                d[j] = beta == 0.0f ? v : v + beta * d[j];
-            }
+                                    const float *dy, const float *mean, const float *var, float eps,
+                                    const float *weight, const float *sums, float beta, float *dx) {
+    for (int64_t c0 = 0; c0 < c; c0 += BN_CHUNK) {
+        int64_t cn = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
+        float m[BN_CHUNK], inv[BN_CHUNK], w_inv[BN_CHUNK], mdy[BN_CHUNK], mdyx[BN_CHUNK];
+        for (int64_t k = 0; k < cn; k++) {
+            int64_t ch = c0 + k;
+            float count = sums ? sums[2 * c] : 1.0f;
+            m[k] = mean[ch], inv[k] = rg_bn_invstd(var[ch], eps);
+            w_inv[k] = (weight ? weight[ch] : 1.0f) * inv[k];
+            mdy[k] = sums ? sums[ch] / count : 0.0f;
+            mdyx[k] = sums ? sums[c + ch] / count : 0.0f;
         }
+#pragma omp parallel for collapse(2) BN_PAR(n, cn, hw) schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t k = 0; k < cn; k++) {
+                const float *p = x + (i * c + c0 + k) * hw, *g = dy + (i * c + c0 + k) * hw;
+                float *d = dx + (i * c + c0 + k) * hw;
+                float mk = m[k], ik = inv[k], wk = w_inv[k], a = mdy[k], b = mdyx[k];
+                if (beta == 0.0f)
+                    for (int64_t j = 0; j < hw; j++)
+                        d[j] = rg_bn_dx(g[j], (p[j] - mk) * ik, wk, a, b);
+                else
+                    for (int64_t j = 0; j < hw; j++)
+                        d[j] = rg_bn_dx(g[j], (p[j] - mk) * ik, wk, a, b) + beta * d[j];
+            }
     }
 }

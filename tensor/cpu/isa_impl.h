@@ -1,11 +1,11 @@
 /* isa_impl.h — one set of hot CPU kernels per instruction set. Private to the CPU backend.
  *
  * The files listed in cmake/isa.cmake (the convolution, the element-wise loops, dropout,
- * max-pooling and the optimizer steps) are compiled once per instruction set, generic (the
- * x86-64 baseline: SSE2), avx2 (AVX2 + FMA + F16C) and avx512 (AVX-512 F/VL/BW/DQ), each time
- * with its -m flags and RG_ISA_SUFFIX=<isa>. This header, included first through cpu.h, then renames every global
- * symbol those files define, rg_cpu_relu_forward becoming rg_cpu_relu_forward_avx2, so that the
- * three copies link side by side. tensor/cpu/isa_table.c, compiled the same way, gathers each
+ * max-pooling, BatchNorm and the optimizer steps) are compiled once per instruction set, generic
+ * (the x86-64 baseline: SSE2), avx2 (AVX2 + FMA + F16C) and avx512 (AVX-512 F/VL/BW/DQ), each
+ * time with its -m flags and RG_ISA_SUFFIX=<isa>. This header, included first through cpu.h,
+ * then renames every global symbol those files define, rg_cpu_relu_forward becoming
+ * rg_cpu_relu_forward_avx2, so that the three copies link side by side. tensor/cpu/isa_table.c, compiled the same way, gathers each
  * copy's backend table (rg_cpu_table_<isa>), and tensor/cpu/isa.c picks one table at start-up
  * with __builtin_cpu_supports (or RG_ISA), as OpenBLAS's DYNAMIC_ARCH and oneDNN do.
  *
@@ -41,6 +41,12 @@
 /* optim.c */
 #define rg_cpu_sgd_step RG_ISA_NAME(rg_cpu_sgd_step)
 #define rg_cpu_adam_step RG_ISA_NAME(rg_cpu_adam_step)
+/* batchnorm2d.c */
+#define rg_cpu_batchnorm_stats RG_ISA_NAME(rg_cpu_batchnorm_stats)
+#define rg_cpu_batchnorm_finalize RG_ISA_NAME(rg_cpu_batchnorm_finalize)
+#define rg_cpu_batchnorm_apply RG_ISA_NAME(rg_cpu_batchnorm_apply)
+#define rg_cpu_batchnorm_backward_reduce RG_ISA_NAME(rg_cpu_batchnorm_backward_reduce)
+#define rg_cpu_batchnorm_backward_data RG_ISA_NAME(rg_cpu_batchnorm_backward_data)
 /* conv2d.c, conv2d_backward.c, conv2d_direct.c, conv2d_kernels.c */
 #define rg_cpu_conv2d_forward RG_ISA_NAME(rg_cpu_conv2d_forward)
 #define rg_cpu_conv2d_backward_data RG_ISA_NAME(rg_cpu_conv2d_backward_data)

@@ -55,7 +55,13 @@ set(RG_EQUIV_mlp_sgd0 --model mlp --optim sgd --lr 0.05 --max-steps 12)
 # arithmetic of the split statistics is tested in tests/layers/test_batchnorm.c.
 set(RG_EQUIV_resnet20_syncbn --model resnet20 --optim sgd --lr 0.05 --momentum 0.9 --max-steps 1
     --sync-bn)
-foreach(cfg mlp_adam mlp_sgd cnn_sgd cnn_sgd_aug mlp_sgd0 resnet20_syncbn)
+# The ResNet recipe's optimizer: SGD with Nesterov momentum and no weight decay on the 1-D
+# parameters, which ZeRO-1 must find by name among its shards' 1-D pieces. The control without
+# --no-wd-bn-bias differs by lr (1 + momentum) wd |w| = 4.75e-3 in the BatchNorm weights (w = 1).
+set(RG_EQUIV_resnet20_nesterov --model resnet20 --optim sgd --lr 0.05 --momentum 0.9 --nesterov
+    --weight-decay 0.05 --max-steps 1 --sync-bn)
+set(RG_EQUIV_resnet20_nowd ${RG_EQUIV_resnet20_nesterov} --no-wd-bn-bias)
+foreach(cfg mlp_adam mlp_sgd cnn_sgd cnn_sgd_aug mlp_sgd0 resnet20_syncbn resnet20_nowd)
   rg_train_test(equiv/ref_${cfg} 1 "" train ${RG_TRAIN_SH}/equiv.sh ref ${cfg} ${RG_EQUIV_${cfg}})
   set_tests_properties(train/equiv/ref_${cfg} PROPERTIES FIXTURES_SETUP rg_train_ref_${cfg})
 endforeach()
@@ -73,7 +79,8 @@ set(RG_EQUIV_RUNS
   "cnn_sgd_np2_mpi|cnn_sgd|2|mpi|1e-4"
   "cnn_sgd_np3_ring|cnn_sgd|3|ring|1e-4"
   "cnn_sgd_aug_np2_mpi|cnn_sgd_aug|2|mpi|1e-4"
-  "resnet20_syncbn_np2_mpi|resnet20_syncbn|2|mpi|1e-3")
+  "resnet20_syncbn_np2_mpi|resnet20_syncbn|2|mpi|1e-3"
+  "resnet20_nowd_np2_mpi|resnet20_nowd|2|mpi|1e-3")
 # --strategy zero1 (ZeRO-1, dist/zero1.c): the same weights as 1 rank (and so as ddp on N ranks),
 # with the optimizer state sharded; its checkpoints hold the weights only.
 set(RG_EQUIV_ZERO1_RUNS
@@ -81,7 +88,8 @@ set(RG_EQUIV_ZERO1_RUNS
   "zero1_mlp_adam_np3_ring|mlp_adam|3|ring|1e-4"
   "zero1_mlp_sgd_np3_mpi|mlp_sgd|3|mpi|1e-6"
   "zero1_mlp_adam_np2_ring_accum2|mlp_adam|2|ring|1e-4|--batch-size|12|--accum-steps|2"
-  "zero1_cnn_sgd_np2_mpi|cnn_sgd|2|mpi|1e-4")
+  "zero1_cnn_sgd_np2_mpi|cnn_sgd|2|mpi|1e-4"
+  "zero1_resnet20_nowd_np2_ring|resnet20_nowd|2|ring|1e-3")
 # rg_equiv_runs(MODE FLAGS RUN...): each RUN is "name|reference|ranks|comm|tolerance[|flags]", run
 # by equiv.sh MODE (ranks: weights and optimizer state; weights: the weights only; ps: ranks is
 # "K+W", K parameter servers and W workers) with FLAGS.
@@ -132,6 +140,9 @@ rg_train_test(equiv/cnn_sgd_aug_control 1 rg_train_ref_cnn_sgd_aug train ${RG_TR
               differ cnn_sgd_aug cnn_sgd_aug_control 1e-4 ${RG_EQUIV_cnn_sgd})
 rg_train_test(equiv/cnn_sgd_control 1 rg_train_ref_cnn_sgd train ${RG_TRAIN_SH}/equiv.sh differ
               cnn_sgd cnn_sgd_control 1e-4 ${RG_EQUIV_cnn_sgd} --lr 0.0505)
+rg_train_test(equiv/resnet20_nowd_control 1 rg_train_ref_resnet20_nowd train
+              ${RG_TRAIN_SH}/equiv.sh differ resnet20_nowd resnet20_nowd_control 1e-3
+              ${RG_EQUIV_resnet20_nesterov})
 rg_train_test(equiv/resnet20_no_syncbn_control 2 rg_train_ref_resnet20_syncbn "train;mpi"
               ${RG_TRAIN_SH}/equiv.sh ranks_differ resnet20_syncbn resnet20_no_syncbn_control 2 mpi
               1e-3 --model resnet20 --optim sgd --lr 0.05 --momentum 0.9 --max-steps 1)
@@ -143,6 +154,9 @@ rg_train_test(shape 1 "" train ${RG_TRAIN_SH}/shape.sh)
 foreach(mode kill kill_pipeline mismatch options nodata nodata1 flags ps_kill)
   rg_train_test(fail_${mode} 2 "" "train;mpi" ${RG_TRAIN_SH}/fail.sh ${mode})
 endforeach()
+# without --sync-bn every rank ends with rank 0's BatchNorm buffers (ddp and zero1)
+rg_train_test(bn_buffers_ddp 2 "" "train;mpi" ${RG_TRAIN_SH}/bn_buffers.sh ddp)
+rg_train_test(bn_buffers_zero1 2 "" "train;mpi" ${RG_TRAIN_SH}/bn_buffers.sh zero1)
 rg_train_test(timeline 2 "" "train;mpi" ${RG_TRAIN_SH}/timeline.sh)
 rg_train_test(timeline_ps 3 "" "train;mpi" ${RG_TRAIN_SH}/timeline.sh ps)
 # --strategy pipeline: 2 stages == one process; 2 pipelines of 2 stages (4 ranks) == ddp on 2

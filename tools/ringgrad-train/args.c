@@ -41,7 +41,9 @@ static const opt options[] = {
     {"optim", "NAME", "optimizer, by its name in the registry (optim/registry.c): adam, adamw or sgd", OPT_STR, F(optim), 0, 0, NULL},
     {"lr", "X", "learning rate (default 1e-3 for adam/adamw, 0.01 for sgd)", OPT_DBL, F(lr), 1e-12, 1e6, NULL},
     {"momentum", "X", "SGD momentum", OPT_DBL, F(momentum), 0, 1, NULL},
+    {"nesterov", NULL, "SGD: Nesterov momentum (needs --optim sgd and --momentum)", OPT_FLAG, F(nesterov), 0, 0, NULL},
     {"weight-decay", "X", "L2 penalty (adam, sgd) or decoupled decay (adamw)", OPT_DBL, F(weight_decay), 0, 1e6, NULL},
+    {"no-wd-bn-bias", NULL, "no weight decay on 1-D parameters (biases, BatchNorm weights and biases); conv and dense weights keep it", OPT_FLAG, F(no_wd_bn_bias), 0, 0, NULL},
     {"lr-schedule", "NAME", "learning-rate schedule after warmup", OPT_STR, F(lr_schedule), 0, 0, "constant|step|cosine"},
     {"lr-step-size", "N", "step schedule: multiply by --lr-gamma every N steps", OPT_INT, F(lr_step_size), 1, 1e9, NULL},
     {"lr-gamma", "X", "step schedule factor", OPT_DBL, F(lr_gamma), 0, 1, NULL},
@@ -65,6 +67,7 @@ static const opt options[] = {
     {"servers", "K", "ps-sync/ps-async: the last K ranks are parameter servers, the rest workers", OPT_INT, F(servers), 1, 1e6, NULL},
     {"max-staleness", "S", "ps-async: a worker runs at most S steps ahead of the slowest (SSP; 0 is synchronous)", OPT_INT, F(max_staleness), 0, 1e6, NULL},
     {"straggle", "RANK:MS", "test option: rank RANK sleeps MS ms in every step (an injected straggler)", OPT_STR, F(straggle), 0, 0, NULL},
+    {"buffer-checksum", NULL, "test option: every rank prints a checksum of its model's buffers (BatchNorm statistics) before and after each evaluation's broadcast", OPT_FLAG, F(buffer_checksum), 0, 0, NULL},
     {"comm", "NAME", "collective backend (default: $RG_COMM, else nccl on cuda and mpi on cpu)", OPT_STR, F(comm), 0, 0, "mpi|ring|nccl"},
     {"bucket-mb", "X", "gradient bucket size in MiB", OPT_DBL, F(bucket_mb), 1e-6, 1e6, NULL},
     {"no-overlap", NULL, "baseline: one allreduce of all gradients after backward, no buckets", OPT_FLAG, F(no_overlap), 0, 0, NULL},
@@ -175,6 +178,14 @@ int train_args_parse(train_args *a, int argc, char **argv) {
     a->lr_given = a->lr >= 0; /* < 0: the optimizer's default (the registry's) */
     if (a->resume && a->init) return usage_error("--resume and --init exclude each other");
     if (a->save_every && !a->save) return usage_error("--save-every needs --save FILE");
+    if (a->nesterov && strcmp(a->optim, "sgd") != 0)
+        return usage_error("--nesterov is a form of SGD's momentum: it needs --optim sgd (not %s)",
+                           a->optim);
+    if (a->nesterov && a->momentum == 0)
+        return usage_error("--nesterov needs --momentum X > 0 (e.g. --momentum 0.9)");
+    if (a->no_wd_bn_bias && a->weight_decay == 0)
+        return usage_error("--no-wd-bn-bias needs --weight-decay X > 0 (without weight decay it "
+                           "changes nothing)");
     if (a->straggle) {
         char *end = NULL;
         long r = strtol(a->straggle, &end, 10);
@@ -216,7 +227,7 @@ static const char *const agreed[] = {
     "save-every", "init", "save", "resume", "strategy", "lr-scaling", "powersgd-rank",
     "image-size", "channels", "num-classes", "augment", "normalize", "pipeline-stages",
     "micro-batches", "servers", "max-staleness", "small-input", "zero-init-residual",
-    "label-smoothing", "sync-bn",
+    "label-smoothing", "sync-bn", "nesterov", "no-wd-bn-bias",
 };
 
 void train_args_agreed(const train_args *a, char *buf, size_t cap) {

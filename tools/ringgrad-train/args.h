@@ -24,6 +24,7 @@ typedef struct {
     double momentum, weight_decay, lr_gamma;
     int warmup_steps, lr_step_size;
     bool scale_lr;
+    bool nesterov, no_wd_bn_bias; /* SGD's Nesterov momentum; no decay on 1-D parameters */
     /* reproducibility */
     int64_t seed;
     bool no_shuffle;
@@ -35,6 +36,7 @@ typedef struct {
     int64_t save_every; /* 0: only after each epoch */
     int keep;           /* periodic checkpoints kept */
     bool json;
+    bool buffer_checksum; /* test option: print each rank's buffers' FNV-1a hash at evaluation */
     /* distribution */
     const char *strategy, *comm, *compress;
     double bucket_mb, stall_seconds;

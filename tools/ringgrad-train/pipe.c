@@ -72,15 +72,13 @@ rg_status trainer_setup_pipeline(trainer *t) {
         fflush(stdout);
     }
     char opts[256];
-    snprintf(opts, sizeof opts, "weight_decay=%.9g", a->weight_decay);
-    if (a->lr > 0) snprintf(opts + strlen(opts), sizeof opts - strlen(opts), ",lr=%.9g", a->lr);
-    if (a->momentum > 0)
-        snprintf(opts + strlen(opts), sizeof opts - strlen(opts), ",momentum=%.9g", a->momentum);
+    trainer_optim_options(t, opts, sizeof opts);
     t->opt = rg_optim_new(a->optim, rg_pipeline_params(t->pipe), opts);
     if (!t->opt) {
         trainer_error(t, "optimizer: %s", rg_last_error());
         return trainer_agree(t, RG_EINVAL);
     }
+    trainer_exclude_decay(t, rg_pipeline_params(t->pipe)); /* this stage's, with their shapes */
     return RG_OK;
 }
 

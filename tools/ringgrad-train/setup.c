@@ -50,19 +50,28 @@ static double lr_factor(const trainer *t) {
 
 /* The optimizer's options for the registry: only the flags the user gave (an optimizer without
  * a momentum says so, naming its own options). */
-static void optim_options(const trainer *t, char *opts, size_t cap) {
+void trainer_optim_options(const trainer *t, char *opts, size_t cap) {
     opts[0] = 0;
     if (t->a.lr > 0) snprintf(opts, cap, "lr=%.9g,", t->a.lr);
     if (t->a.momentum > 0)
         snprintf(opts + strlen(opts), cap - strlen(opts), "momentum=%.9g,", t->a.momentum);
+    if (t->a.nesterov) snprintf(opts + strlen(opts), cap - strlen(opts), "nesterov=1,");
     snprintf(opts + strlen(opts), cap - strlen(opts), "weight_decay=%.9g", t->a.weight_decay);
+}
+
+void trainer_exclude_decay(trainer *t, const rg_param_list *params) {
+    if (!t->a.no_wd_bn_bias || !t->opt) return; /* a parameter server's worker has none */
+    /* by name, with the model's shapes: zero1's and the servers' pieces are 1-D views */
+    int n = rg_optim_exclude_decay_1d(t->opt, params);
+    if (t->rank == 0 && !t->pipe && !t->ps && !t->zero) /* those hold a part of the parameters */
+        printf("--no-wd-bn-bias: %d 1-D parameters (biases, BatchNorm) without weight decay\n", n);
 }
 
 /* --strategy ddp: the optimizer through the registry (--optim names it), then the DDP reducer
  * over every parameter; zero1: the sharded optimizer, which makes its own (dist/zero1.c). */
 RG_NODISCARD static rg_status make_strategy(trainer *t, const rg_param_list *params) {
     char opts[256];
-    optim_options(t, opts, sizeof opts);
+    trainer_optim_options(t, opts, sizeof opts);
     if (strcmp(t->a.strategy, "zero1") == 0) {
         t->zero = rg_zero1_new(params, t->comm, t->a.optim, opts,
                                &(rg_zero1_opts){.accum_steps = t->a.accum_steps});
@@ -71,6 +80,7 @@ RG_NODISCARD static rg_status make_strategy(trainer *t, const rg_param_list *par
             return RG_EINVAL; /* rg_zero1_new fails on every rank alike */
         }
         t->opt = rg_zero1_optim(t->zero);
+        trainer_exclude_decay(t, params);
     } else if (strncmp(t->a.strategy, "ps-", 3) == 0) {
         bool async = strcmp(t->a.strategy, "ps-async") == 0;
         t->ps = rg_ps_new(params, t->comm, t->a.optim, opts,
@@ -86,12 +96,14 @@ RG_NODISCARD static rg_status make_strategy(trainer *t, const rg_param_list *par
         t->workers = rg_ps_workers(t->ps);
         t->wrank = t->server ? 0 : rg_ps_index(t->ps);
         if (!t->opt) return RG_OK;
+        trainer_exclude_decay(t, params);
     } else {
         t->opt = rg_optim_new(t->a.optim, params, opts);
         if (!t->opt) {
             trainer_error(t, "optimizer: %s", rg_last_error());
             return trainer_agree(t, RG_EINVAL);
         }
+        trainer_exclude_decay(t, params);
     }
     if (t->a.scale_lr) rg_optim_set_lr(t->opt, rg_optim_get_lr(t->opt) * (float)lr_factor(t));
     return RG_OK;
@@ -167,6 +179,21 @@ RG_NODISCARD static rg_status load_checkpoint(trainer *t) {
         if (t->rank == 0)
             printf("ringgrad-train: --lr %g overrides the learning rate %g saved in %s\n",
                    (double)want, (double)saved, t->a.resume);
+    }
+    return RG_OK;
+}
+
+rg_status trainer_broadcast_buffers(trainer *t) {
+    if (t->a.sync_bn) return RG_OK; /* every rank's statistics are already the global batch's */
+    if (t->ddp) return rg_ddp_broadcast_buffers(t->ddp);
+    if (!t->zero) return RG_OK;
+    /* zero1 has no reducer (dist/zero1.c), but the same replicas as DDP: rank 0's buffers too,
+     * or each rank would keep the statistics of its own shard of the data */
+    const rg_param_list *l = rg_model_params(t->net);
+    for (int i = 0; i < l->n; i++) {
+        rg_tensor *x = l->items[i].tensor;
+        int64_t bytes = (int64_t)rg_tensor_nbytes(x);
+        if (l->items[i].is_buffer) RG_TRY(rg_comm_broadcast(t->comm, x->data, bytes, RG_COMM_U8, 0));
     }
     return RG_OK;
 }

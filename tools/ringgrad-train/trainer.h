@@ -79,6 +79,16 @@ rg_loader_opts trainer_loader_opts(const trainer *t, bool train);
 RG_NODISCARD rg_status trainer_check_loaders(trainer *t);
 RG_NODISCARD rg_status trainer_setup_model(trainer *t);
 RG_NODISCARD rg_status trainer_setup_loaders(trainer *t);
+/* The optimizer's "key=value" options from the flags (--lr, --momentum, --nesterov,
+ * --weight-decay), and --no-wd-bn-bias on t->opt: no decay for the 1-D tensors of `params` (the
+ * model's, or a pipeline stage's, with their full shapes). */
+void trainer_optim_options(const trainer *t, char *opts, size_t cap);
+void trainer_exclude_decay(trainer *t, const rg_param_list *params);
+/* Rank 0's model buffers (BatchNorm statistics) to every rank, before each forward and each
+ * evaluation, as PyTorch DDP's broadcast_buffers: under ddp and zero1, unless --sync-bn. The
+ * pipeline's D replicas and the parameter servers' workers keep their own. Collective. */
+RG_NODISCARD rg_status trainer_broadcast_buffers(trainer *t);
+
 /* --strategy pipeline (pipe.c): the checks, the stages and their optimizer; one batch through
  * the pipeline (RG_TRAIN: and the optimizer step), in its own step scope. */
 RG_NODISCARD rg_status trainer_setup_pipeline(trainer *t);
