@@ -37,7 +37,9 @@ lab_allreduce  bench/lab_allreduce.sh's runs (docs/LABS.md, lab 1): allreduce ti
            alpha fitted (least squares, t = alpha + beta x bytes) on the messages up to 16 KiB.
            Prints the table LABS.md quotes.
 lab_buckets  bench/lab_buckets.sh's runs (docs/LABS.md, lab 2): images/s against the DDP bucket
-           size (and --no-overlap), each run a dot, the medians joined.
+           size (and --no-overlap), and the time rank 0 waits for communication after backward
+           (ddp_wait) with the forward time (which no bucket size changes: it shows how much CPU
+           the run got); each run a dot, the medians joined.
 
 Needs matplotlib (python3-matplotlib; scripts/install-deps.sh --bench).
 """
@@ -347,29 +349,41 @@ def plot_lab_allreduce(path, out):
 def plot_lab_buckets(path, out):
     rows = [json.loads(l) for l in open(path) if l.strip()]
     sizes = list(dict.fromkeys(r["bucket_mb"] for r in rows))
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.9))
     x = list(range(len(sizes)))
-    meds = []
-    print("%-10s %10s %10s %8s %8s" % ("bucket_mb", "img/s", "runs", "comm_ms", "overlap"))
+    med = {"ips": [], "wait": [], "fwd": []}
+    print("%-10s %8s %16s %9s %9s %8s" % ("bucket_mb", "img/s", "runs", "ddp_wait", "forward",
+                                         "comm_ms"))
     for i, b in enumerate(sizes):
         rs = [r for r in rows if r["bucket_mb"] == b]
-        ips = [r["trace"]["images_per_sec"] for r in rs]
-        ax.plot([i] * len(ips), ips, "o", color="#4e79a7", alpha=0.4)
-        meds.append(statistics.median(ips))
-        comm = statistics.median(r["trace"].get("comm_ms") or 0 for r in rs)
-        ovl = [r["trace"].get("overlap") for r in rs if r["trace"].get("overlap") is not None]
-        print("%-10s %10.1f %10s %8.1f %8s" % ("none" if b is None else b, meds[-1],
-                                               "/".join("%.0f" % v for v in ips), comm,
-                                               "%.2f" % statistics.median(ovl) if ovl else "-"))
-    ax.plot(x, meds, "-s", color="#e15759", label="median")
-    ax.set_xticks(x, ["no-overlap" if b is None else ("%g" % b) for b in sizes], fontsize=8)
-    ax.set_xlabel("--bucket-mb (MiB; 1e-06 = one bucket per tensor)")
-    ax.set_ylabel("images/s (%d ranks)" % rows[0]["hosts"])
+        vals = {"ips": [r["trace"]["images_per_sec"] for r in rs],
+                "wait": [r["trace"]["phases_ms"]["ddp_wait"] for r in rs],
+                "fwd": [r["trace"]["phases_ms"]["forward"] for r in rs]}
+        for k, v in vals.items():
+            med[k].append(statistics.median(v))
+        left.plot([i] * len(rs), vals["ips"], "o", color="#4e79a7", alpha=0.4)
+        right.plot([i] * len(rs), vals["wait"], "o", color="#e15759", alpha=0.4)
+        right.plot([i] * len(rs), vals["fwd"], ".", color="gray", alpha=0.4)
+        print("%-10s %8.1f %16s %9.1f %9.1f %8.1f" % (
+            "none" if b is None else b, med["ips"][-1], "/".join("%.0f" % v for v in vals["ips"]),
+            med["wait"][-1], med["fwd"][-1],
+            statistics.median(r["trace"].get("comm_ms") or 0 for r in rs)))
+    left.plot(x, med["ips"], "-s", color="#4e79a7", label="images/s, median")
+    right.plot(x, med["wait"], "-s", color="#e15759",
+               label="ddp_wait: communication left after backward")
+    right.plot(x, med["fwd"], "--", color="gray", label="forward (no communication): the CPU share")
+    labels = ["no-overlap" if b is None else ("%g" % b) for b in sizes]
+    for ax in (left, right):
+        ax.set_xticks(x, labels, fontsize=8)
+        ax.set_xlabel("--bucket-mb (MiB; 1e-06 = one bucket per tensor)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    left.set_ylabel("images/s (%d ranks)" % rows[0]["hosts"])
+    right.set_ylabel("ms per step (rank 0, median over steps)")
     loads = [r["load_before"] for r in rows]
-    ax.set_title("%s on %d simulated hosts at %s, 1 thread per rank; load %.1f-%.1f" % (
-        rows[0]["model"], rows[0]["hosts"], rows[0]["rate"], min(loads), max(loads)), fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    fig.suptitle("%s on %d simulated hosts at %s, 1 thread per rank, runs as dots; load %.1f-%.1f"
+                 % (rows[0]["model"], rows[0]["hosts"], rows[0]["rate"], min(loads), max(loads)),
+                 fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=100)
 
