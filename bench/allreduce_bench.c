@@ -3,6 +3,8 @@
  *
  *   scripts/rg-mpirun -np 2 build/bin/allreduce_bench [--min 4K] [--max 256M] [--factor 4]
  *                                                     [--rounds 5] [--budget 0.1]
+ *                                                     [--methods raw,ring,ps] [--jsonl]
+ *                                                     [--ps-chunk 64000]
  *
  * For each size (float32, SUM) it times these methods, interleaved round by round so that
  * noise from the machine hits them alike:
@@ -19,14 +21,28 @@
  *         block each rank owns before the allgather, 1/N of the buffer;
  *   ddpsum, ddpsumring  the reducer with defer_average (what ringgrad-train runs): buckets are
  *         summed and the 1/N is left to the optimizer's kernel, which reads every gradient
- *         anyway (rg_optim_set_grad_scale), so no pass of its own is timed here.
+ *         anyway (rg_optim_set_grad_scale), so no pass of its own is timed here;
+ *   ps    a parameter server's traffic with rank 0 as the server: every other rank sends its
+ *         whole buffer to rank 0, which sums and sends the sum back to each (point to point, in
+ *         chunks of --ps-chunk bytes, so that rank 0 sends chunk c back while chunk c+1 arrives).
+ *         Rank 0's link carries (N-1) buffers each way, against 2(N-1)/N for a ring. The default
+ *         chunk, 64,000 bytes, is under Open MPI's TCP eager limit (64 KiB): a bigger message
+ *         goes by rendezvous, whose receiver must send an acknowledgement, and a worker's
+ *         acknowledgement for the sum waits in its one TCP connection to rank 0 behind all the
+ *         chunks it is still pushing, so push and pull no longer overlap (1 MiB chunks took
+ *         2(N-1) buffer times instead of N-1 on the simulated 1 Gbit/s hosts);
+ *   reducebcast  MPI_Reduce to rank 0, then MPI_Bcast: the same result through MPI's own
+ *         (tree or pipelined) reduce and broadcast.
+ * --methods raw,ring,ps picks methods (the first is the baseline of the ratios); --jsonl prints
+ * one JSON line per size and method (bytes, ranks, method, time_s, algbw, busbw, iters) instead
+ * of the table, for bench/lab_allreduce.sh.
  * A measurement is `iters` back-to-back calls (about --budget seconds), its time the slowest
  * rank's; the table shows the median over --rounds rounds as
  *   algbw = bytes / time                    what the caller sees, and
  *   busbw = algbw * 2(n-1)/n                what each link carries (NCCL-tests' definition),
  * and each method's busbw as a ratio of raw's: the median over rounds of the per-round ratio
- * (each round times every method back to back, so a burst of load hits a pair alike). To add a column, add an entry to `ms` in main.
- * Before timing, each method's result is checked once. */
+ * (each round times every method back to back, so a burst of load hits a pair alike). To add a
+ * column, add an entry to `ms` in main. Before timing, each method's result is checked once. */
 #include <math.h>
 #include <mpi.h>
 #include <stdbool.h>
@@ -38,6 +54,7 @@
 #include "ringgrad.h"
 
 #define MAX_ROUNDS 64
+#define MAX_METHODS 16
 
 typedef struct {
     const char *name;
@@ -66,6 +83,79 @@ static void run_comm(void *ctx, float *buf, int64_t count) {
 }
 static void run_comm_avg(void *ctx, float *buf, int64_t count) {
     die_unless_ok(rg_comm_allreduce(ctx, buf, count, RG_COMM_F32, RG_REDUCE_AVG));
+}
+
+/* ---- the parameter-server pattern and MPI's reduce + broadcast ---- */
+
+typedef struct {
+    int rank, size;
+    int64_t chunk;  /* elements per message */
+    float *scratch; /* rank 0: the other ranks' buffers, (size - 1) x cap */
+    int64_t cap;
+    MPI_Request *reqs;
+} ps_bench;
+
+static void ps_prepare(void *ctx, int64_t count) {
+    ps_bench *b = ctx;
+    int64_t chunks = (count + b->chunk - 1) / b->chunk;
+    if (b->cap >= count) return;
+    free(b->scratch), free(b->reqs);
+    b->scratch =
+        b->rank == 0 ? malloc((size_t)(b->size - 1) * (size_t)count * sizeof(float)) : NULL;
+    b->reqs = malloc((size_t)(2 * b->size * chunks + 1) * sizeof *b->reqs);
+    if ((b->rank == 0 && !b->scratch) || !b->reqs) die_unless_ok(RG_ENOMEM);
+    b->cap = count;
+}
+
+static void run_ps(void *ctx, float *buf, int64_t count) {
+    ps_bench *b = ctx;
+    const int64_t chunk = b->chunk;
+    int w = b->size - 1, chunks = (int)((count + chunk - 1) / chunk);
+    MPI_Request *r = b->reqs;
+    if (b->rank == 0) { /* receive everything at once; sum and send back chunk by chunk */
+        for (int c = 0; c < chunks; c++)
+            for (int k = 0; k < w; k++) {
+                int64_t off = c * chunk, n = count - off < chunk ? count - off : chunk;
+                MPI_Irecv(b->scratch + k * count + off, (int)n, MPI_FLOAT, k + 1, 7, MPI_COMM_WORLD,
+                          &r[c * w + k]);
+            }
+        MPI_Request *sends = r + chunks * w;
+        for (int c = 0; c < chunks; c++) {
+            int64_t off = c * chunk, n = count - off < chunk ? count - off : chunk;
+            MPI_Waitall(w, &r[c * w], MPI_STATUSES_IGNORE);
+            for (int k = 0; k < w; k++) {
+                const float *x = b->scratch + k * count + off;
+                for (int64_t i = 0; i < n; i++) buf[off + i] += x[i];
+            }
+            for (int k = 0; k < w; k++)
+                MPI_Isend(buf + off, (int)n, MPI_FLOAT, k + 1, 8, MPI_COMM_WORLD,
+                          &sends[c * w + k]);
+        }
+        MPI_Waitall(chunks * w, sends, MPI_STATUSES_IGNORE);
+    } else { /* push every chunk; pull chunk c into its place once chunk c has gone */
+        for (int c = 0; c < chunks; c++) {
+            int64_t off = c * chunk, n = count - off < chunk ? count - off : chunk;
+            MPI_Isend(buf + off, (int)n, MPI_FLOAT, 0, 7, MPI_COMM_WORLD, &r[c]);
+        }
+        for (int c = 0; c < chunks; c++) {
+            int64_t off = c * chunk, n = count - off < chunk ? count - off : chunk;
+            MPI_Wait(&r[c], MPI_STATUS_IGNORE);
+            MPI_Irecv(buf + off, (int)n, MPI_FLOAT, 0, 8, MPI_COMM_WORLD, &r[chunks + c]);
+        }
+        MPI_Waitall(chunks, r + chunks, MPI_STATUSES_IGNORE);
+    }
+}
+
+static void ps_clear(ps_bench *b) {
+    free(b->scratch), free(b->reqs);
+    b->scratch = NULL, b->reqs = NULL, b->cap = 0;
+}
+
+static void run_reduce_bcast(void *ctx, float *buf, int64_t count) {
+    int rank = *(const int *)ctx;
+    MPI_Reduce(rank == 0 ? MPI_IN_PLACE : buf, buf, (int)count, MPI_FLOAT, MPI_SUM, 0,
+               MPI_COMM_WORLD);
+    MPI_Bcast(buf, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
 }
 
 /* ---- the ddp method: a fake model's gradients through the DDP reducer ---- */
@@ -112,8 +202,9 @@ static void ddp_prepare(void *ctx, int64_t count) {
         left -= n;
     }
     rg_param_list list = {b->items, b->n};
-    b->ddp = rg_ddp_new(&list, b->comm, &(rg_ddp_opts){.bucket_mb = 25, .first_bucket_mb = 1,
-                                                        .defer_average = b->defer});
+    b->ddp = rg_ddp_new(
+        &list, b->comm,
+        &(rg_ddp_opts){.bucket_mb = 25, .first_bucket_mb = 1, .defer_average = b->defer});
     if (!b->ddp) die_unless_ok(RG_EPEER);
     b->count = count;
 }
@@ -143,6 +234,9 @@ typedef struct {
     int64_t min, max;
     double factor, budget;
     int rounds;
+    const char *methods; /* comma-separated names, or NULL for all */
+    int64_t ps_chunk;    /* bytes */
+    bool jsonl;
 } options;
 
 static int64_t parse_bytes(const char *s) {
@@ -153,9 +247,19 @@ static int64_t parse_bytes(const char *s) {
 }
 
 static options parse_args(int argc, char **argv) {
-    options o = {4 << 10, 256 << 20, 4, 0.1, 5};
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--min"))
+    options o = {4 << 10, 256 << 20, 4, 0.1, 5, NULL, 64000, false};
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--jsonl")) {
+            o.jsonl = true, i--;
+            continue;
+        }
+        if (i + 1 >= argc)
+            fprintf(stderr, "allreduce_bench: ignoring %s\n", argv[i]);
+        else if (!strcmp(argv[i], "--methods"))
+            o.methods = argv[i + 1];
+        else if (!strcmp(argv[i], "--ps-chunk"))
+            o.ps_chunk = parse_bytes(argv[i + 1]);
+        else if (!strcmp(argv[i], "--min"))
             o.min = parse_bytes(argv[i + 1]);
         else if (!strcmp(argv[i], "--max"))
             o.max = parse_bytes(argv[i + 1]);
@@ -172,6 +276,7 @@ static options parse_args(int argc, char **argv) {
     if (o.rounds > MAX_ROUNDS) o.rounds = MAX_ROUNDS;
     if (o.factor < 1.01) o.factor = 2;
     if (o.min < 4) o.min = 4;
+    if (o.ps_chunk < 4) o.ps_chunk = 4;
     return o;
 }
 
@@ -217,16 +322,27 @@ static void bench_size(const method *ms, int nm, int64_t bytes, const options *o
     for (int i = 0; i < 3; i++) best = fmin(best, measure(&ms[0], buf, count, 1));
     int iters = (int)fmin(1000, fmax(1, o->budget / best));
     MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    double t[8][MAX_ROUNDS];
+    double t[MAX_METHODS][MAX_ROUNDS];
     for (int r = 0; r < o->rounds; r++)
         for (int k = 0; k < nm; k++) t[k][r] = measure(&ms[k], buf, count, iters);
     if (rank == 0) {
         /* the ratio: the median over rounds of raw's time / this method's in the same round
          * (interleaved pairs: load that hits one round hits both); before the medians, which
          * sort t in place */
-        double bus = 2.0 * (size - 1) / size, ratio[8][MAX_ROUNDS];
+        double bus = 2.0 * (size - 1) / size, ratio[MAX_METHODS][MAX_ROUNDS];
         for (int k = 1; k < nm; k++)
             for (int r = 0; r < o->rounds; r++) ratio[k][r] = t[0][r] / t[k][r];
+        if (o->jsonl) {
+            for (int k = 0; k < nm; k++) {
+                double sec = bench_median(t[k], o->rounds), alg = bytes / sec / 1e9;
+                printf("{\"bytes\":%lld,\"ranks\":%d,\"method\":\"%s\",\"time_s\":%.9g,"
+                       "\"algbw\":%.6g,\"busbw\":%.6g,\"iters\":%d,\"rounds\":%d}\n",
+                       (long long)bytes, size, ms[k].name, sec, alg, alg * bus, iters, o->rounds);
+            }
+            fflush(stdout);
+            free(buf);
+            return;
+        }
         printf("%10lld %6d", (long long)bytes, iters);
         for (int k = 0; k < nm; k++) {
             double alg = bytes / bench_median(t[k], o->rounds) / 1e9;
@@ -237,6 +353,25 @@ static void bench_size(const method *ms, int nm, int64_t bytes, const options *o
         fflush(stdout);
     }
     free(buf);
+}
+
+/* The methods of `all` named in the comma-separated list (every one if NULL), in the list's
+ * order, into out; returns how many, 0 if a name is unknown. */
+static int pick_methods(const method *all, int n_all, const char *list, method *out) {
+    if (!list) {
+        memcpy(out, all, (size_t)n_all * sizeof *all);
+        return n_all;
+    }
+    int n = 0;
+    for (const char *p = list; *p && n < MAX_METHODS;) {
+        size_t len = strcspn(p, ",");
+        int k = 0;
+        while (k < n_all && (strlen(all[k].name) != len || strncmp(all[k].name, p, len))) k++;
+        if (k == n_all) return 0;
+        out[n++] = all[k];
+        p += len + (p[len] == ',');
+    }
+    return n;
 }
 
 int main(int argc, char **argv) {
@@ -256,7 +391,8 @@ int main(int argc, char **argv) {
     }
     ddp_bench ddp = {.comm = mpi}, ddp_ring = {.comm = ring};
     ddp_bench ddp_sum = {.comm = mpi, .defer = true}, ddp_sum_ring = {.comm = ring, .defer = true};
-    const method ms[] = {
+    ps_bench ps = {.rank = rank, .size = size, .chunk = o.ps_chunk / 4};
+    const method all[] = {
         {.name = "raw", .run = run_raw},
         {.name = "mpi", .run = run_comm, .ctx = mpi},
         {.name = "ring", .run = run_comm, .ctx = ring},
@@ -287,10 +423,18 @@ int main(int argc, char **argv) {
          .prepare = ddp_prepare,
          .load = ddp_load,
          .store = ddp_store},
+        {.name = "ps", .run = run_ps, .ctx = &ps, .prepare = ps_prepare},
+        {.name = "reducebcast", .run = run_reduce_bcast, .ctx = &rank},
     };
-    int nm = (int)(sizeof ms / sizeof *ms);
-    _Static_assert(sizeof ms / sizeof *ms <= 8, "bench_size keeps times for 8 methods");
-    if (rank == 0) {
+    _Static_assert(sizeof all / sizeof *all <= MAX_METHODS, "bench_size keeps MAX_METHODS times");
+    method ms[MAX_METHODS];
+    int nm = pick_methods(all, (int)(sizeof all / sizeof *all), o.methods, ms);
+    if (nm == 0) {
+        if (rank == 0)
+            fprintf(stderr, "allreduce_bench: --methods '%s': no such method\n", o.methods);
+        return 2;
+    }
+    if (rank == 0 && !o.jsonl) {
         printf("# allreduce float32 SUM, %d ranks, median of %d rounds, GB/s. Per method: algbw, "
                "busbw = algbw * 2(n-1)/n, and busbw / raw busbw\n",
                size, o.rounds);
@@ -304,6 +448,7 @@ int main(int argc, char **argv) {
     ddp_bench_clear(&ddp_ring);
     ddp_bench_clear(&ddp_sum);
     ddp_bench_clear(&ddp_sum_ring);
+    ps_clear(&ps);
     rg_comm_free(mpi);
     rg_comm_free(ring);
     return rg_dist_finalize(d) == RG_OK ? 0 : 1;

@@ -5,6 +5,13 @@ batch, trained data-parallel with torch.nn.parallel.DistributedDataParallel over
     /usr/bin/python3 bench/torch_ddp.py [--np 2] [--threads 1] [--batch-size 128] [--steps 30]
                                         [--warmup 3] [--data fmnist|synthetic] [--port 29533]
 
+On several hosts (or simulated ones, scripts/sim-cluster.sh), let mpirun start one process per
+rank and pass --mpi: each takes its rank and the world size from Open MPI's environment
+(OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE; --np is ignored) and meets rank 0 at --master-addr
+over gloo (GLOO_SOCKET_IFNAME picks the interface, e.g. eth0):
+    scripts/sim-cluster.sh run 2 --rate 1gbit -- -np 2 -x GLOO_SOCKET_IFNAME=eth0 \
+        /usr/bin/python3 bench/torch_ddp.py --mpi --master-addr 192.168.77.11
+
 Run it with the system python (/usr/bin/python3 has torch 1.13; the python3 on PATH may not).
 It starts --np processes with torch.multiprocessing on 127.0.0.1, each limited to --threads
 intra-op threads (as `ringgrad-train --threads`), each taking its own shard of --batch-size
@@ -68,7 +75,7 @@ def load_images(data):
 
 def worker(rank, a, out):
     torch.set_num_threads(a.threads)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(a.port))
+    os.environ.update(MASTER_ADDR=a.master_addr, MASTER_PORT=str(a.port))
     dist.init_process_group("gloo", rank=rank, world_size=a.np)
     torch.manual_seed(42)
     x, y = load_images(a.data)
@@ -109,9 +116,21 @@ def main():
     p.add_argument("--warmup", type=int, default=3, help="first steps left out of the timing")
     p.add_argument("--data", choices=["fmnist", "synthetic"], default="fmnist")
     p.add_argument("--port", type=int, default=29533)
+    p.add_argument("--master-addr", default="127.0.0.1", help="rank 0's address")
+    p.add_argument("--mpi", action="store_true",
+                   help="one process per rank started by mpirun (rank and size from OMPI_*)")
     a = p.parse_args()
     if a.steps <= a.warmup:
         p.error("--steps must exceed --warmup")
+    if a.mpi:
+        a.np = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+        rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+
+        class Out:  # rank 0 prints its result
+            def put(self, r):
+                print(json.dumps(r), flush=True)
+        worker(rank, a, Out())
+        return 0
     ctx = mp.get_context("spawn")
     out = ctx.SimpleQueue()
     mp.start_processes(worker, args=(a, out), nprocs=a.np, start_method="spawn")

@@ -11,6 +11,10 @@
         -o docs/images/lab_lr.png
     /usr/bin/python3 scripts/plot_bench.py lab_sync bench/results/lab_sync.jsonl \\
         -o docs/images/lab_sync.png
+    /usr/bin/python3 scripts/plot_bench.py lab_allreduce bench/results/lab_allreduce.jsonl \\
+        -o docs/images/lab_allreduce.png
+    /usr/bin/python3 scripts/plot_bench.py lab_buckets bench/results/lab_buckets.jsonl \\
+        -o docs/images/lab_buckets.png
 
 allreduce  the table bench/allreduce_bench.c prints (saved with tee): bus bandwidth against
            message size, one line per method, and each method's busbw as a fraction of raw
@@ -26,6 +30,16 @@ lab_lr     bench/lab_lr.sh's runs (docs/LABS.md, lab 4): test accuracy after eac
 lab_sync   bench/lab_sync.sh's runs (docs/LABS.md, lab 3): test accuracy against epochs and
            against training seconds for ddp, ps-sync and ps-async at each staleness bound, without
            (solid) and with (dashed) a straggler, from ringgrad-train's --json epoch_log.
+lab_allreduce  bench/lab_allreduce.sh's runs (docs/LABS.md, lab 1): allreduce time x link rate /
+           bytes against the number of hosts N at the largest size, per method, with the models
+           2(N-1)/N (ring) and N-1, 2(N-1) (parameter server on rank 0, push and pull overlapped
+           or not); and against message size at the largest N, with the models plus a latency
+           alpha fitted (least squares, t = alpha + beta x bytes) on the messages up to 16 KiB.
+           Prints the table LABS.md quotes.
+lab_buckets  bench/lab_buckets.sh's runs (docs/LABS.md, lab 2): images/s against the DDP bucket
+           size (and --no-overlap), and the time rank 0 waits for communication after backward
+           (ddp_wait) with the forward time (which no bucket size changes: it shows how much CPU
+           the run got); each run a dot, the medians joined.
 
 Needs matplotlib (python3-matplotlib; scripts/install-deps.sh --bench).
 """
@@ -242,16 +256,149 @@ def plot_lab_bytes(path, out):
     fig.savefig(out, dpi=100)
 
 
+RATE_BYTES = {"100mbit": 12.5e6, "1gbit": 125e6, "10gbit": 1250e6}
+AR_MODELS = (("ring", lambda n: 2 * (n - 1) / n, "#f28e2b", "2(N-1)/N: ring"),
+             ("ps", lambda n: n - 1, "#e15759", "N-1: server on rank 0, push || pull"),
+             ("ps2", lambda n: 2 * (n - 1), "#e15759", "2(N-1): push, then pull"))
+AR_STYLE = dict(METHOD_STYLE, ps=("#e15759", "D", "parameter server on rank 0 (point to point)"),
+                reducebcast=("#59a14f", "v", "MPI_Reduce + MPI_Bcast"))
+AR_STYLE["ring"] = ("#f28e2b", "^", "ring comm (ringgrad's ring, comm thread)")
+
+
+def fit_alpha(rows, small=16384):
+    """Least-squares t = alpha + beta * bytes over the sizes up to `small`: (alpha s, beta s/B)."""
+    pts = [(r["bytes"], r["time_s"]) for r in rows if r["bytes"] <= small]
+    if len(pts) < 2:
+        return (pts[0][1] if pts else 0.0), 0.0
+    mx = statistics.mean(b for b, _ in pts)
+    my = statistics.mean(t for _, t in pts)
+    sxx = sum((b - mx) ** 2 for b, _ in pts)
+    beta = sum((b - mx) * (t - my) for b, t in pts) / sxx if sxx else 0.0
+    return max(0.0, my - beta * mx), beta
+
+
+def plot_lab_allreduce(path, out):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    rates = list(dict.fromkeys(r["rate"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    hosts = sorted(set(r["hosts"] for r in rows))
+    big = max(r["bytes"] for r in rows)
+    fig, axes = plt.subplots(2, len(rates), figsize=(5.2 * len(rates), 8), squeeze=False)
+    print("%-7s %2s %-12s %10s %8s %8s %9s" % ("rate", "N", "method", "ms@%dMiB" % (big >> 20),
+                                               "t*B/n", "model", "alpha_us"))
+    for col, rate in enumerate(rates):
+        bw = RATE_BYTES[rate]
+        top, bottom = axes[0][col], axes[1][col]
+        xs = [n for n in range(min(hosts), max(hosts) + 1)]
+        fine = [min(hosts) + i * (max(hosts) - min(hosts)) / 50 for i in range(51)]
+        for name, f, color, label in AR_MODELS:
+            top.plot(fine, [f(n) for n in fine], color=color, alpha=0.5,
+                     ls="--" if name != "ps2" else ":", label="model " + label)
+        for m in methods:
+            color, marker, label = AR_STYLE.get(m, ("gray", "o", m))
+            pts = []
+            for n in hosts:
+                rs = [r for r in rows if r["rate"] == rate and r["hosts"] == n and r["method"] == m]
+                if not rs:
+                    continue
+                r = max(rs, key=lambda r: r["bytes"])
+                norm = r["time_s"] * bw / r["bytes"]
+                pts.append((n, norm))
+                model = {"ring": 2 * (n - 1) / n, "ps": n - 1}.get(m)
+                print("%-7s %2d %-12s %10.1f %8.2f %8s %9.0f" % (
+                    rate, n, m, r["time_s"] * 1e3, norm, "%.2f" % model if model else "-",
+                    fit_alpha(rs)[0] * 1e6))
+            top.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color,
+                     ls="-", label=label)
+        top.set_xticks(xs)
+        top.set_xlabel("hosts N (one rank each)")
+        top.set_ylabel("time x link rate / bytes")
+        top.set_title("%s links, %d MiB of float32" % (rate, big >> 20), fontsize=9)
+        top.grid(alpha=0.3)
+        top.legend(fontsize=6.5)
+        # bottom: against message size at the largest N, models with the fitted alpha
+        n = max(hosts)
+        for m in methods:
+            rs = sorted((r for r in rows if r["rate"] == rate and r["hosts"] == n
+                         and r["method"] == m), key=lambda r: r["bytes"])
+            if not rs:
+                continue
+            color, marker, label = AR_STYLE.get(m, ("gray", "o", m))
+            bottom.loglog([r["bytes"] for r in rs], [r["time_s"] * bw / r["bytes"] for r in rs],
+                          marker=marker, color=color, ls="-", label=label)
+            model = {"ring": 2 * (n - 1) / n, "ps": n - 1}.get(m)
+            if model is not None:
+                alpha = fit_alpha(rs)[0]
+                bottom.loglog([r["bytes"] for r in rs],
+                              [alpha * bw / r["bytes"] + model for r in rs], color=color, ls="--",
+                              alpha=0.6, label="model: alpha %.0f us + %.2f x bytes / rate" % (
+                                  alpha * 1e6, model))
+        bottom.set_xlabel("bytes")
+        bottom.set_ylabel("time x link rate / bytes")
+        bottom.set_title("%s links, N = %d" % (rate, n), fontsize=9)
+        bottom.grid(alpha=0.3, which="both")
+        bottom.legend(fontsize=6.5)
+    loads = [r["load_before"] for r in rows]
+    fig.suptitle("Allreduce on simulated hosts (scripts/sim-cluster.sh), median of %d rounds; "
+                 "load average %.1f-%.1f" % (rows[0]["rounds"], min(loads), max(loads)),
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
+def plot_lab_buckets(path, out):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    sizes = list(dict.fromkeys(r["bucket_mb"] for r in rows))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.9))
+    x = list(range(len(sizes)))
+    med = {"ips": [], "wait": [], "fwd": []}
+    print("%-10s %8s %16s %9s %9s %8s" % ("bucket_mb", "img/s", "runs", "ddp_wait", "forward",
+                                         "comm_ms"))
+    for i, b in enumerate(sizes):
+        rs = [r for r in rows if r["bucket_mb"] == b]
+        vals = {"ips": [r["trace"]["images_per_sec"] for r in rs],
+                "wait": [r["trace"]["phases_ms"]["ddp_wait"] for r in rs],
+                "fwd": [r["trace"]["phases_ms"]["forward"] for r in rs]}
+        for k, v in vals.items():
+            med[k].append(statistics.median(v))
+        left.plot([i] * len(rs), vals["ips"], "o", color="#4e79a7", alpha=0.4)
+        right.plot([i] * len(rs), vals["wait"], "o", color="#e15759", alpha=0.4)
+        right.plot([i] * len(rs), vals["fwd"], ".", color="gray", alpha=0.4)
+        print("%-10s %8.1f %16s %9.1f %9.1f %8.1f" % (
+            "none" if b is None else b, med["ips"][-1], "/".join("%.0f" % v for v in vals["ips"]),
+            med["wait"][-1], med["fwd"][-1],
+            statistics.median(r["trace"].get("comm_ms") or 0 for r in rs)))
+    left.plot(x, med["ips"], "-s", color="#4e79a7", label="images/s, median")
+    right.plot(x, med["wait"], "-s", color="#e15759",
+               label="ddp_wait: communication left after backward")
+    right.plot(x, med["fwd"], "--", color="gray", label="forward (no communication): the CPU share")
+    labels = ["no-overlap" if b is None else ("%g" % b) for b in sizes]
+    for ax in (left, right):
+        ax.set_xticks(x, labels, fontsize=8)
+        ax.set_xlabel("--bucket-mb (MiB; 1e-06 = one bucket per tensor)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    left.set_ylabel("images/s (%d ranks)" % rows[0]["hosts"])
+    right.set_ylabel("ms per step (rank 0, median over steps)")
+    loads = [r["load_before"] for r in rows]
+    fig.suptitle("%s on %d simulated hosts at %s, 1 thread per rank, runs as dots; load %.1f-%.1f"
+                 % (rows[0]["model"], rows[0]["hosts"], rows[0]["rate"], min(loads), max(loads)),
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("kind", choices=["allreduce", "scaling", "overlap", "lab_lr", "lab_bytes",
-                                      "lab_sync"])
+                                      "lab_sync", "lab_allreduce", "lab_buckets"])
     p.add_argument("input")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
     {"allreduce": plot_allreduce, "scaling": plot_scaling, "overlap": plot_overlap,
      "lab_lr": plot_lab_lr, "lab_bytes": plot_lab_bytes,
-     "lab_sync": plot_lab_sync}[a.kind](a.input, a.output)
+     "lab_sync": plot_lab_sync, "lab_allreduce": plot_lab_allreduce,
+     "lab_buckets": plot_lab_buckets}[a.kind](a.input, a.output)
     print("wrote", a.output)
 
 

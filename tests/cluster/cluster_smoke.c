@@ -7,11 +7,16 @@
  * every element. It also checks that the ranks really ran on --hosts different hosts: a launcher
  * that quietly put every rank on one host would pass the allreduce but prove nothing about the
  * network. A host is a network namespace, read from /proc/self/ns/net (its inode number).
+ * And it checks that the ranks are not all bound to one and the same CPU: Open MPI binds the
+ * ranks of each rsh-launched host from that host's core 0, so without --bind-to none (which
+ * scripts/rg-mpirun adds) every simulated host's rank would run on core 0 of the shared machine.
  * Exit status 0 when everything holds, 1 otherwise (mpirun passes it on). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <mpi.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +32,8 @@ typedef struct {
     uint64_t netns;
     char host[NAME_LEN];
     char addr[NAME_LEN];
+    int cpus;      /* CPUs this rank may run on (0: unknown) */
+    int first_cpu; /* the lowest of them */
 } place;
 
 static place where_am_i(void) {
@@ -35,6 +42,12 @@ static place where_am_i(void) {
     if (stat("/proc/self/ns/net", &st) == 0) p.netns = (uint64_t)st.st_ino;
     if (gethostname(p.host, sizeof p.host - 1) != 0) strcpy(p.host, "?");
     strcpy(p.addr, "?");
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        p.cpus = CPU_COUNT(&set);
+        for (p.first_cpu = 0; p.first_cpu < CPU_SETSIZE && !CPU_ISSET(p.first_cpu, &set);)
+            p.first_cpu++;
+    }
     struct ifaddrs *ifs = NULL;
     if (getifaddrs(&ifs) == 0) {
         for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
@@ -77,20 +90,24 @@ static int64_t check_allreduce(int64_t n, int rank, int world) {
     return wrong;
 }
 
-/* Rank 0 prints every rank's place and counts the distinct namespaces. Collective. */
-static int count_hosts(int rank, int world) {
+/* Rank 0 prints every rank's place and counts the distinct namespaces; *one_cpu is set when
+ * there are several ranks, the machine has several CPUs, and every rank may run only on the
+ * same single CPU. Collective. */
+static int count_hosts(int rank, int world, int *one_cpu) {
     place me = where_am_i();
     place *all = malloc((size_t)world * sizeof *all);
     if (!all) MPI_Abort(MPI_COMM_WORLD, 1);
     MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD);
     int distinct = 0;
+    *one_cpu = world > 1 && sysconf(_SC_NPROCESSORS_ONLN) > 1;
     for (int r = 0; r < world; r++) {
+        *one_cpu &= all[r].cpus == 1 && all[r].first_cpu == all[0].first_cpu;
         int seen = 0;
         for (int q = 0; q < r; q++) seen |= all[q].netns == all[r].netns;
         distinct += !seen;
         if (rank == 0)
-            printf("rank %d on host %s, address %s, net namespace %llu\n", r, all[r].host,
-                   all[r].addr, (unsigned long long)all[r].netns);
+            printf("rank %d on host %s, address %s, net namespace %llu, %d CPUs allowed\n", r,
+                   all[r].host, all[r].addr, (unsigned long long)all[r].netns, all[r].cpus);
     }
     free(all);
     return distinct;
@@ -106,8 +123,17 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--hosts") && i + 1 < argc) want_hosts = atoi(argv[++i]);
 
     int failed = 0;
-    const int hosts = count_hosts(rank, world);
+    int one_cpu;
+    const int hosts = count_hosts(rank, world, &one_cpu);
     if (rank == 0) printf("%d ranks on %d hosts\n", world, hosts);
+    if (one_cpu) {
+        if (rank == 0)
+            fprintf(stderr,
+                    "cluster_smoke: every rank is bound to CPU %d alone; launch with "
+                    "--bind-to none (scripts/rg-mpirun does)\n",
+                    where_am_i().first_cpu);
+        failed = 1;
+    }
     if (want_hosts > 0 && hosts != want_hosts) {
         if (rank == 0)
             fprintf(stderr, "cluster_smoke: ranks ran on %d hosts, want %d\n", hosts, want_hosts);

@@ -18,3 +18,27 @@ add_test(NAME cluster/sim_cluster_smoke
                  $<TARGET_FILE:cluster_smoke>)
 set_tests_properties(cluster/sim_cluster_smoke PROPERTIES LABELS "cluster;mpi" TIMEOUT 180
                      SKIP_RETURN_CODE 77 PROCESSORS 2 ENVIRONMENT "${RG_CLUSTER_TEST_ENV}")
+
+# The lab scripts that run on simulated hosts (bench/lab_allreduce.sh, bench/lab_buckets.sh,
+# bench/scaling_cluster.sh), in a CI-sized mode: tiny sizes and steps, results into the build
+# folder. They exit 77 where the machine cannot simulate a cluster.
+set(RG_LAB_OUT ${CMAKE_BINARY_DIR}/lab_smoke)
+add_test(NAME cluster/lab_allreduce_smoke
+         COMMAND ${CMAKE_SOURCE_DIR}/bench/lab_allreduce.sh --hosts 2 --rates 1gbit --min 1K
+                 --max 64K --factor 8 --rounds 1 --budget 0.001 --out ${RG_LAB_OUT})
+add_test(NAME cluster/lab_buckets_smoke
+         COMMAND ${CMAKE_SOURCE_DIR}/bench/lab_buckets.sh --buckets 1 --repeats 1 --steps 5
+                 --batch-size 16 --out ${RG_LAB_OUT})
+add_test(NAME cluster/scaling_cluster_smoke
+         COMMAND ${CMAKE_SOURCE_DIR}/bench/scaling_cluster.sh --hosts 2 --repeats 1 --steps 5
+                 --batch-size 16 --strategies "ddp powersgd" --no-torch --out ${RG_LAB_OUT})
+set_tests_properties(cluster/lab_allreduce_smoke PROPERTIES PASS_REGULAR_EXPRESSION
+                     "lab_allreduce.sh: [1-9][0-9]* lines")
+set_tests_properties(cluster/lab_buckets_smoke PROPERTIES PASS_REGULAR_EXPRESSION
+                     "lab_buckets.sh: 2 runs")
+set_tests_properties(cluster/scaling_cluster_smoke PROPERTIES PASS_REGULAR_EXPRESSION
+                     "rg2-powersgd +2 ")
+set_tests_properties(cluster/lab_allreduce_smoke cluster/lab_buckets_smoke
+                     cluster/scaling_cluster_smoke PROPERTIES LABELS "cluster;mpi" TIMEOUT 300
+                     SKIP_RETURN_CODE 77 PROCESSORS 2 RUN_SERIAL TRUE
+                     ENVIRONMENT "${RG_CLUSTER_TEST_ENV}")
