@@ -28,7 +28,7 @@ shapes=$(mktemp)
 trap 'rm -f "$shapes" "$raw"' EXIT
 "$bench" --shapes --batch "$batch" >"$shapes"
 [ -n "$layers" ] || layers=$(awk '{print $2}' "$shapes")
-echo "conv2d: ringgrad vs PyTorch $torch_version (oneDNN), $rounds interleaved rounds of $iters runs, ResNet-18 batch $batch, $clock clock, $(date -u +%Y-%m-%d)"
+echo "conv2d: ringgrad vs PyTorch $torch_version (oneDNN), $rounds interleaved rounds of $iters runs, ResNet batch $batch, $clock clock, $(date -u +%Y-%m-%d)"
 for t in $threads; do
     r=1
     while [ "$r" -le "$rounds" ]; do

@@ -1,6 +1,7 @@
-/* conv.c — conv2d forward, backward data and backward filter on the CNN's layers and ResNet-18's
- * conv shapes, each next to cblas_sgemm of the matrix product an im2col implementation would do
- * with the same arithmetic (over the whole batch at once: its largest and fastest form):
+/* conv.c — conv2d forward, backward data and backward filter on the CNN's layers and the conv
+ * shapes of ResNet-18 and ResNet-50, each next to cblas_sgemm of the matrix product an im2col
+ * implementation would do with the same arithmetic (over the whole batch at once: its largest and
+ * fastest form):
  *
  *   forward          w (K, CRS)    col (CRS, N*PQ)
  *   backward data    w^T (CRS, K)  dy (K, N*PQ)      (then col2im)
@@ -23,13 +24,41 @@ typedef struct {
 } conv_layer;
 
 static const conv_layer layers[] = {
-    {"cnn.conv1", 128, 1, 28, 32, 3, 1, 0},     {"cnn.conv2", 128, 32, 26, 64, 3, 1, 0},
-    {"r18.stem7x7", 0, 3, 224, 64, 7, 2, 3},    {"r18.l1.3x3", 0, 64, 56, 64, 3, 1, 1},
-    {"r18.l2.3x3s2", 0, 64, 56, 128, 3, 2, 1},  {"r18.l2.3x3", 0, 128, 28, 128, 3, 1, 1},
-    {"r18.l2.1x1s2", 0, 64, 56, 128, 1, 2, 0},  {"r18.l3.3x3s2", 0, 128, 28, 256, 3, 2, 1},
-    {"r18.l3.3x3", 0, 256, 14, 256, 3, 1, 1},   {"r18.l3.1x1s2", 0, 128, 28, 256, 1, 2, 0},
-    {"r18.l4.3x3s2", 0, 256, 14, 512, 3, 2, 1}, {"r18.l4.3x3", 0, 512, 7, 512, 3, 1, 1},
+    {"cnn.conv1", 128, 1, 28, 32, 3, 1, 0},
+    {"cnn.conv2", 128, 32, 26, 64, 3, 1, 0},
+    {"r18.stem7x7", 0, 3, 224, 64, 7, 2, 3},
+    {"r18.l1.3x3", 0, 64, 56, 64, 3, 1, 1},
+    {"r18.l2.3x3s2", 0, 64, 56, 128, 3, 2, 1},
+    {"r18.l2.3x3", 0, 128, 28, 128, 3, 1, 1},
+    {"r18.l2.1x1s2", 0, 64, 56, 128, 1, 2, 0},
+    {"r18.l3.3x3s2", 0, 128, 28, 256, 3, 2, 1},
+    {"r18.l3.3x3", 0, 256, 14, 256, 3, 1, 1},
+    {"r18.l3.1x1s2", 0, 128, 28, 256, 1, 2, 0},
+    {"r18.l4.3x3s2", 0, 256, 14, 512, 3, 2, 1},
+    {"r18.l4.3x3", 0, 512, 7, 512, 3, 1, 1},
     {"r18.l4.1x1s2", 0, 256, 14, 512, 1, 2, 0},
+    /* ResNet-50 (torchvision: Bottleneck, the stride on the 3x3) at 224x224, the shapes ResNet-18
+     * has not: its stem and its stride-1 3x3s are r18.stem7x7 and r18.l1.3x3 ... r18.l4.3x3.
+     * 1x1a: the first block's 1x1 in, 1x1b: the later blocks' 1x1 in, 3x3s2: the first block's
+     * 3x3, 1x1e: the 1x1 out (stage 1: also the downsample), 1x1f: the downsample. */
+    {"r50.l1.1x1a", 0, 64, 56, 64, 1, 1, 0},
+    {"r50.l1.1x1b", 0, 256, 56, 64, 1, 1, 0},
+    {"r50.l1.1x1e", 0, 64, 56, 256, 1, 1, 0},
+    {"r50.l2.1x1a", 0, 256, 56, 128, 1, 1, 0},
+    {"r50.l2.1x1b", 0, 512, 28, 128, 1, 1, 0},
+    {"r50.l2.3x3s2", 0, 128, 56, 128, 3, 2, 1},
+    {"r50.l2.1x1e", 0, 128, 28, 512, 1, 1, 0},
+    {"r50.l2.1x1f", 0, 256, 56, 512, 1, 2, 0},
+    {"r50.l3.1x1a", 0, 512, 28, 256, 1, 1, 0},
+    {"r50.l3.1x1b", 0, 1024, 14, 256, 1, 1, 0},
+    {"r50.l3.3x3s2", 0, 256, 28, 256, 3, 2, 1},
+    {"r50.l3.1x1e", 0, 256, 14, 1024, 1, 1, 0},
+    {"r50.l3.1x1f", 0, 512, 28, 1024, 1, 2, 0},
+    {"r50.l4.1x1a", 0, 1024, 14, 512, 1, 1, 0},
+    {"r50.l4.1x1b", 0, 2048, 7, 512, 1, 1, 0},
+    {"r50.l4.3x3s2", 0, 512, 14, 512, 3, 2, 1},
+    {"r50.l4.1x1e", 0, 512, 7, 2048, 1, 1, 0},
+    {"r50.l4.1x1f", 0, 1024, 14, 2048, 1, 2, 0},
 };
 #define NLAYERS ((int)(sizeof layers / sizeof layers[0]))
 
@@ -134,7 +163,7 @@ static void free_conv(conv_run *r) {
 
 void rgb_run_conv(const rgb_opts *o) {
     printf("\nconv2d (ringgrad CPU kernels) vs cblas_sgemm of the equivalent im2col product, "
-           "median of %d interleaved runs; ResNet-18 shapes at batch %d\n",
+           "median of %d interleaved runs; ResNet shapes at batch %d\n",
            o->iters, o->batch);
     printf("%-3s %-14s %-19s %-10s %9s %8s %9s %8s %9s\n", "thr", "layer", "N,C,H -> K,RxR/s,p",
            "pass", "ms", "GFLOP/s", "sgemm ms", "GFLOP/s", "vs sgemm");

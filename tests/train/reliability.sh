@@ -157,10 +157,14 @@ case_ "--save under a regular file" 1 "Not a directory" "--save good.safetensors
 case_ "--save path of 5,000 characters" 1 "5[0-9]{3} characters long; the limit is 4095" "--save xxxx...(5000)" tr1 "${M[@]}" --save "$out/$long"
 case_ "stdout piped into head -n 1" 0 "" "ringgrad-train ... | head -n 1" \
     bash -c "set -o pipefail; \"$RG_TRAIN\" --data-dir \"$D\" --model mlp --batch-size 48 --epochs 2 --save \"$out/pipe.safetensors\" | head -n 1 >/dev/null; exit \${PIPESTATUS[0]}"
+# The signalled runs are given far more epochs than they can finish (an epoch takes ~60 ms here), so
+# that the signals always find them running: with 50 epochs (about 4 s) a loaded machine once kept
+# the polling shell off the CPU until the run had ended (exit 0, "kill: No such process").
 bg_signal TERM 5 "kill -TERM (mid-epoch, --save)" "SIGTERM: finish the step, save, 143" 143 \
-    --model mlp --batch-size 16 --epochs 50 --save "$out/term.safetensors"
+    --model mlp --batch-size 16 --epochs 100000 --save "$out/term.safetensors"
 [ -s "$out/term.safetensors" ] || { failures=$((failures + 1)); echo "no checkpoint after SIGTERM"; }
-bg_signal "INT INT" 3 "kill -INT twice" "second SIGINT exits at once" 130 --model mlp --batch-size 16 --epochs 50
+bg_signal "INT INT" 3 "kill -INT twice" "second SIGINT exits at once" 130 --model mlp --batch-size 16 \
+    --epochs 100000
 
 # ---- ranks that disagree
 case_ "--comm mpi on rank 0, ring on rank 1" 1 "--comm/\\\$RG_COMM is mpi on rank 0, ring on rank 1" \
