@@ -150,6 +150,7 @@ struct rg_dist {
     /* The comm thread and its FIFO queue. */
     pthread_t thread;
     bool thread_started;
+    bool thread_named; /* the comm thread has named itself in the timeline (rg_comm_thread_start waits) */
     pthread_mutex_t mu;
     pthread_cond_t work_cv; /* signalled when a request is queued or on stop */
     pthread_cond_t done_cv; /* broadcast when a request is done */

@@ -191,6 +191,8 @@ static void *thread_main(void *arg) {
      * sleep in steps of a few microseconds, so ask for 1 us. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     pthread_mutex_lock(&d->mu);
+    d->thread_named = true;
+    pthread_cond_broadcast(&d->done_cv);
     for (;;) {
         while (!(d->head && !d->running) && !(d->stopping && !d->head))
             pthread_cond_wait(&d->work_cv, &d->mu);
@@ -208,6 +210,11 @@ rg_status rg_comm_thread_start(rg_dist *d) {
     int e = pthread_create(&d->thread, NULL, thread_main, d);
     if (e == 0) {
         d->thread_started = true;
+        /* Wait until the thread has named itself: a timeline written before then (a loaded
+         * machine can keep a new thread off the CPU for a while) would lack the comm thread. */
+        pthread_mutex_lock(&d->mu);
+        while (!d->thread_named) pthread_cond_wait(&d->done_cv, &d->mu);
+        pthread_mutex_unlock(&d->mu);
         return RG_OK;
     }
     pthread_cond_destroy(&d->done_cv);

@@ -16,6 +16,6 @@ for v in abc -3 0 100000 2x; do
 done
 out=$("$train" --threads 100000 --data synthetic --epochs 1 --max-steps 1 2>&1); rc=$?
 [ "$rc" = 2 ] && grep -q -- "--threads: 100000 is out of range" <<<"$out" || { echo "FAIL: --threads 100000: $rc $out"; fail=1; }
-out=$(RG_NUM_THREADS=2 "$train" --data synthetic --epochs 1 --max-steps 1 --json 2>&1); rc=$?
+out=$(RG_NUM_THREADS=2 "$train" --data synthetic --model mlp --epochs 1 --max-steps 1 --json 2>&1); rc=$?
 [ "$rc" = 0 ] && grep -q '"threads":2' <<<"$out" || { echo "FAIL: RG_NUM_THREADS=2: $rc $out"; fail=1; }
 exit $fail
