@@ -27,6 +27,7 @@
 #include "ringgrad/autograd.h"
 #include "tensor/backend_impl.h"
 #include "core/alloc.h"
+#include "core/hash.h"
 
 typedef struct {
     rg_tensor *param;
@@ -79,11 +80,6 @@ struct rg_ddp {
  * "collective differs" error later, or silently wrong sums); instead every rank fails here with
  * a message naming the first tensor, or the setting, that differs. */
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
-    return h;
-}
-
 /* "p2.weight float32 (300) parameter", or "nothing (4 tensors in all)" past the end. */
 static void describe_tensor(const rg_param_list *params, int64_t i, char *buf, size_t cap) {
     if (i >= params->n) {
@@ -102,7 +98,7 @@ static void describe_tensor(const rg_param_list *params, int64_t i, char *buf, s
 static uint64_t tensor_hash(const rg_param_list *params, int i) {
     char buf[512];
     describe_tensor(params, i, buf, sizeof buf);
-    return fnv1a(1469598103934665603ull, buf, strlen(buf));
+    return rg_fnv1a(RG_FNV1A_BASIS, buf, strlen(buf));
 }
 
 /* What the ranks compare: the model (a hash over the tensors, their count: the fields before
@@ -110,13 +106,13 @@ static uint64_t tensor_hash(const rg_param_list *params, int i) {
 enum { AG_MODEL, AG_TENSORS, AG_BUCKETS, AG_PLAN, AG_ACCUM, AG_FLAGS, AG_STATUS, AG_LEN };
 
 static void agreement(const rg_ddp *d, const rg_param_list *params, rg_status st, int64_t *a) {
-    uint64_t model = 1469598103934665603ull, plan = 1469598103934665603ull;
+    uint64_t model = RG_FNV1A_BASIS, plan = RG_FNV1A_BASIS;
     for (int i = 0; i < params->n; i++) {
         uint64_t h = tensor_hash(params, i);
-        model = fnv1a(model, &h, sizeof h);
+        model = rg_fnv1a(model, &h, sizeof h);
     }
     for (int b = 0; b < d->n_buckets; b++)
-        plan = fnv1a(plan, &d->buckets[b].numel, sizeof(int64_t));
+        plan = rg_fnv1a(plan, &d->buckets[b].numel, sizeof(int64_t));
     a[AG_MODEL] = (int64_t)model, a[AG_TENSORS] = params->n, a[AG_BUCKETS] = d->n_buckets;
     a[AG_PLAN] = (int64_t)plan, a[AG_ACCUM] = d->opts.accum_steps;
     a[AG_FLAGS] = d->opts.compress_fp16 | d->opts.no_overlap << 1 | d->opts.defer_average << 2 |

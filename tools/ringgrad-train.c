@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/hash.h"
 #include "ringgrad-train/trainer.h"
 
 /* ---- one step ---- */
@@ -128,15 +129,14 @@ RG_NODISCARD static rg_status reduce_metrics(trainer *t, metrics *m) {
 static void print_buffer_checksum(const trainer *t, const char *when) {
     if (!t->a.buffer_checksum) return;
     const rg_param_list *l = rg_model_params(t->net);
-    uint64_t h = 14695981039346656037ull;
+    uint64_t h = RG_FNV1A_BASIS;
     int n = 0;
     rg_scope_begin();
     for (int i = 0; i < l->n; i++) {
         if (!l->items[i].is_buffer) continue;
         const rg_tensor *x = l->items[i].tensor;
         if (x->device.type != RG_DEV_CPU) x = rg_tensor_to(x, RG_CPU);
-        const unsigned char *p = x->data;
-        for (size_t k = 0; k < rg_tensor_nbytes(x); k++) h = (h ^ p[k]) * 1099511628211ull;
+        h = rg_fnv1a(h, x->data, rg_tensor_nbytes(x));
         n++;
     }
     rg_scope_end();

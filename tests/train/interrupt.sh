@@ -56,6 +56,10 @@ wait_job() {
 }
 
 common=(--model mlp --batch-size 16 --epochs 50 --seed 5)
+# The signalled runs: far more epochs than they can finish, so that the signal always finds them
+# running (50 epochs take about 1 s; under a loaded CI the polling shell once saw step 3 only after
+# the run had ended: "kill: No such process", exit 0). Their resumed runs say --epochs 1.
+signalled=(--model mlp --batch-size 16 --epochs 100000 --seed 5)
 case $mode in
 outputs)
     touch "$out/a_file"
@@ -83,7 +87,7 @@ pipe)
     grep -q "warning: standard output is closed" "$out/err" || fail "no warning about stdout"
     ;;
 term1)
-    start_bg 1 "${common[@]}" --save "$out/c.safetensors"
+    start_bg 1 "${signalled[@]}" --save "$out/c.safetensors"
     wait_step 5
     kill -TERM $job
     wait_job 30
@@ -93,7 +97,7 @@ term1)
     run_logged "$out/resume.log" 1 "${common[@]}" --resume "$out/c.safetensors" --epochs 1
     ;;
 int2)
-    start_bg 1 "${common[@]}" --save "$out/c.safetensors"
+    start_bg 1 "${signalled[@]}" --save "$out/c.safetensors"
     wait_step 3
     kill -INT $job
     kill -INT $job
@@ -101,7 +105,7 @@ int2)
     [ $rc = 130 ] || fail "exit $rc, want 130"
     ;;
 term_rank1)
-    start_bg 2 "${common[@]}" --save "$out/c.safetensors"
+    start_bg 2 "${signalled[@]}" --save "$out/c.safetensors"
     wait_step 5
     victim=$(rank_pids $job | awk '$2 == 1 {print $1}')
     [ -n "$victim" ] || fail "cannot find rank 1"
