@@ -5,8 +5,8 @@
  * window order (as PyTorch does) and a NaN in the window wins, so it propagates.
  *
  * The common 2x2 window with stride 2 gets a loop without bounds checks whose comparisons the
- * compiler turns into SIMD selects; other windows clip their row and column ranges once per
- * output instead of testing every tap. */
+ * compiler turns into SIMD selects (the AVX-512 copy: by hand, 16 outputs a vector, below);
+ * other windows clip their row and column ranges once per output instead of testing every tap. */
 #include "tensor/cpu/cpu.h"
 
 /* Output rows are short (12 outputs in the CNN), shorter than one AVX-512 vector of 16 floats,
@@ -19,9 +19,93 @@ static inline bool takes_over(float v, float best) {
     return v > best || v != v;
 }
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+/* The AVX-512 copy of the 2x2 rows: 16 outputs a vector (masked at the row's end), the two input
+ * rows loaded as 32 consecutive floats each and split into their even and odd columns with one
+ * two-source permute apiece. GCC's own code for the loop below used 4-float vectors with strided
+ * loads and reached only half a copy's speed on Zen 5. Same comparisons, same result to the bit:
+ * v takes over when v > best (ordered) or v is NaN. */
+static inline __mmask16 takes_over_v(__m512 v, __m512 best) {
+    return _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+}
+
+/* Masks for a chunk of nq (1..16) outputs: mq over the outputs, lo and hi over the 2*nq inputs. */
+static inline void chunk_masks(int64_t nq, __mmask16 *mq, __mmask16 *lo, __mmask16 *hi) {
+    *mq = (__mmask16)((1u << nq) - 1u);
+    *lo = nq >= 8 ? (__mmask16)0xFFFF : (__mmask16)((1u << (2 * nq)) - 1u);
+    *hi = nq > 8 ? (__mmask16)((1u << (2 * nq - 16)) - 1u) : (__mmask16)0;
+}
+
+/* Stores the first n (0..16) lanes of v at p, without masked stores: on Zen 5 a masked 512-bit
+ * store ran at a third of a copy's speed (the backward below: 31% of a copy with them). Whole
+ * vectors of 16, 8 and 4 lanes, then single floats. */
+static inline void store_prefix(float *p, __m512 v, int64_t n) {
+    if (n == 16) {
+        _mm512_storeu_ps(p, v);
+        return;
+    }
+    __m256 h = _mm512_castps512_ps256(v);
+    if (n >= 8) {
+        _mm256_storeu_ps(p, h);
+        h = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+        p += 8, n -= 8;
+    }
+    __m128 x = _mm256_castps256_ps128(h);
+    if (n >= 4) {
+        _mm_storeu_ps(p, x);
+        x = _mm256_extractf128_ps(h, 1);
+        p += 4, n -= 4;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        _mm_store_ss(p + i, x);
+        x = _mm_shuffle_ps(x, x, _MM_SHUFFLE(0, 3, 2, 1));
+    }
+}
+
+static void pool2x2_row(int64_t q_count, const float *restrict r0, int64_t w, int32_t base,
+                        const float *end, float *restrict y, int32_t *restrict am) {
+    const float *r1 = r0 + w;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    for (int64_t q0 = 0; q0 < q_count; q0 += 16) {
+        __mmask16 mq, lo, hi;
+        chunk_masks(q_count - q0 < 16 ? q_count - q0 : 16, &mq, &lo, &hi);
+        const float *a = r0 + 2 * q0, *b = r1 + 2 * q0;
+        __m512 a0, a1, b0, b1;
+        if (b + 32 <= end) { /* whole vectors: masked loads that cross a cache line cost 3x on Zen 5 */
+            a0 = _mm512_loadu_ps(a), a1 = _mm512_loadu_ps(a + 16);
+            b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        } else { /* the input's last row: not past its end */
+            a0 = _mm512_maskz_loadu_ps(lo, a), a1 = _mm512_maskz_loadu_ps(hi, a + 16);
+            b0 = _mm512_maskz_loadu_ps(lo, b), b1 = _mm512_maskz_loadu_ps(hi, b + 16);
+        }
+        __m512i at0 = _mm512_add_epi32(_mm512_set1_epi32(base + (int32_t)(2 * q0)), even);
+        __m512 best = _mm512_permutex2var_ps(a0, even, a1), v;
+        __m512i at = at0;
+        __mmask16 k;
+        v = _mm512_permutex2var_ps(a0, odd, a1);
+        k = takes_over_v(v, best);
+        best = _mm512_mask_mov_ps(best, k, v);
+        at = _mm512_mask_add_epi32(at, k, at0, _mm512_set1_epi32(1));
+        v = _mm512_permutex2var_ps(b0, even, b1);
+        k = takes_over_v(v, best);
+        best = _mm512_mask_mov_ps(best, k, v);
+        at = _mm512_mask_add_epi32(at, k, at0, _mm512_set1_epi32((int32_t)w));
+        v = _mm512_permutex2var_ps(b0, odd, b1);
+        k = takes_over_v(v, best);
+        best = _mm512_mask_mov_ps(best, k, v);
+        at = _mm512_mask_add_epi32(at, k, at0, _mm512_set1_epi32((int32_t)w + 1));
+        _mm512_mask_storeu_ps(y + q0, mq, best);
+        _mm512_mask_storeu_epi32(am + q0, mq, at);
+    }
+}
+#else
 /* One output row of a 2x2, stride-2, unpadded pooling: rows r0 and r1 = r0 + w of the input. */
 static void pool2x2_row(int64_t q_count, const float *restrict r0, int64_t w, int32_t base,
-                        float *restrict y, int32_t *restrict am) {
+                        const float *end, float *restrict y, int32_t *restrict am) {
+    (void)end; /* only the AVX-512 copy reads whole vectors */
     const float *r1 = r0 + w;
     RG_POOL_SIMD
     for (int64_t q = 0; q < q_count; q++) {
@@ -36,6 +120,7 @@ static void pool2x2_row(int64_t q_count, const float *restrict r0, int64_t w, in
         y[q] = best, am[q] = at;
     }
 }
+#endif
 
 /* One plane, any window: clip the window to the input, then scan it. */
 static void pool_plane(const rg_pool2d_shape *s, const float *xp, float *yp, int32_t *ap) {
@@ -64,6 +149,7 @@ void rg_cpu_maxpool2d_forward(const rg_pool2d_shape *s, const float *x, float *y
     int64_t planes = s->n * s->c, hw = s->h * s->w, pq = s->p * s->q;
     bool two_by_two = s->kernel_h == 2 && s->kernel_w == 2 && s->stride_h == 2 &&
                       s->stride_w == 2 && s->pad_h == 0 && s->pad_w == 0;
+    const float *x_end = x + planes * hw;
 #pragma omp parallel for if (planes * hw > RG_CPU_PAR_MIN) schedule(static)
     for (int64_t pl = 0; pl < planes; pl++) {
         const float *xp = x + pl * hw;
@@ -74,17 +160,62 @@ void rg_cpu_maxpool2d_forward(const rg_pool2d_shape *s, const float *x, float *y
             continue;
         }
         for (int64_t p = 0; p < s->p; p++)
-            pool2x2_row(s->q, xp + 2 * p * s->w, s->w, (int32_t)(2 * p * s->w), yp + p * s->q,
-                        ap + p * s->q);
+            pool2x2_row(s->q, xp + 2 * p * s->w, s->w, (int32_t)(2 * p * s->w), x_end,
+                        yp + p * s->q, ap + p * s->q);
     }
 }
 
+#if defined(__AVX512F__)
+/* The AVX-512 copy of the row backward: each output's gradient goes to one of its four inputs,
+ * the even and odd columns built a vector of outputs at a time and interleaved back into the
+ * two input rows (see unpool2x2_row below for the plain loop; same arithmetic, mul then add). */
+static inline void unpool_store(float *r, __m512 ev, __m512 od, __mmask16 lo, __mmask16 hi,
+                                int64_t nq, float beta) {
+    const __m512i ilo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i ihi = _mm512_add_epi32(ilo, _mm512_set1_epi32(8));
+    __m512 x0 = _mm512_permutex2var_ps(ev, ilo, od), x1 = _mm512_permutex2var_ps(ev, ihi, od);
+    if (beta != 0.0f) {
+        const __m512 bv = _mm512_set1_ps(beta);
+        x0 = _mm512_add_ps(x0, _mm512_mul_ps(bv, _mm512_maskz_loadu_ps(lo, r)));
+        x1 = _mm512_add_ps(x1, _mm512_mul_ps(bv, _mm512_maskz_loadu_ps(hi, r + 16)));
+    }
+    store_prefix(r, x0, nq >= 8 ? 16 : 2 * nq);
+    if (nq > 8) store_prefix(r + 16, x1, 2 * nq - 16);
+}
+
+static void unpool2x2_row(int64_t q_count, const float *restrict dy, const int32_t *restrict am,
+                          int32_t base, int32_t w, float beta, const float *dy_end,
+                          float *restrict r0, float *restrict r1) {
+    const __m512i two_q = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (int64_t q0 = 0; q0 < q_count; q0 += 16) {
+        __mmask16 mq, lo, hi;
+        chunk_masks(q_count - q0 < 16 ? q_count - q0 : 16, &mq, &lo, &hi);
+        __m512i a_raw;
+        __m512 g;
+        if (dy + q0 + 16 <= dy_end) { /* whole vectors (dy and am have the same length) */
+            a_raw = _mm512_loadu_si512(am + q0), g = _mm512_loadu_ps(dy + q0);
+        } else {
+            a_raw = _mm512_maskz_loadu_epi32(mq, am + q0), g = _mm512_maskz_loadu_ps(mq, dy + q0);
+        }
+        __m512i a = _mm512_sub_epi32(
+            a_raw, _mm512_add_epi32(_mm512_set1_epi32(base + (int32_t)(2 * q0)), two_q));
+        __m512 e0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_setzero_si512()), g);
+        __m512 o0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(1)), g);
+        __m512 e1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(w)), g);
+        __m512 o1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(w + 1)), g);
+        int64_t nq = q_count - q0 < 16 ? q_count - q0 : 16;
+        unpool_store(r0 + 2 * q0, e0, o0, lo, hi, nq, beta);
+        unpool_store(r1 + 2 * q0, e1, o1, lo, hi, nq, beta);
+    }
+}
+#else
 /* Backward of one output row of 2x2, stride 2 pooling: every input of the two rows r0, r1 gets
  * either its window's gradient or 0 in one pass, with no zeroing pass first (beta 0), or has
  * that added to beta times its old value. Branch-free, so the compiler vectorises it. */
 static void unpool2x2_row(int64_t q_count, const float *restrict dy, const int32_t *restrict am,
-                          int32_t base, int32_t w, float beta, float *restrict r0,
-                          float *restrict r1) {
+                          int32_t base, int32_t w, float beta, const float *dy_end,
+                          float *restrict r0, float *restrict r1) {
+    (void)dy_end; /* only the AVX-512 copy reads whole vectors */
     if (beta == 0.0f) {
         RG_POOL_SIMD
         for (int64_t q = 0; q < q_count; q++) {
@@ -107,6 +238,7 @@ static void unpool2x2_row(int64_t q_count, const float *restrict dy, const int32
         r1[2 * q + 1] = (a == w + 1 ? g : 0.0f) + beta * r1[2 * q + 1];
     }
 }
+#endif
 
 /* Scales (or, for beta 0, zeroes) n floats that no window covers. */
 static void scale_uncovered(float *d, int64_t n, float beta) {
@@ -114,11 +246,11 @@ static void scale_uncovered(float *d, int64_t n, float beta) {
 }
 
 static void unpool2x2_plane(const rg_pool2d_shape *s, const float *dyp, const int32_t *ap,
-                            float beta, float *dxp) {
+                            float beta, const float *dy_end, float *dxp) {
     for (int64_t p = 0; p < s->p; p++) {
         float *r0 = dxp + 2 * p * s->w;
         unpool2x2_row(s->q, dyp + p * s->q, ap + p * s->q, (int32_t)(2 * p * s->w), (int32_t)s->w,
-                      beta, r0, r0 + s->w);
+                      beta, dy_end, r0, r0 + s->w);
         if (s->w > 2 * s->q) { /* an odd last column */
             scale_uncovered(r0 + 2 * s->q, s->w - 2 * s->q, beta);
             scale_uncovered(r0 + s->w + 2 * s->q, s->w - 2 * s->q, beta);
@@ -138,7 +270,7 @@ void rg_cpu_maxpool2d_backward(const rg_pool2d_shape *s, const float *dy, const 
         const float *dyp = dy + pl * pq;
         const int32_t *ap = argmax + pl * pq;
         if (two_by_two) {
-            unpool2x2_plane(s, dyp, ap, beta, dxp);
+            unpool2x2_plane(s, dyp, ap, beta, dy + planes * pq, dxp);
             continue;
         }
         if (beta != 1.0f) scale_uncovered(dxp, hw, beta); /* windows may overlap: zero, then add */

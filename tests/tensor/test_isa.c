@@ -166,7 +166,7 @@ Test(tensor_isa, elementwise_dropout_and_maxpool_match_generic) {
     }
     SAME(g->f16_to_f32(n, hw, want), t->f16_to_f32(n, hw, got), "f16_to_f32");
     /* max-pooling, 2x2 and a padded 3x3 stride 2, forward (values and argmax) and backward */
-    rg_pool2d_shape ps[2] = {
+    rg_pool2d_shape ps[4] = {
         {.n = 4,
          .c = 8,
          .h = 28,
@@ -189,27 +189,42 @@ Test(tensor_isa, elementwise_dropout_and_maxpool_match_generic) {
          .stride_w = 2,
          .pad_h = 1,
          .pad_w = 1},
+        /* the CNN's pooling (12 outputs a row, under one AVX-512 vector) and an odd 41x9 plane
+         * (20 outputs a row: a full vector and a masked one; an unpooled last row and column),
+         * both on tie-heavy input with NaNs (xq) */
+        {.n = 3, .c = 5, .h = 24, .w = 24, .p = 12, .q = 12, .kernel_h = 2, .kernel_w = 2,
+         .stride_h = 2, .stride_w = 2},
+        {.n = 2, .c = 3, .h = 9, .w = 41, .p = 4, .q = 20, .kernel_h = 2, .kernel_w = 2,
+         .stride_h = 2, .stride_w = 2},
     };
-    for (int k = 0; k < 2; k++) {
+    float *xq = zeros(n); /* values in steps of 0.5 (many ties), a NaN every 97 elements */
+    for (int64_t i = 0; i < n; i++) xq[i] = i % 97 == 3 ? NAN : roundf(x[i] * 2.0f) / 2.0f;
+    for (int k = 0; k < 4; k++) {
+        const float *in = k < 2 ? xs : xq;
         int64_t no = ps[k].n * ps[k].c * ps[k].p * ps[k].q,
                 ni = ps[k].n * ps[k].c * ps[k].h * ps[k].w;
         int32_t *aw = malloc(no * sizeof *aw), *at = malloc(no * sizeof *at);
         cr_assert(aw && at);
-        g->maxpool2d_forward(&ps[k], xs, want, aw);
+        g->maxpool2d_forward(&ps[k], in, want, aw);
         FOR_EACH_COPY(t, isa) {
-            t->maxpool2d_forward(&ps[k], xs, got, at);
+            t->maxpool2d_forward(&ps[k], in, got, at);
             cr_assert(!memcmp(got, want, no * sizeof(float)), "%s: maxpool fwd %d", isa, k);
             cr_assert(!memcmp(at, aw, no * sizeof *aw), "%s: maxpool argmax %d", isa, k);
         }
-        memcpy(want, x, ni * sizeof(float));
-        g->maxpool2d_backward(&ps[k], dy, aw, 1.0f, want);
-        FOR_EACH_COPY(t, isa) {
-            memcpy(got, x, ni * sizeof(float));
-            t->maxpool2d_backward(&ps[k], dy, aw, 1.0f, got);
-            cr_assert(!memcmp(got, want, ni * sizeof(float)), "%s: maxpool bwd %d", isa, k);
+        for (int bi = 0; bi < 3; bi++) { /* beta 1 (accumulate), 0 (overwrite), 0.5 */
+            float beta = bi == 0 ? 1.0f : bi == 1 ? 0.0f : 0.5f;
+            memcpy(want, x, ni * sizeof(float));
+            g->maxpool2d_backward(&ps[k], dy, aw, beta, want);
+            FOR_EACH_COPY(t, isa) {
+                memcpy(got, x, ni * sizeof(float));
+                t->maxpool2d_backward(&ps[k], dy, aw, beta, got);
+                cr_assert(!memcmp(got, want, ni * sizeof(float)), "%s: maxpool bwd %d beta %g",
+                          isa, k, beta);
+            }
         }
         free(aw), free(at);
     }
+    free(xq);
     free(hw), free(ht), free(xs), free(x), free(dy), free(want), free(got);
 }
 
