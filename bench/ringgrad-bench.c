@@ -138,6 +138,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     printf("ringgrad-bench: CPU kernels %s\n", rg_cpu_isa());
+    rgb_print_blas_core();
     if (only && !strcmp(only, "peak")) rgb_run_peak(&o);
     if (only && !strcmp(only, "membw")) rgb_run_membw(&o);
     if (!only || !strcmp(only, "gemm")) rgb_run_gemm(&o);

@@ -37,6 +37,8 @@ double rgb_median(double *v, int n);
 /* n floats uniform in [-1, 1) from stream `seed`, 64-byte aligned; free with rgb_free. */
 float *rgb_random(int64_t n, uint64_t seed);
 void rgb_free(void *p);
+/* "OpenBLAS <core> kernels", and a note where it leaves AVX-512 unused (util.c) */
+void rgb_print_blas_core(void);
 
 /* The three modes (gemm.c, conv.c, cnn.c). */
 void rgb_run_gemm(const rgb_opts *o);

@@ -1,6 +1,9 @@
 /* util.c — the bench's clock, medians, random buffers and the plain sgemm call. */
 #include <cblas.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "bench.h"
@@ -55,4 +58,21 @@ void rgb_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a
                 (blasint)m, (blasint)n, (blasint)k, 1.0f, a, (blasint)(ta ? m : k), b,
                 (blasint)(tb ? k : n), 0.0f, c, (blasint)n);
     openblas_set_num_threads(1);
+}
+
+void rgb_print_blas_core(void) {
+    const char *core = openblas_get_corename(), *forced = getenv("OPENBLAS_CORETYPE");
+    printf("ringgrad-bench: OpenBLAS %s kernels (the fully connected layers' products)%s%s\n",
+           core ? core : "?", forced ? ", chosen by OPENBLAS_CORETYPE=" : "", forced ? forced : "");
+    /* A CPU with AVX-512 held to OpenBLAS's AVX2 kernels: on a Zen 5 whose environment set
+     * OPENBLAS_CORETYPE=Haswell, unsetting it (OpenBLAS then picked Cooperlake) made the CNN
+     * step 5% faster (docs/PERFORMANCE.md, 2026-11-25). */
+    if (core && !strcmp(rg_cpu_isa(), "avx512") &&
+        (!strcasecmp(core, "haswell") || !strcasecmp(core, "zen")))
+        printf(
+            "ringgrad-bench: note: this CPU has AVX-512 but OpenBLAS runs its %s (AVX2) kernels; "
+            "%s for its AVX-512 ones\n",
+            core,
+            forced ? "unset OPENBLAS_CORETYPE (or set it to SkylakeX)"
+                   : "set OPENBLAS_CORETYPE=SkylakeX");
 }
