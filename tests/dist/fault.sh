@@ -16,7 +16,7 @@ echo "-- mode $mode: exit $rc after ${elapsed}s"
 fail() { echo "FAIL: $*"; exit 1; }
 [ "$rc" -eq 124 ] && fail "the job hung: still running after ${limit}s"
 [ "$rc" -eq 0 ] && fail "the job exited 0"
-echo "$out" | grep -Eq -- "$pattern" || fail "no line matches /$pattern/"
+grep -Eq -- "$pattern" <<<"$out" || fail "no line matches /$pattern/" # no pipe: see install.sh
 sleep 1
 if pgrep -f -- "^$prog $mode" >/dev/null; then
   fail "ranks are still running: $(pgrep -af -- "^$prog $mode")"

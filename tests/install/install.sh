@@ -32,7 +32,9 @@ check_run() { # NAME PROGRAM: 20 steps of training print "step 15  loss"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 cc -std=c11 -Wall -Werror -o "$tmp/train_pc" "$src/examples/train.c" \
     $(pkg-config --cflags --libs ringgrad) -Wl,-rpath,"$prefix/lib"
-ldd "$tmp/train_pc" | grep -q "$prefix/lib/libringgrad.so" || { echo "FAIL: not linked to the installed .so"; exit 1; }
+# (a here-string, not a pipe: under pipefail, grep -q quitting at the first match can kill ldd
+# with SIGPIPE and fail the line; that happened once in a fresh-clone CI run)
+grep -q "$prefix/lib/libringgrad.so" <<<"$(ldd "$tmp/train_pc")" || { echo "FAIL: not linked to the installed .so"; exit 1; }
 check_run "pkg-config build" "$tmp/train_pc"
 
 # 2. a 5-line CMake project

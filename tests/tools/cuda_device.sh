@@ -10,7 +10,7 @@ mpirun=$1 train=$2 cuda_build=$3 bench=${4:-}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+if command -v nvidia-smi >/dev/null && grep -q '^GPU' <<<"$(nvidia-smi -L 2>/dev/null)"; then
     echo "SKIPPED cuda_device.sh: a GPU is present (the CUDA tests cover --device cuda)"
     exit 77
 fi
