@@ -16,7 +16,14 @@ static rg_tensor *conv2d_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
     return rg_conv2d(x, c->weight, c->bias, c->stride, c->padding); /* (N,C,H,W) -> (N,K,P,Q) */
 }
 
-static const rg_layer_vtable conv2d_vt = {.kind = "Conv2d", .forward = conv2d_forward};
+static rg_tensor *conv2d_relu_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
+    (void)mode;
+    conv2d_layer *c = (conv2d_layer *)l;
+    return rg_conv2d_relu(x, c->weight, c->bias, c->stride, c->padding);
+}
+
+static const rg_layer_vtable conv2d_vt = {
+    .kind = "Conv2d", .forward = conv2d_forward, .forward_relu = conv2d_relu_forward};
 
 rg_layer *rg_conv2d_new(const char *name, int64_t in_ch, int64_t out_ch, int kernel,
                         const rg_conv2d_opts *opts, rg_rng_stream *init) {

@@ -1,8 +1,32 @@
-/* sequential.c — Sequential: a container whose forward runs its children in order. */
+/* sequential.c — Sequential: a container whose forward runs its children in order.
+ *
+ * It is also where the layer stack is fused, the one graph rewrite ringgrad does: a child that can
+ * fold a following ReLU into its own op (vt->forward_relu: Conv2d) runs both as one, as oneDNN's
+ * post-ops and PyTorch's fused ConvReLU2d do. The results are the same bit for bit; what goes is
+ * two memory-bound passes over the activation. RG_FUSE=0 runs every child by itself (to compare
+ * or to debug). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "ringgrad/layer.h"
 
+static bool fusion_enabled(void) {
+    const char *v = getenv("RG_FUSE");
+    return !(v && strcmp(v, "0") == 0);
+}
+
 static rg_tensor *sequential_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
-    for (int i = 0; i < l->n_children; i++) x = rg_layer_forward(l->children[i], x, mode);
+    bool fuse = fusion_enabled();
+    for (int i = 0; i < l->n_children; i++) {
+        rg_layer *c = l->children[i];
+        if (fuse && c->vt->forward_relu && i + 1 < l->n_children &&
+            rg_layer_is_relu(l->children[i + 1])) {
+            x = c->vt->forward_relu(c, x, mode);
+            i++; /* the ReLU is done */
+            continue;
+        }
+        x = rg_layer_forward(c, x, mode);
+    }
     return x;
 }
 

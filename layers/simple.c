@@ -1,5 +1,5 @@
-/* simple.c — the layers without parameters: ReLU, Flatten, AdaptiveAvgPool2d(1) and MaxPool2d. Each is a thin wrapper
- * over its op in ringgrad/ops.h, so that it can sit in a Sequential. */
+/* simple.c — the layers without parameters: ReLU, Flatten, AdaptiveAvgPool2d(1) and MaxPool2d. Each
+ * is a thin wrapper over its op in ringgrad/ops.h, so that it can sit in a Sequential. */
 #include "ringgrad/layer.h"
 #include "ringgrad/ops.h"
 
@@ -13,6 +13,10 @@ static const rg_layer_vtable relu_vt = {.kind = "ReLU", .forward = relu_forward}
 
 rg_layer *rg_relu_new(const char *name) {
     return rg_layer_alloc(sizeof(rg_layer), &relu_vt, name);
+}
+
+bool rg_layer_is_relu(const rg_layer *l) {
+    return l && l->vt == &relu_vt;
 }
 
 /* ---- Flatten: (N, d1, d2, ...) -> (N, d1*d2*...), a view ---- */

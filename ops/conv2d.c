@@ -3,31 +3,52 @@
  *   y[n,k,p,q] = bias[k] + sum_{c,r,s} x[n,c, p*stride - pad + r, q*stride - pad + s] w[k,c,r,s]
  *
  * Backward: dx is the transposed convolution of dy with w, dw correlates x with dy, and dbias
- * sums dy over n, p, q. The kernels are in tensor/cpu/conv2d.c and tensor/cuda/conv2d.cu. */
+ * sums dy over n, p, q. The kernels are in tensor/cpu/conv2d.c and tensor/cuda/conv2d.cu.
+ * rg_conv2d_relu is relu(rg_conv2d(...)) as one op (PyTorch's fused ConvReLU2d, oneDNN's ReLU
+ * post-op): the same results, bit for bit, with two fewer passes over the output. */
 #include "ops/op_impl.h"
 
 static rg_conv2d_shape conv_shape(const rg_tensor *x, const rg_tensor *w, int stride, int pad) {
     rg_conv2d_shape s = {
-        .n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
-        .k = w->shape[0], .r = w->shape[2], .s = w->shape[3],
-        .stride_h = stride, .stride_w = stride, .pad_h = pad, .pad_w = pad,
+        .n = x->shape[0],
+        .c = x->shape[1],
+        .h = x->shape[2],
+        .w = x->shape[3],
+        .k = w->shape[0],
+        .r = w->shape[2],
+        .s = w->shape[3],
+        .stride_h = stride,
+        .stride_w = stride,
+        .pad_h = pad,
+        .pad_w = pad,
     };
     s.p = (s.h + 2 * pad - s.r) / stride + 1;
     s.q = (s.w + 2 * pad - s.s) / stride + 1;
     return s;
 }
 
+/* iattr: stride, padding, and 1 when a ReLU was fused onto the output (rg_conv2d_relu). */
 static void conv2d_backward(rg_node *n) {
     rg_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2], *dy = n->out->grad;
     const rg_backend *be = rg_backend_for(dy->device);
     rg_conv2d_shape s = conv_shape(x, w, (int)n->iattr[0], (int)n->iattr[1]);
+    bool dw = rg_needs_grad(w), db = rg_needs_grad(bias);
+    float beta_w = dw ? rg_grad_begin(w) : 0.0f, beta_b = db ? rg_grad_begin(bias) : 0.0f;
+    bool bias_with_filter = dw && (!db || beta_b == beta_w);
+    if (n->iattr[2]) {                 /* the fused ReLU: dy counts where its output y > 0 */
+        if (db && !bias_with_filter) { /* the bias reduction below reads dy itself: mask it once */
+            rg_tensor *dz = rg_tensor_empty_like(dy);
+            be->relu_backward(dy->numel, n->out->data, dy->data, 0.0f, dz->data);
+            dy = dz;
+        } else {
+            s.relu_y = n->out->data; /* the passes mask dy as they read it */
+        }
+    }
     if (rg_needs_grad(x)) {
         float beta = rg_grad_begin(x);
         be->conv2d_backward_data(&s, dy->data, w->data, beta, x->grad->data);
     }
-    bool dw = rg_needs_grad(w), db = rg_needs_grad(bias);
-    float beta_w = dw ? rg_grad_begin(w) : 0.0f, beta_b = db ? rg_grad_begin(bias) : 0.0f;
-    if (dw && (!db || beta_b == beta_w)) {
+    if (bias_with_filter) {
         be->conv2d_backward_filter(&s, x->data, dy->data, beta_w, w->grad->data,
                                    db ? bias->grad->data : NULL);
         return;
@@ -42,29 +63,41 @@ static void conv2d_backward(rg_node *n) {
     }
 }
 
-rg_tensor *rg_conv2d(rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride, int padding) {
-    const char *op = "conv2d";
+static rg_tensor *conv2d(const char *op, rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride,
+                         int padding, bool relu) {
     rg_op_check_f32(op, "input", x);
     rg_op_check_f32(op, "weight", w);
     const rg_backend *be = rg_op_backend(op, x, w);
     rg_op_check_ndim(op, "input (N,C,H,W)", x, 4);
     rg_op_check_ndim(op, "weight (K,C,R,S)", w, 4);
-    RG_CHECK(stride >= 1 && padding >= 0, "conv2d: stride %d, padding %d", stride, padding);
-    RG_CHECK(x->shape[1] == w->shape[1], "conv2d: input %s has %lld channels but weight %s "
-             "expects %lld", RG_SHAPE_STR(x), (long long)x->shape[1], RG_SHAPE_STR(w),
-             (long long)w->shape[1]);
+    RG_CHECK(stride >= 1 && padding >= 0, "%s: stride %d, padding %d", op, stride, padding);
+    RG_CHECK(x->shape[1] == w->shape[1],
+             "%s: input %s has %lld channels but weight %s expects %lld", op, RG_SHAPE_STR(x),
+             (long long)x->shape[1], RG_SHAPE_STR(w), (long long)w->shape[1]);
     RG_CHECK(x->shape[2] + 2 * padding >= w->shape[2] && x->shape[3] + 2 * padding >= w->shape[3],
-             "conv2d: kernel %s larger than the padded input %s", RG_SHAPE_STR(w), RG_SHAPE_STR(x));
+             "%s: kernel %s larger than the padded input %s", op, RG_SHAPE_STR(w), RG_SHAPE_STR(x));
     if (bias) {
         rg_op_check_f32(op, "bias", bias);
         rg_op_backend(op, x, bias);
-        RG_CHECK(bias->ndim == 1 && bias->shape[0] == w->shape[0], "conv2d: bias %s for weight %s",
+        RG_CHECK(bias->ndim == 1 && bias->shape[0] == w->shape[0], "%s: bias %s for weight %s", op,
                  RG_SHAPE_STR(bias), RG_SHAPE_STR(w));
     }
     rg_conv2d_shape s = conv_shape(x, w, stride, padding);
+    s.relu = relu;
     rg_tensor *y = rg_tensor_empty(RG_F32, RG_SHAPE(s.n, s.k, s.p, s.q), x->device);
     be->conv2d_forward(&s, x->data, w->data, bias ? bias->data : NULL, y->data);
     rg_node *n = rg_tape_record(op, conv2d_backward, y, 3, (rg_tensor *[]){x, w, bias});
-    if (n) n->iattr[0] = stride, n->iattr[1] = padding;
+    if (n) n->iattr[0] = stride, n->iattr[1] = padding, n->iattr[2] = relu;
     return y;
+}
+
+rg_tensor *rg_conv2d(rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride, int padding) {
+    return conv2d("conv2d", x, w, bias, stride, padding, false);
+}
+
+/* Fused, the ReLU costs no pass over y of its own: the CPU kernels apply it as they write y and
+ * apply its mask as they read dy (tensor/cpu/conv2d.c). Its backward needs only y, which the
+ * tape keeps anyway, so the conv's raw output is never stored. */
+rg_tensor *rg_conv2d_relu(rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride, int padding) {
+    return conv2d("conv2d_relu", x, w, bias, stride, padding, true);
 }

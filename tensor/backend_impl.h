@@ -51,6 +51,12 @@ typedef struct {
     int64_t k, r, s;          /* weight (K,C,R,S) */
     int64_t p, q;             /* output (N,K,P,Q) */
     int stride_h, stride_w, pad_h, pad_w;
+    /* A ReLU fused onto the output (rg_conv2d_relu). Forward: relu writes max(0, conv) instead of
+     * conv. Backward: relu_y, when not NULL, is that forward's output y (N,K,P,Q), and dy is the
+     * gradient of y: the passes use dy where y > 0 and 0 elsewhere, as the ReLU's backward would
+     * have written it (NaN in y passes dy, as rg_relu's backward). */
+    bool relu;
+    const float *relu_y;
 } rg_conv2d_shape;
 
 typedef struct {

@@ -195,8 +195,19 @@ static void run_conv(rgbc_ctx *b, rgbc_vendor *v) {
         const conv_layer *l = &layers[i];
         int64_t p = (l->hw + 2 * l->pad - l->rs) / l->stride + 1;
         job j = {.b = b, .v = v};
-        j.s = (rg_conv2d_shape){b->batch, l->c, l->hw,     l->hw,     l->k,   l->rs, l->rs,
-                                p,        p,    l->stride, l->stride, l->pad, l->pad};
+        j.s = (rg_conv2d_shape){.n = b->batch,
+                                .c = l->c,
+                                .h = l->hw,
+                                .w = l->hw,
+                                .k = l->k,
+                                .r = l->rs,
+                                .s = l->rs,
+                                .p = p,
+                                .q = p,
+                                .stride_h = l->stride,
+                                .stride_w = l->stride,
+                                .pad_h = l->pad,
+                                .pad_w = l->pad};
         int64_t nx = j.s.n * j.s.c * j.s.h * j.s.w, nw = j.s.k * j.s.c * j.s.r * j.s.s,
                 ny = j.s.n * j.s.k * p * p;
         j.a = random_device(b, nx, 4), j.bm = random_device(b, nw, 5),
@@ -235,7 +246,8 @@ static int no_device(void) {
 
 static void print_header(rgbc_ctx *b) {
     char name[256];
-    if (rg_cuda_device_name(b->dev.index, name, sizeof name) != RG_OK) snprintf(name, sizeof name, "?");
+    if (rg_cuda_device_name(b->dev.index, name, sizeof name) != RG_OK)
+        snprintf(name, sizeof name, "?");
     const char *tf32 = getenv("RG_CUDA_TF32");
     printf("ringgrad-bench --device cuda: %s, %d rank%s (one GPU each), %s math\n", name, b->size,
            b->size == 1 ? "" : "s", tf32 && *tf32 && strcmp(tf32, "0") ? "TF32" : "FP32");

@@ -49,6 +49,9 @@ typedef struct {
     /* Frees what the concrete layer allocated beyond the base struct; NULL when nothing. The base
      * (name, parameters, children) is freed by rg_layer_free. */
     void (*free)(rg_layer *l);
+    /* Optional: relu(forward(l, x, mode)) as one fused op with the same results. Sequential calls
+     * it instead of forward when a ReLU layer follows (Conv2d has one); NULL when none. */
+    rg_tensor *(*forward_relu)(rg_layer *l, rg_tensor *x, rg_mode mode);
 } rg_layer_vtable;
 
 struct rg_layer {
@@ -86,7 +89,9 @@ RG_API rg_layer *rg_layer_add(rg_layer *l, rg_layer *child);
 
 /* ---- the layers (each in layers/<name>.c) ---- */
 
-/* Children run in order: y = child_n(... child_1(x)). Add them with rg_layer_add. */
+/* Children run in order: y = child_n(... child_1(x)). Add them with rg_layer_add. A child with a
+ * forward_relu (Conv2d) followed by a ReLU runs as one fused op (rg_conv2d_relu): the same
+ * results, bit for bit, in less time. RG_FUSE=0 in the environment turns that off. */
 RG_API rg_layer *rg_sequential_new(const char *name);
 
 /* y = x w^T + b;  x (N,in) -> (N,out); weight (out,in), bias (out), both initialised as
@@ -103,7 +108,7 @@ typedef struct {
  * bias (out_ch), initialised as nn.Conv2d: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in =
  * in_ch*k*k, drawn from *init (advanced). opts may be NULL (stride 1, no padding, a bias). */
 RG_API rg_layer *rg_conv2d_new(const char *name, int64_t in_ch, int64_t out_ch, int kernel,
-                        const rg_conv2d_opts *opts, rg_rng_stream *init);
+                               const rg_conv2d_opts *opts, rg_rng_stream *init);
 
 /* y = max over each kernel x kernel window;  x (N,C,H,W) -> (N,C,P,Q). stride 0 means `kernel`
  * (PyTorch's default). */
@@ -123,6 +128,8 @@ RG_API rg_layer *rg_global_avgpool_new(const char *name);
 
 /* y = max(x, 0) */
 RG_API rg_layer *rg_relu_new(const char *name);
+/* true when l is a ReLU layer (made by rg_relu_new) */
+RG_API bool rg_layer_is_relu(const rg_layer *l);
 /* (N, d1, d2, ...) -> (N, d1*d2*...) in C,H,W order */
 RG_API rg_layer *rg_flatten_new(const char *name);
 

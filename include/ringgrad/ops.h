@@ -51,6 +51,11 @@ RG_API rg_tensor *rg_flatten(rg_tensor *x);
 /* y = conv(x, w) + bias;  x (N,C,H,W), w (K,C,R,S), bias (K) or NULL -> (N,K,P,Q) with
  * P = (H + 2 padding - R) / stride + 1 and likewise Q */
 RG_API rg_tensor *rg_conv2d(rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride, int padding);
+/* rg_relu(rg_conv2d(...)) in one op, with the same results bit for bit: the ReLU is applied as
+ * the convolution writes y, and its gradient mask as the backward reads dy, which saves two
+ * passes over y (Sequential fuses a Conv2d followed by a ReLU into it: see layer.h) */
+RG_API rg_tensor *rg_conv2d_relu(rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride,
+                                 int padding);
 /* y[n,c,p,q] = max over the kernel window;  x (N,C,H,W) -> (N,C,P,Q); padding counts as -inf */
 RG_API rg_tensor *rg_max_pool2d(rg_tensor *x, int kernel, int stride, int padding);
 /* y[n,c,0,0] = mean of x[n,c,:,:] (PyTorch's AdaptiveAvgPool2d(1));  x (N,C,H,W) -> (N,C,1,1)

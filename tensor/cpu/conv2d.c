@@ -15,7 +15,9 @@
  * first transposes a chunk of images to channels-last in a scratch that stays in cache, and
  * transposes the results back to NCHW, adding the bias on the way. Threads (OpenMP) take whole
  * chunks; the filter gradient keeps one partial sum per thread and adds them at the end. Weights
- * are packed once per call into the order the tile reads them. Convolutions with a short
+ * are packed once per call into the order the tile reads them. A fused ReLU (rg_conv2d_relu) costs
+ * nothing extra: it is applied in that last transposition, and its backward's mask in the first
+ * transposition of dy in each backward pass. Convolutions with a short
  * reduction (conv1) or a 1x1 kernel run the forward pass with vectors along pixels instead
  * (conv2d_direct.c). */
 #include <omp.h>
@@ -64,9 +66,14 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
             for (int64_t n0 = 0; n0 < s->k; n0 += NR) /* yc (pixels, kpad) = conv(xpad) */
                 rg_conv_panel_product(rg_conv_panel_vectors(s->k, n0), images * g.pq, xpad, ch.pix,
                                       0, off, g.crs, wp + n0 * g.crs, yc + n0, kpad);
-            for (int64_t i = 0; i < images; i++) /* back to (K, P*Q), adding the bias */
-                rg_conv_transpose(g.pq, s->k, yc + i * g.pq * kpad, kpad,
-                                  y + (n0 + i) * s->k * g.pq, g.pq, b, 0.0f);
+            for (int64_t i = 0; i < images; i++) { /* back to (K, P*Q), adding the bias */
+                const float *src = yc + i * g.pq * kpad;
+                float *dst = y + (n0 + i) * s->k * g.pq;
+                if (s->relu) /* the fused ReLU, while the tile's results are still in cache */
+                    rg_conv_transpose_relu(g.pq, s->k, src, kpad, dst, g.pq, b);
+                else
+                    rg_conv_transpose(g.pq, s->k, src, kpad, dst, g.pq, b, 0.0f);
+            }
         }
         rg_conv_scratch_free(yc, yn);
         rg_conv_scratch_free(xpad, xn);

@@ -113,9 +113,15 @@ void rg_cpu_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, cons
 #pragma omp for schedule(dynamic, 1)
         for (int64_t ci = 0; ci < ch.count; ci++) {
             int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
-            for (int64_t i = 0; i < images; i++) /* dyt[pixel][k] */
-                rg_conv_transpose(s->k, g.pq, dy + (n0 + i) * kpq, g.pq, dyt + i * g.pq * kpad,
-                                  kpad, NULL, 0.0f);
+            for (int64_t i = 0; i < images; i++) { /* dyt[pixel][k] */
+                const float *src = dy + (n0 + i) * kpq;
+                float *dst = dyt + i * g.pq * kpad;
+                if (s->relu_y) /* the fused ReLU's backward on the way */
+                    rg_conv_transpose_masked(s->k, g.pq, src, s->relu_y + (n0 + i) * kpq, g.pq, dst,
+                                             kpad);
+                else
+                    rg_conv_transpose(s->k, g.pq, src, g.pq, dst, kpad, NULL, 0.0f);
+            }
             data_chunk(s, &g, &ch, images, wt, iota, col_off, dyt, kpad, dcol, dxpad);
             for (int64_t i = 0; i < images; i++)
                 write_dx(s, &g, dxpad + i * g.xpad_len, beta, dx + (n0 + i) * chw);
@@ -159,16 +165,18 @@ typedef struct {
     double *db; /* (K): the bias gradient */
 } filter_partial;
 
-/* Converts one image and adds its pixels' dy into the thread's bias gradient on the way; dyt is
- * the image's first pixel in the chunk's panel-major dyt, whose panels lie npix * NR apart. */
+/* Converts one image and adds its pixels' dy into the thread's bias gradient on the way (dy masked
+ * by relu_y when a ReLU was fused, NULL otherwise); dyt is the image's first pixel in the chunk's
+ * panel-major dyt, whose panels lie npix * NR apart. */
 static void filter_load_image(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
-                              const float *dy, int64_t npix, float *xpad, float *dyt, float *sums,
-                              double *db) {
+                              const float *dy, const float *relu_y, int64_t npix, float *xpad,
+                              float *dyt, float *sums, double *db) {
     rg_conv_to_padded_nhwc(s, g, x, xpad);
     memset(sums, 0, (size_t)s->k * sizeof(float));
     for (int64_t n0 = 0; n0 < s->k; n0 += NR)
-        rg_conv_transpose_sum(s->k - n0 < NR ? s->k - n0 : NR, g->pq, dy + n0 * g->pq, g->pq,
-                              dyt + n0 * npix, NR, sums + n0);
+        rg_conv_transpose_sum(s->k - n0 < NR ? s->k - n0 : NR, g->pq, dy + n0 * g->pq,
+                              relu_y ? relu_y + n0 * g->pq : NULL, g->pq, dyt + n0 * npix, NR,
+                              sums + n0);
     for (int64_t k = 0; k < s->k; k++) db[k] += sums[k];
 }
 
@@ -219,7 +227,8 @@ void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, con
     int64_t chw = s->c * s->h * s->w, kpq = s->k * g.pq;
     int32_t *row_off = rg_conv_window_offsets(s, &g, true, rows);
     int nthreads = ch.count > 1 ? omp_get_max_threads() : 1;
-    filter_partial *part = rg_xcalloc((size_t)nthreads, sizeof *part, "conv2d: per-thread partials");
+    filter_partial *part =
+        rg_xcalloc((size_t)nthreads, sizeof *part, "conv2d: per-thread partials");
 #pragma omp parallel num_threads(nthreads)
     {
         filter_partial *mine = &part[omp_get_thread_num()];
@@ -229,11 +238,15 @@ void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, con
         mine->acc = rg_conv_scratch(accn);
         memset(mine->acc, 0, (size_t)accn * sizeof(float));
         mine->db = rg_xcalloc((size_t)s->k + 1, sizeof(double), "conv2d: bias-gradient partials");
-#pragma omp for schedule(dynamic, 1)
+        /* static, unlike the other passes: which images a thread's partial sums then depends on
+         * the thread count only, so dw rounds the same way in every run (with dynamic scheduling
+         * it changed with timing, by an ulp or two) */
+#pragma omp for schedule(static)
         for (int64_t ci = 0; ci < ch.count; ci++) {
             int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
             for (int64_t i = 0; i < images; i++)
-                filter_load_image(s, &g, x + (n0 + i) * chw, dy + (n0 + i) * kpq, ch.npix,
+                filter_load_image(s, &g, x + (n0 + i) * chw, dy + (n0 + i) * kpq,
+                                  s->relu_y ? s->relu_y + (n0 + i) * kpq : NULL, ch.npix,
                                   xpad + i * g.xpad_len, dyt + i * g.pq * NR, sums, mine->db);
             filter_chunk(s, &ch, images, g.pq, row_off, rows, xpad, dyt, kpad, mine->acc);
         }

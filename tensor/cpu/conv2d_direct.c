@@ -70,6 +70,11 @@ static void direct_image(const rg_conv2d_shape *s, int64_t crs, const float *x, 
             for (int64_t i = 0; i < MR && k0 + i < s->k; i++)
                 memcpy(y + (k0 + i) * pq + j0, tile + i * NR, (size_t)np * sizeof(float));
         }
+        if (s->relu) /* the fused ReLU over the panel just written, still in L1 */
+            for (int64_t k = 0; k < s->k; k++) {
+                float *yk = y + k * pq + j0;
+                for (int64_t j = 0; j < np; j++) yk[j] = rg_k_relu(yk[j]);
+            }
     }
 }
 

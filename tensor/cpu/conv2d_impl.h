@@ -61,10 +61,21 @@ void rg_conv_panel_product(int nv, int64_t rows, const float *a, const int32_t *
 void rg_conv_transpose(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
                        int64_t ldd, const float *bias, float beta);
 
+/* rg_conv_transpose with beta 0 and a ReLU on the result: dst = max(0, src^T + bias) (the
+ * forward pass of a fused conv + ReLU). */
+void rg_conv_transpose_relu(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
+                            int64_t ldd, const float *bias);
+
+/* dst[j*ldd + i] = mask[i*lds + j] > 0 ? src[i*lds + j] : 0 (NaN in the mask keeps src): the
+ * ReLU's backward on the way (mask is the ReLU's output, laid out as src). */
+void rg_conv_transpose_masked(int64_t rows, int64_t cols, const float *src, const float *mask,
+                              int64_t lds, float *dst, int64_t ldd);
+
 /* dst[j*ldd + i] = src[i*lds + j] as rg_conv_transpose, and sums[i] += src[i][0] + ... +
- * src[i][cols-1]: the copy and the row sums in one pass over src. */
-void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
-                           int64_t ldd, float *sums);
+ * src[i][cols-1]: the copy and the row sums in one pass over src. With a mask (or NULL), src is
+ * masked first as in rg_conv_transpose_masked, and the sums are of the masked values. */
+void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, const float *mask,
+                           int64_t lds, float *dst, int64_t ldd, float *sums);
 
 /* n rounded up to a multiple of m. */
 static inline int64_t rg_conv_round_up(int64_t n, int64_t m) {

@@ -153,61 +153,115 @@ static inline __attribute__((always_inline)) void transpose_block(rg_convvec r[V
     }
 }
 
-/* A full VL x VL block; adds each source row's sum to sums[] if sums is not NULL. */
-static inline __attribute__((always_inline)) void
-transpose_full(const float *src, int64_t lds, float *dst, int64_t ldd, const float *bias,
-               float beta, float *sums, const transpose_masks *m) {
+/* What a transposition does on the way (rg_conv_transpose and its variants in conv2d_impl.h). */
+typedef struct {
+    const float *bias; /* dst += bias[column], or NULL */
+    float beta;        /* dst += beta * old dst; 0 never reads dst */
+    float *sums;       /* sums[row] += the row's (masked) values, or NULL */
+    const float *mask; /* laid out as src: a value counts only where mask > 0 (NULL: all count) */
+    bool relu;         /* dst = max(0, dst) last, as rg_k_relu */
+} transpose_opts;
+
+/* mask <= 0 ? 0 : v, as rg_k_relu_grad(mask, v) (NaN in the mask keeps v) */
+static inline __attribute__((always_inline)) rg_convvec masked(rg_convvec v, rg_convvec mask) {
+    return (rg_convvec)((rg_convidx)v & ~(rg_convidx)(mask <= 0.0f));
+}
+
+/* v < 0 ? 0 : v, as rg_k_relu (NaN and -0 pass) */
+static inline __attribute__((always_inline)) rg_convvec relu(rg_convvec v) {
+    return (rg_convvec)((rg_convidx)v & ~(rg_convidx)(v < 0.0f));
+}
+
+/* A full VL x VL block; sums, mask and bias already point at the block's rows and columns. */
+static inline __attribute__((always_inline)) void transpose_full(const float *src, int64_t lds,
+                                                                 float *dst, int64_t ldd,
+                                                                 const transpose_opts *o,
+                                                                 const transpose_masks *m) {
     rg_convvec r[VL], total = {0};
-    for (int i = 0; i < VL; i++) r[i] = *(const rg_convvec *)(src + i * lds);
+    for (int i = 0; i < VL; i++) {
+        r[i] = *(const rg_convvec *)(src + i * lds);
+        if (o->mask) r[i] = masked(r[i], *(const rg_convvec *)(o->mask + i * lds));
+    }
     transpose_block(r, m);
     for (int j = 0; j < VL; j++) {
         rg_convvec v = r[j];
-        if (sums) total += v; /* r[j] holds column j of the source rows: their sum adds up */
-        if (bias) v += bias[j];
+        if (o->sums) total += v; /* r[j] holds column j of the source rows: their sum adds up */
+        if (o->bias) v += o->bias[j];
         float *d = dst + j * ldd;
-        if (beta != 0.0f) v += beta * *(const rg_convvec *)d;
+        if (o->beta != 0.0f) v += o->beta * *(const rg_convvec *)d;
+        if (o->relu) v = relu(v);
         *(rg_convvec *)d = v;
     }
-    if (sums) *(rg_convvec *)sums += total;
+    if (o->sums) *(rg_convvec *)o->sums += total;
 }
 
 /* A partial block at the matrix's edge: ri x cj elements, one at a time. */
 static void transpose_edge(int64_t ri, int64_t cj, const float *src, int64_t lds, float *dst,
-                           int64_t ldd, const float *bias, float beta, float *sums) {
+                           int64_t ldd, const transpose_opts *o) {
     for (int64_t j = 0; j < cj; j++) {
-        float add = bias ? bias[j] : 0.0f, *d = dst + j * ldd;
+        float add = o->bias ? o->bias[j] : 0.0f, *d = dst + j * ldd;
         for (int64_t i = 0; i < ri; i++) {
-            d[i] = src[i * lds + j] + add + (beta != 0.0f ? beta * d[i] : 0.0f);
-            if (sums) sums[i] += src[i * lds + j];
+            float v = src[i * lds + j];
+            if (o->mask) v = rg_k_relu_grad(o->mask[i * lds + j], v);
+            if (o->sums) o->sums[i] += v;
+            v = v + add + (o->beta != 0.0f ? o->beta * d[i] : 0.0f);
+            d[i] = o->relu ? rg_k_relu(v) : v;
         }
     }
 }
 
-static inline __attribute__((always_inline)) void
-transpose(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst, int64_t ldd,
-          const float *bias, float beta, float *sums) {
+/* The options for the block whose source starts at row i0 and column j0. */
+static inline __attribute__((always_inline)) transpose_opts at(const transpose_opts *o, int64_t i0,
+                                                               int64_t j0, int64_t lds) {
+    transpose_opts b = *o;
+    b.bias = o->bias ? o->bias + j0 : NULL;
+    b.sums = o->sums ? o->sums + i0 : NULL;
+    b.mask = o->mask ? o->mask + i0 * lds + j0 : NULL;
+    return b;
+}
+
+static inline __attribute__((always_inline)) void transpose(int64_t rows, int64_t cols,
+                                                            const float *src, int64_t lds,
+                                                            float *dst, int64_t ldd,
+                                                            transpose_opts o) {
     transpose_masks m = make_masks();
     int64_t rfull = rows / VL * VL, cfull = cols / VL * VL;
     for (int64_t i0 = 0; i0 < rfull; i0 += VL) {
-        float *s = sums ? sums + i0 : NULL;
-        for (int64_t j0 = 0; j0 < cfull; j0 += VL)
-            transpose_full(src + i0 * lds + j0, lds, dst + j0 * ldd + i0, ldd,
-                           bias ? bias + j0 : NULL, beta, s, &m);
+        for (int64_t j0 = 0; j0 < cfull; j0 += VL) {
+            transpose_opts b = at(&o, i0, j0, lds);
+            transpose_full(src + i0 * lds + j0, lds, dst + j0 * ldd + i0, ldd, &b, &m);
+        }
+        transpose_opts e = at(&o, i0, cfull, lds);
         transpose_edge(VL, cols - cfull, src + i0 * lds + cfull, lds, dst + cfull * ldd + i0, ldd,
-                       bias ? bias + cfull : NULL, beta, s);
+                       &e);
     }
-    transpose_edge(rows - rfull, cols, src + rfull * lds, lds, dst + rfull, ldd, bias, beta,
-                   sums ? sums + rfull : NULL);
+    transpose_opts e = at(&o, rfull, 0, lds);
+    transpose_edge(rows - rfull, cols, src + rfull * lds, lds, dst + rfull, ldd, &e);
 }
 
+/* Each variant a separate copy, so that the compiler drops the options it does not use from the
+ * inner loop. */
 void rg_conv_transpose(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
                        int64_t ldd, const float *bias, float beta) {
-    transpose(rows, cols, src, lds, dst, ldd, bias, beta, NULL);
+    transpose(rows, cols, src, lds, dst, ldd, (transpose_opts){.bias = bias, .beta = beta});
 }
 
-void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
-                           int64_t ldd, float *sums) {
-    transpose(rows, cols, src, lds, dst, ldd, NULL, 0.0f, sums);
+void rg_conv_transpose_relu(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
+                            int64_t ldd, const float *bias) {
+    transpose(rows, cols, src, lds, dst, ldd, (transpose_opts){.bias = bias, .relu = true});
+}
+
+void rg_conv_transpose_masked(int64_t rows, int64_t cols, const float *src, const float *mask,
+                              int64_t lds, float *dst, int64_t ldd) {
+    transpose(rows, cols, src, lds, dst, ldd, (transpose_opts){.mask = mask});
+}
+
+void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, const float *mask,
+                           int64_t lds, float *dst, int64_t ldd, float *sums) {
+    if (mask)
+        transpose(rows, cols, src, lds, dst, ldd, (transpose_opts){.sums = sums, .mask = mask});
+    else
+        transpose(rows, cols, src, lds, dst, ldd, (transpose_opts){.sums = sums});
 }
 
 /* ---- the padded channels-last image ---- */

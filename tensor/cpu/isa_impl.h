@@ -5,9 +5,10 @@
  * (the x86-64 baseline: SSE2), avx2 (AVX2 + FMA + F16C) and avx512 (AVX-512 F/VL/BW/DQ), each
  * time with its -m flags and RG_ISA_SUFFIX=<isa>. This header, included first through cpu.h,
  * then renames every global symbol those files define, rg_cpu_relu_forward becoming
- * rg_cpu_relu_forward_avx2, so that the three copies link side by side. tensor/cpu/isa_table.c, compiled the same way, gathers each
- * copy's backend table (rg_cpu_table_<isa>), and tensor/cpu/isa.c picks one table at start-up
- * with __builtin_cpu_supports (or RG_ISA), as OpenBLAS's DYNAMIC_ARCH and oneDNN do.
+ * rg_cpu_relu_forward_avx2, so that the three copies link side by side. tensor/cpu/isa_table.c,
+ * compiled the same way, gathers each copy's backend table (rg_cpu_table_<isa>), and
+ * tensor/cpu/isa.c picks one table at start-up with __builtin_cpu_supports (or RG_ISA), as
+ * OpenBLAS's DYNAMIC_ARCH and oneDNN do.
  *
  * A symbol missing from the list below is defined by every copy under the same name: the link
  * fails with "multiple definition", and tests/tensor/check_isa.sh checks it too. */
@@ -56,6 +57,8 @@
 #define rg_conv_panel_product RG_ISA_NAME(rg_conv_panel_product)
 #define rg_conv_transpose RG_ISA_NAME(rg_conv_transpose)
 #define rg_conv_transpose_sum RG_ISA_NAME(rg_conv_transpose_sum)
+#define rg_conv_transpose_relu RG_ISA_NAME(rg_conv_transpose_relu)
+#define rg_conv_transpose_masked RG_ISA_NAME(rg_conv_transpose_masked)
 #define rg_conv_geom_of RG_ISA_NAME(rg_conv_geom_of)
 #define rg_conv_to_padded_nhwc RG_ISA_NAME(rg_conv_to_padded_nhwc)
 #define rg_conv_window_offsets RG_ISA_NAME(rg_conv_window_offsets)

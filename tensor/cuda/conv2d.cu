@@ -225,7 +225,24 @@ static int64_t batch_chunk(const rg_conv2d_shape *s) {
     return chunk < s->n ? chunk : s->n;
 }
 
-/* y (N,K,P,Q) = conv(x (N,C,H,W), w (K,C,R,S)) + b (K) */
+/* A fused ReLU (rg_conv2d_shape.relu, .relu_y) runs here as the separate elementwise kernels,
+ * queued on the same compute stream as cuDNN's calls: cuDNN's own fusion
+ * (cudnnConvolutionBiasActivationForward) takes only the implicit-precomputed-GEMM algorithm for
+ * ReLU, which would override the algorithm choice above. The fusion's gain is the CPU's, where
+ * the ReLU passes are memory-bound (tensor/cpu/conv2d.c). */
+
+/* When a ReLU was fused: dy masked by its output (rg_k_relu_grad), in scratch that the caller
+ * frees after its last launch; *dy then points there. NULL otherwise. */
+static float *relu_masked_dy(rg_cuda_ctx *ctx, const rg_conv2d_shape *s, const float **dy) {
+    if (!s->relu_y) return NULL;
+    int64_t n = s->n * s->k * s->p * s->q;
+    float *dz = (float *)rg_cuda_scratch(ctx, (size_t)n * sizeof(float));
+    rg_cuda_relu_backward(n, s->relu_y, *dy, 0.0f, dz);
+    *dy = dz;
+    return dz;
+}
+
+/* y (N,K,P,Q) = conv(x (N,C,H,W), w (K,C,R,S)) + b (K), then max(0, y) with s->relu */
 void rg_cuda_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w,
                             const float *b, float *y) {
     if (s->n == 0) return;
@@ -246,14 +263,16 @@ void rg_cuda_conv2d_forward(const rg_conv2d_shape *s, const float *x, const floa
                 cudnnAddTensor(ctx->cudnn, &one, pl->bias, b, &one, pl->y, y + n0 * y_img));
     }
     pthread_mutex_unlock(&ctx->cudnn_lock);
+    if (s->relu) rg_cuda_relu_forward(s->n * y_img, y, y);
 }
 
-/* dx (N,C,H,W) = beta*dx + conv_transpose(dy (N,K,P,Q), w (K,C,R,S)) */
+/* dx (N,C,H,W) = beta*dx + conv_transpose(dy (N,K,P,Q), w (K,C,R,S)); dy masked by s->relu_y */
 void rg_cuda_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, const float *w,
                                   float beta, float *dx) {
     if (s->n == 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
     int64_t chunk = batch_chunk(s), x_img = s->c * s->h * s->w, y_img = s->k * s->p * s->q;
+    float *dz = relu_masked_dy(ctx, s, &dy);
     pthread_mutex_lock(&ctx->cudnn_lock);
     for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
         conv_plan *pl = plan_for(ctx, s, chunk < s->n - n0 ? chunk : s->n - n0);
@@ -266,9 +285,11 @@ void rg_cuda_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, con
         if (ws) rg_cuda_scratch_free(ctx, ws);
     }
     pthread_mutex_unlock(&ctx->cudnn_lock);
+    if (dz) rg_cuda_scratch_free(ctx, dz);
 }
 
-/* dw (K,C,R,S) = beta*dw + corr(x (N,C,H,W), dy (N,K,P,Q));  db (K) = beta*db + sum_{n,p,q} dy */
+/* dw (K,C,R,S) = beta*dw + corr(x (N,C,H,W), dy (N,K,P,Q));  db (K) = beta*db + sum_{n,p,q} dy;
+ * dy masked by s->relu_y */
 void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, const float *dy,
                                     float beta, float *dw, float *db) {
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
@@ -278,6 +299,7 @@ void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, co
         return;
     }
     int64_t chunk = batch_chunk(s), x_img = s->c * s->h * s->w, y_img = s->k * s->p * s->q;
+    float *dz = relu_masked_dy(ctx, s, &dy);
     pthread_mutex_lock(&ctx->cudnn_lock);
     for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
         float b = n0 == 0 ? beta : 1.0f; /* later chunks accumulate onto the first */
@@ -294,4 +316,5 @@ void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, co
                                                         &b, pl->bias, db));
     }
     pthread_mutex_unlock(&ctx->cudnn_lock);
+    if (dz) rg_cuda_scratch_free(ctx, dz);
 }

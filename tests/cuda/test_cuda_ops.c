@@ -136,6 +136,11 @@ static rg_tensor *f_conv(rg_tensor *const *in, void *ctx) {
     return rg_conv2d(in[0], in[1], in[2], c->stride, c->pad);
 }
 
+static rg_tensor *f_conv_relu(rg_tensor *const *in, void *ctx) {
+    const conv_cfg *c = ctx;
+    return rg_conv2d_relu(in[0], in[1], in[2], c->stride, c->pad);
+}
+
 Test(cuda_ops, conv2d_matches_the_cpu) {
     RGT_REQUIRE_CUDA();
     struct {
@@ -155,6 +160,8 @@ Test(cuda_ops, conv2d_matches_the_cpu) {
             rgt_param(RG_SHAPE(cases[t].k, cases[t].c, cases[t].r, cases[t].r), -1, 1, 70 + t);
         rg_tensor *b = cases[t].bias ? rgt_param(RG_SHAPE(cases[t].k), -1, 1, 80 + t) : NULL;
         compare("conv2d", f_conv, &cases[t].cfg, b ? 3 : 2, (rg_tensor *[]){x, w, b}, 1e-3, 1e-3);
+        compare("conv2d_relu", f_conv_relu, &cases[t].cfg, b ? 3 : 2, (rg_tensor *[]){x, w, b},
+                1e-3, 1e-3);
         rgt_free_all(3, (rg_tensor *[]){x, w, b});
     }
 }
@@ -264,7 +271,8 @@ Test(cuda_ops, batch_norm_and_global_avg_pool_match_the_cpu) {
 Test(cuda_ops, batch_norm_running_statistics_match_the_cpu) {
     RGT_REQUIRE_CUDA();
     rg_tensor *x = rgt_uniform(RG_SHAPE(4, 8, 5, 5), -2, 3, 180);
-    rg_tensor *cpu[3] = {rgt_uniform(RG_SHAPE(8), -1, 1, 181), rgt_uniform(RG_SHAPE(8), 0.5, 2, 182),
+    rg_tensor *cpu[3] = {rgt_uniform(RG_SHAPE(8), -1, 1, 181),
+                         rgt_uniform(RG_SHAPE(8), 0.5, 2, 182),
                          rg_tensor_new(RG_I64, 0, NULL, RG_CPU)};
     rg_tensor *gpu[3];
     for (int i = 0; i < 3; i++) gpu[i] = copy_to(cpu[i], RG_CUDA_DEVICE(0));

@@ -1,6 +1,8 @@
 /* Layers: output shapes, PyTorch parameter names and layouts, default initialisation bounds,
  * gradients reaching every parameter, dropout streams, and API misuse. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "rgtest.h"
 
@@ -133,6 +135,77 @@ Test(layers_sequential, concatenates_names_and_runs_children_in_order) {
     }
     rg_scope_end();
     free_layer_and_input(net, x);
+}
+
+/* The op that made y, as the tape names it. */
+static const char *made_by(const rg_tensor *y) {
+    return y->grad_fn ? ((const rg_node *)y->grad_fn)->op : "(leaf)";
+}
+
+Test(layers_sequential, fuses_a_conv2d_and_the_relu_after_it_unless_told_not_to) {
+    rg_rng_stream init = {.seed = 8};
+    rg_layer *net = rg_sequential_new("");
+    rg_layer_add(net, rg_conv2d_new("conv1", 2, 4, 3, NULL, &init));
+    rg_layer_add(net, rg_relu_new("relu1"));
+    rg_layer_add(net, rg_conv2d_new("conv2", 4, 4, 3, NULL, &init)); /* last: nothing to fuse */
+    rg_tensor *x = rgt_uniform(RG_SHAPE(2, 2, 9, 9), -1, 1, 5);
+    rg_scope_begin();
+    rg_tensor *y = rg_layer_forward(net, x, RG_TRAIN);
+    cr_assert_str_eq(made_by(y), "conv2d");
+    cr_assert_str_eq(made_by(((const rg_node *)y->grad_fn)->in[0]), "conv2d_relu");
+    setenv("RG_FUSE", "0", 1);
+    y = rg_layer_forward(net, x, RG_TRAIN);
+    unsetenv("RG_FUSE");
+    cr_assert_str_eq(made_by(((const rg_node *)y->grad_fn)->in[0]), "relu");
+    rg_scope_end();
+    cr_assert(rg_layer_is_relu(net->children[1]));
+    cr_assert(!rg_layer_is_relu(net->children[0]));
+    cr_assert(!rg_layer_is_relu(NULL));
+    free_layer_and_input(net, x);
+}
+
+/* Logits and every gradient of two training steps of the CNN (dropout on), fused and not. */
+static void cnn_two_steps(bool fused, float **out, int *nout) {
+    if (!fused) setenv("RG_FUSE", "0", 1);
+    rg_model *m = rg_model_cnn(21);
+    const rg_param_list *p = rg_model_params(m);
+    rg_tensor *x = rgt_uniform(RG_SHAPE(4, 1, 28, 28), 0, 1, 6);
+    *nout = 0;
+    for (int step = 0; step < 2; step++) {
+        rg_scope_begin();
+        rg_tensor *y = rg_model_forward(m, x, RG_TRAIN);
+        rg_backward(rg_sum(rg_mul(y, y)));
+        out[(*nout)++] = rgt_copy_out(y);
+        for (int i = 0; i < p->n; i++) {
+            out[(*nout)++] = rgt_copy_out(p->items[i].tensor->grad);
+            rg_zero_grad(p->items[i].tensor);
+        }
+        rg_scope_end();
+    }
+    rg_tensor_free(x);
+    rg_model_free(m);
+    unsetenv("RG_FUSE");
+}
+
+Test(layers_sequential, the_fused_cnn_trains_bit_for_bit_as_the_unfused_one) {
+    rg_set_num_threads(2);
+    float *want[64], *got[64];
+    int nwant, ngot;
+    cnn_two_steps(false, want, &nwant);
+    cnn_two_steps(true, got, &ngot);
+    cr_assert_eq(nwant, ngot);
+    rg_model *m = rg_model_cnn(21);
+    const rg_param_list *p = rg_model_params(m);
+    int64_t logits = 4 * 10;
+    for (int i = 0; i < nwant; i++) {
+        int pi = i % (p->n + 1) - 1; /* -1: the logits, else parameter pi's gradient */
+        int64_t n = pi < 0 ? logits : p->items[pi].tensor->numel;
+        cr_assert(memcmp(got[i], want[i], (size_t)n * sizeof(float)) == 0, "step %d: %s differs",
+                  i / (p->n + 1), pi < 0 ? "the logits" : p->items[pi].name);
+        free(got[i]), free(want[i]);
+    }
+    rg_model_free(m);
+    rg_set_num_threads(1);
 }
 
 Test(layers_dropout, stream_advances_only_in_training_and_rate_can_change) {

@@ -31,8 +31,8 @@ static const conv_case cases[] = {
     {3, 8, 10, 3, 9, 3, 1, 2, 1, true},
     {7, 8, 3, 5, 33, 3, 3, 2, 1, true}, /* several images per chunk, a short last chunk */
     {2, 20, 6, 7, 9, 1, 1, 1, 1, true},
-    {1, 4, 9, 8, 6, 1, 1, 3, 2, true},    /* 1x1 with padding */
-    {2, 16, 5, 4, 300, 3, 3, 1, 1, true}, /* backward data reduces over K in several blocks */
+    {1, 4, 9, 8, 6, 1, 1, 3, 2, true},      /* 1x1 with padding */
+    {2, 16, 5, 4, 300, 3, 3, 1, 1, true},   /* backward data reduces over K in several blocks */
     {6, 32, 14, 14, 64, 3, 3, 2, 1, false}, /* ResNet-20's stride-2 3x3 and 1x1 on 14x14 */
     {24, 32, 14, 14, 64, 1, 1, 2, 0, false},
     {48, 32, 14, 14, 64, 3, 3, 2, 1, false},
@@ -203,6 +203,95 @@ Test(tensor_conv2d, gradients_match_finite_differences) {
         conv_inputs in = make_inputs(&small[i], 500 + 10 * i, true);
         rgt_assert_gradcheck(f_conv, (void *)&small[i], small[i].bias ? 3 : 2,
                              (rg_tensor *[]){in.x, in.w, in.b}, NULL);
+        free_inputs(&in);
+    }
+}
+
+/* ---- the fused ReLU (rg_conv2d_relu) ---- */
+
+/* Runs y = op(x, w, b), then backward of sum(y * dy); copies y and the gradients of x, w, b (those
+ * that exist) into out[0..3], each malloc'ed. */
+static void run_conv_relu(const conv_case *t, const conv_inputs *in, const rg_tensor *dy,
+                          bool fused, float *out[4]) {
+    rg_tensor *ps[3] = {in->x, in->w, in->b};
+    for (int i = 0; i < 3; i++)
+        if (ps[i]) rg_zero_grad(ps[i]);
+    rg_scope_begin();
+    rg_tensor *y = fused ? rg_conv2d_relu(in->x, in->w, in->b, t->stride, t->pad)
+                         : rg_relu(rg_conv2d(in->x, in->w, in->b, t->stride, t->pad));
+    rg_backward(rg_sum(rg_mul(y, (rg_tensor *)dy)));
+    out[0] = malloc(rg_tensor_nbytes(y));
+    rg_tensor_copy_to_host(y, out[0]);
+    for (int i = 0; i < 3; i++) {
+        out[1 + i] = NULL;
+        if (!ps[i] || !ps[i]->grad) continue;
+        out[1 + i] = malloc(rg_tensor_nbytes(ps[i]->grad));
+        rg_tensor_copy_to_host(ps[i]->grad, out[1 + i]);
+    }
+    rg_scope_end();
+}
+
+/* rg_conv2d_relu against rg_relu(rg_conv2d(...)): the output and every gradient bit for bit. With
+ * weight_grad false the bias gradient takes the op's other path (a masked dy of its own). */
+static void check_fused_relu(const conv_case *t, int ci, bool weight_grad) {
+    rg_conv2d_shape s = shape_of(t);
+    conv_inputs in = make_inputs(t, 300 + 10 * (uint64_t)ci, true);
+    rg_tensor_set_requires_grad(in.w, weight_grad);
+    rg_tensor *dy = rgt_uniform(RG_SHAPE(s.n, s.k, s.p, s.q), -1, 1, 3000 + (uint64_t)ci);
+    float *want[4], *got[4];
+    run_conv_relu(t, &in, dy, false, want);
+    run_conv_relu(t, &in, dy, true, got);
+    const char *what[4] = {"y", "dx", "dw", "dbias"};
+    int64_t n[4] = {dy->numel, in.x->numel, in.w->numel, in.b ? in.b->numel : 0};
+    int zeros = 0;
+    for (int64_t i = 0; i < n[0]; i++) zeros += want[0][i] == 0.0f;
+    cr_assert(zeros > 0 && zeros < n[0], "case %d: the ReLU should cut some outputs, not all", ci);
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(got[i] == NULL, want[i] == NULL, "case %d: %s", ci, what[i]);
+        for (int64_t j = 0; got[i] && j < n[i]; j++)
+            if (memcmp(&got[i][j], &want[i][j], sizeof(float)) != 0)
+                cr_assert_fail("case %d (weight grad %d), %s: element %lld: fused %.9g, "
+                               "unfused %.9g",
+                               ci, weight_grad, what[i], (long long)j, (double)got[i][j],
+                               (double)want[i][j]);
+        free(got[i]), free(want[i]);
+    }
+    rg_tensor_free(dy);
+    free_inputs(&in);
+}
+
+Test(tensor_conv2d, fused_relu_equals_relu_of_conv_bit_for_bit) {
+    for (int threads = 1; threads <= 2; threads++) {
+        rg_set_num_threads(threads);
+        for (size_t ci = 0; ci < NCASES; ci++) check_fused_relu(&cases[ci], (int)ci, true);
+        check_fused_relu(&cases[1], 1, false); /* bias gradient without the weight's */
+    }
+    rg_set_num_threads(1);
+}
+
+static rg_tensor *f_conv_relu(rg_tensor *const *in, void *ctx) {
+    const conv_case *t = ctx;
+    return rg_conv2d_relu(in[0], in[1], t->bias ? in[2] : NULL, t->stride, t->pad);
+}
+
+/* Finite differences step over the ReLU's kink when an output lies within a step of 0, so the
+ * inputs are drawn until every pre-activation is at least 0.1 away from it (about half of all
+ * seeds); then half the outputs are cut and half pass. */
+Test(tensor_conv2d, fused_relu_gradients_match_finite_differences) {
+    const conv_case t = {1, 2, 5, 6, 3, 3, 3, 1, 1, true};
+    for (uint64_t seed = 900, found = 0; !found; seed += 10) {
+        cr_assert(seed < 900 + 10 * 200, "no seed gave pre-activations away from 0");
+        conv_inputs in = make_inputs(&t, seed, true);
+        rg_scope_begin();
+        rg_tensor *z = rg_conv2d(in.x, in.w, in.b, t.stride, t.pad);
+        float zmin = INFINITY;
+        for (int64_t i = 0; i < z->numel; i++) zmin = fminf(zmin, fabsf(rg_tensor_f32(z)[i]));
+        rg_scope_end();
+        if (zmin >= 0.1f) {
+            found = 1;
+            rgt_assert_gradcheck(f_conv_relu, (void *)&t, 3, (rg_tensor *[]){in.x, in.w, in.b},
+                                 NULL);
+        }
         free_inputs(&in);
     }
 }

@@ -39,15 +39,20 @@ Test(tensor_isa, the_choice_is_a_set_this_cpu_runs) {
     if (want && *want) cr_assert_str_eq(isa, want);
 }
 
-/* Runs one conv pass on table t. pass 0: forward, 1: backward data, 2: backward filter. */
-static void conv_pass(const rg_backend *t, int pass, const rg_conv2d_shape *s, const float *x,
-                      const float *w, const float *b, const float *dy, float *out, float *db) {
-    if (pass == 0)
-        t->conv2d_forward(s, x, w, b, out);
-    else if (pass == 1)
-        t->conv2d_backward_data(s, dy, w, 0.5f, out); /* beta: accumulate half */
+/* Runs one conv pass on table t. pass 0: forward, 1: backward data, 2: backward filter; 3, 4, 5:
+ * the same with a fused ReLU (relu_y: its output, for the backward passes' mask). */
+static void conv_pass(const rg_backend *t, int pass, const rg_conv2d_shape *shape, const float *x,
+                      const float *w, const float *b, const float *dy, const float *relu_y,
+                      float *out, float *db) {
+    rg_conv2d_shape s = *shape;
+    s.relu = pass == 3;
+    s.relu_y = pass > 3 ? relu_y : NULL;
+    if (pass % 3 == 0)
+        t->conv2d_forward(&s, x, w, b, out);
+    else if (pass % 3 == 1)
+        t->conv2d_backward_data(&s, dy, w, 0.5f, out); /* beta: accumulate half */
     else
-        t->conv2d_backward_filter(s, x, dy, 1.0f, out, db);
+        t->conv2d_backward_filter(&s, x, dy, 1.0f, out, db);
 }
 
 static rg_conv2d_shape conv_shape(int64_t n, int64_t c, int64_t h, int64_t k, int64_t r, int st,
@@ -85,24 +90,27 @@ Test(tensor_isa, conv2d_passes_match_generic) {
         int64_t ny = s->n * s->k * s->p * s->q;
         float *x = rand_floats(nx, -1, 1, 1 + si), *w = rand_floats(nw, -1, 1, 2 + si);
         float *b = rand_floats(s->k, -1, 1, 3 + si), *dy = rand_floats(ny, -1, 1, 4 + si);
-        for (int pass = 0; pass < 3; pass++) {
-            int64_t n = pass == 0 ? ny : pass == 1 ? nx : nw;
+        float *relu_y = rand_floats(ny, -1, 1, 5 + si); /* a ReLU's output: half zeros */
+        for (int64_t i = 0; i < ny; i++) relu_y[i] = relu_y[i] < 0.0f ? 0.0f : relu_y[i];
+        relu_y[0] = NAN, relu_y[ny - 1] = -0.0f; /* NaN keeps dy, -0 drops it */
+        for (int pass = 0; pass < 6; pass++) {
+            int64_t n = pass % 3 == 0 ? ny : pass % 3 == 1 ? nx : nw;
             float *want = rand_floats(n, -1, 1, 9), *wdb = rand_floats(s->k, -1, 1, 10);
-            conv_pass(g, pass, s, x, w, b, dy, want, wdb);
+            conv_pass(g, pass, s, x, w, b, dy, relu_y, want, wdb);
             for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
                 const rg_backend *t = rg_cpu_backend_isa(isas[i]);
                 if (!t) continue;
                 float *got = rand_floats(n, -1, 1, 9), *gdb = rand_floats(s->k, -1, 1, 10);
-                conv_pass(t, pass, s, x, w, b, dy, got, gdb);
+                conv_pass(t, pass, s, x, w, b, dy, relu_y, got, gdb);
                 char what[96];
                 snprintf(what, sizeof what, "%s: shape %zu, pass %d", isas[i], si, pass);
                 rgt_assert_close(got, want, n, 1e-4, 1e-4, what);
-                if (pass == 2) rgt_assert_close(gdb, wdb, s->k, 1e-4, 1e-4, what);
+                if (pass % 3 == 2) rgt_assert_close(gdb, wdb, s->k, 1e-4, 1e-4, what);
                 free(got), free(gdb);
             }
             free(want), free(wdb);
         }
-        free(x), free(w), free(b), free(dy);
+        free(x), free(w), free(b), free(dy), free(relu_y);
     }
 }
 
@@ -192,10 +200,26 @@ Test(tensor_isa, elementwise_dropout_and_maxpool_match_generic) {
         /* the CNN's pooling (12 outputs a row, under one AVX-512 vector) and an odd 41x9 plane
          * (20 outputs a row: a full vector and a masked one; an unpooled last row and column),
          * both on tie-heavy input with NaNs (xq) */
-        {.n = 3, .c = 5, .h = 24, .w = 24, .p = 12, .q = 12, .kernel_h = 2, .kernel_w = 2,
-         .stride_h = 2, .stride_w = 2},
-        {.n = 2, .c = 3, .h = 9, .w = 41, .p = 4, .q = 20, .kernel_h = 2, .kernel_w = 2,
-         .stride_h = 2, .stride_w = 2},
+        {.n = 3,
+         .c = 5,
+         .h = 24,
+         .w = 24,
+         .p = 12,
+         .q = 12,
+         .kernel_h = 2,
+         .kernel_w = 2,
+         .stride_h = 2,
+         .stride_w = 2},
+        {.n = 2,
+         .c = 3,
+         .h = 9,
+         .w = 41,
+         .p = 4,
+         .q = 20,
+         .kernel_h = 2,
+         .kernel_w = 2,
+         .stride_h = 2,
+         .stride_w = 2},
     };
     float *xq = zeros(n); /* values in steps of 0.5 (many ties), a NaN every 97 elements */
     for (int64_t i = 0; i < n; i++) xq[i] = i % 97 == 3 ? NAN : roundf(x[i] * 2.0f) / 2.0f;
@@ -218,8 +242,8 @@ Test(tensor_isa, elementwise_dropout_and_maxpool_match_generic) {
             FOR_EACH_COPY(t, isa) {
                 memcpy(got, x, ni * sizeof(float));
                 t->maxpool2d_backward(&ps[k], dy, aw, beta, got);
-                cr_assert(!memcmp(got, want, ni * sizeof(float)), "%s: maxpool bwd %d beta %g",
-                          isa, k, beta);
+                cr_assert(!memcmp(got, want, ni * sizeof(float)), "%s: maxpool bwd %d beta %g", isa,
+                          k, beta);
             }
         }
         free(aw), free(at);
