@@ -44,10 +44,14 @@ static void conv2d_backward(rg_node *n) {
             s.relu_y = n->out->data; /* the passes mask dy as they read it */
         }
     }
-    if (rg_needs_grad(x)) {
-        float beta = rg_grad_begin(x);
-        be->conv2d_backward_data(&s, dy->data, w->data, beta, x->grad->data);
+    bool dx = rg_needs_grad(x);
+    float beta_x = dx ? rg_grad_begin(x) : 0.0f;
+    if (dx && bias_with_filter) { /* the usual case: both passes in one call, sharing dy */
+        be->conv2d_backward(&s, x->data, dy->data, w->data, beta_x, x->grad->data, beta_w,
+                            w->grad->data, db ? bias->grad->data : NULL);
+        return;
     }
+    if (dx) be->conv2d_backward_data(&s, dy->data, w->data, beta_x, x->grad->data);
     if (bias_with_filter) {
         be->conv2d_backward_filter(&s, x->data, dy->data, beta_w, w->grad->data,
                                    db ? bias->grad->data : NULL);

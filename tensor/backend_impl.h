@@ -123,6 +123,10 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
     /* dw = beta*dw + corr(x, dy);  db = beta*db + sum_{n,p,q} dy (db may be NULL) */              \
     X(void, conv2d_backward_filter, (const rg_conv2d_shape *s, const float *x, const float *dy,    \
                                      float beta, float *dw, float *db))                            \
+    /* the two above in one call (dx or dw may be NULL), so that they share their reading of dy */ \
+    X(void, conv2d_backward, (const rg_conv2d_shape *s, const float *x, const float *dy,           \
+                              const float *w, float beta_x, float *dx, float beta_w, float *dw,    \
+                              float *db))                                                          \
                                                                                                    \
     /* ---- max pooling; argmax holds the flat input index (within one (n,c) plane) of each max */ \
     X(void, maxpool2d_forward, (const rg_pool2d_shape *s, const float *x, float *y,                \

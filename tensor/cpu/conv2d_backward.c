@@ -6,7 +6,12 @@
  *
  * Backward filter reduces over pixels: dw[(c,r,s)][k] = sum_pixel x[window + tap + c] dy[pixel][k].
  * Each thread sums its images into its own (C*R*S x K) buffer; the buffers are added and
- * transposed into dw at the end, which is also where beta is applied. */
+ * transposed into dw at the end, which is also where beta is applied.
+ *
+ * Training needs both, and rg_cpu_conv2d_backward runs them chunk by chunk in one pass over the
+ * batch, so that the chunk's dy is read and transposed (and masked by a fused ReLU) once for
+ * both, while it is in cache: on the CNN's conv2 that took 9% off the step (docs/PERFORMANCE.md).
+ * rg_cpu_conv2d_backward_data alone remains for inputs whose weights are frozen. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,15 +73,17 @@ static void col2im_tile(const rg_conv2d_shape *s, const rg_conv_geom *g, const f
     }
 }
 
-/* One chunk: dxpad = col2im(dyt (pixels, kpad) wt), a panel of NR columns of dcol at a time. */
+/* One chunk: dxpad = col2im(dyt wt), a panel of NR columns of dcol at a time. Pixel m's dy for
+ * filter k is dyt[m * pstride + koff[k]]: pixel-major (pstride kpad, koff[k] = k) from
+ * rg_cpu_conv2d_backward_data, panel-major from rg_cpu_conv2d_backward (see there). */
 static void data_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, const rg_conv_chunks *ch,
-                       int64_t images, const float *wt, const int32_t *iota, const int32_t *col_off,
-                       const float *dyt, int64_t kpad, float *dcol, float *dxpad) {
+                       int64_t images, const float *wt, const int32_t *koff, const int32_t *col_off,
+                       const float *dyt, int64_t pstride, float *dcol, float *dxpad) {
     int64_t rows = images * g->pq;
     memset(dxpad, 0, (size_t)(images * g->xpad_len) * sizeof(float));
     for (int64_t n0 = 0; n0 < g->crs; n0 += NR) {
         int nv = rg_conv_panel_vectors(g->crs, n0);
-        rg_conv_panel_product(nv, rows, dyt, NULL, kpad, iota, s->k, wt + n0 * s->k, dcol, NR);
+        rg_conv_panel_product(nv, rows, dyt, NULL, pstride, koff, s->k, wt + n0 * s->k, dcol, NR);
         for (int64_t m0 = 0; m0 < rows; m0 += MR)
             col2im_tile(s, g, dcol + m0 * NR, (int)(rows - m0 < MR ? rows - m0 : MR), nv,
                         ch->pix + m0, n0, col_off, dxpad);
@@ -165,13 +172,14 @@ typedef struct {
     double *db; /* (K): the bias gradient */
 } filter_partial;
 
-/* Converts one image and adds its pixels' dy into the thread's bias gradient on the way (dy masked
- * by relu_y when a ReLU was fused, NULL otherwise); dyt is the image's first pixel in the chunk's
- * panel-major dyt, whose panels lie npix * NR apart. */
-static void filter_load_image(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
-                              const float *dy, const float *relu_y, int64_t npix, float *xpad,
-                              float *dyt, float *sums, double *db) {
-    rg_conv_to_padded_nhwc(s, g, x, xpad);
+/* Converts one image's dy (masked by relu_y when a ReLU was fused, NULL otherwise) into the
+ * chunk's panel-major dyt, whose panels lie npix * NR apart (dyt points at the image's first
+ * pixel), adding it into the thread's bias gradient on the way; and x into xpad, unless x is NULL
+ * (the data pass alone). */
+static void load_image(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
+                       const float *dy, const float *relu_y, int64_t npix, float *xpad, float *dyt,
+                       float *sums, double *db) {
+    if (x) rg_conv_to_padded_nhwc(s, g, x, xpad);
     memset(sums, 0, (size_t)s->k * sizeof(float));
     for (int64_t n0 = 0; n0 < s->k; n0 += NR)
         rg_conv_transpose_sum(s->k - n0 < NR ? s->k - n0 : NR, g->pq, dy + n0 * g->pq,
@@ -218,25 +226,42 @@ static void filter_reduce(const rg_conv2d_shape *s, int64_t crs, int64_t kpad,
     }
 }
 
-void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, const float *dy,
-                                   float beta, float *dw, float *db) {
+/* The two backward passes of one convolution, or either alone (dx or dw NULL), over the same
+ * chunks. Together they share the chunk's transposition of dy (masked, when a ReLU was fused):
+ * the filter pass's panel-major dyt, (kpad / NR, npix, NR), is also the data pass's left operand,
+ * read through koff[k] = (k / NR) * npix * NR + k % NR with pixels NR floats apart. */
+static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, const float *w,
+                     float beta_x, float *dx, float beta_w, float *dw, float *db) {
     rg_conv_geom g = rg_conv_geom_of(s);
     rg_conv_chunks ch = rg_conv_chunks_new(s, &g);
     int64_t rows = rg_conv_round_up(g.crs, MR), kpad = rg_conv_round_up(s->k, NR);
     int64_t accn = rows * kpad, xn = ch.images * g.xpad_len, dyn = ch.npix * kpad;
     int64_t chw = s->c * s->h * s->w, kpq = s->k * g.pq;
-    int32_t *row_off = rg_conv_window_offsets(s, &g, true, rows);
+    int64_t drows = rg_conv_round_up(ch.npix, MR);
+    RG_CHECK(dyn < INT32_MAX,
+             "conv2d: a chunk's dy of %lld floats is too large for 32-bit "
+             "offsets",
+             (long long)dyn);
+    int32_t *row_off = dw ? rg_conv_window_offsets(s, &g, true, rows) : NULL;
+    float *wt = dx ? pack_data_weights(s, g.crs, w) : NULL;
+    int32_t *col_off = dx ? rg_conv_window_offsets(s, &g, false, g.crs) : NULL;
+    int32_t *koff = (int32_t *)rg_conv_scratch(s->k);
+    for (int64_t k = 0; k < s->k; k++) koff[k] = (int32_t)(k / NR * ch.npix * NR + k % NR);
     int nthreads = ch.count > 1 ? omp_get_max_threads() : 1;
     filter_partial *part =
         rg_xcalloc((size_t)nthreads, sizeof *part, "conv2d: per-thread partials");
 #pragma omp parallel num_threads(nthreads)
     {
         filter_partial *mine = &part[omp_get_thread_num()];
-        float *xpad = rg_conv_scratch(xn), *dyt = rg_conv_scratch(dyn),
+        float *xpad = dw ? rg_conv_scratch(xn) : NULL, *dyt = rg_conv_scratch(dyn),
               *sums = rg_conv_scratch(kpad);
+        float *dxpad = dx ? rg_conv_scratch(xn) : NULL,
+              *dcol = dx ? rg_conv_scratch(drows * NR) : NULL;
         memset(dyt, 0, (size_t)dyn * sizeof(float)); /* columns past K stay zero */
-        mine->acc = rg_conv_scratch(accn);
-        memset(mine->acc, 0, (size_t)accn * sizeof(float));
+        if (dw) {
+            mine->acc = rg_conv_scratch(accn);
+            memset(mine->acc, 0, (size_t)accn * sizeof(float));
+        }
         mine->db = rg_xcalloc((size_t)s->k + 1, sizeof(double), "conv2d: bias-gradient partials");
         /* static, unlike the other passes: which images a thread's partial sums then depends on
          * the thread count only, so dw rounds the same way in every run (with dynamic scheduling
@@ -245,22 +270,43 @@ void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, con
         for (int64_t ci = 0; ci < ch.count; ci++) {
             int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
             for (int64_t i = 0; i < images; i++)
-                filter_load_image(s, &g, x + (n0 + i) * chw, dy + (n0 + i) * kpq,
-                                  s->relu_y ? s->relu_y + (n0 + i) * kpq : NULL, ch.npix,
-                                  xpad + i * g.xpad_len, dyt + i * g.pq * NR, sums, mine->db);
-            filter_chunk(s, &ch, images, g.pq, row_off, rows, xpad, dyt, kpad, mine->acc);
+                load_image(s, &g, dw ? x + (n0 + i) * chw : NULL, dy + (n0 + i) * kpq,
+                           s->relu_y ? s->relu_y + (n0 + i) * kpq : NULL, ch.npix,
+                           dw ? xpad + i * g.xpad_len : NULL, dyt + i * g.pq * NR, sums, mine->db);
+            if (dw) filter_chunk(s, &ch, images, g.pq, row_off, rows, xpad, dyt, kpad, mine->acc);
+            if (dx) {
+                data_chunk(s, &g, &ch, images, wt, koff, col_off, dyt, NR, dcol, dxpad);
+                for (int64_t i = 0; i < images; i++)
+                    write_dx(s, &g, dxpad + i * g.xpad_len, beta_x, dx + (n0 + i) * chw);
+            }
         }
         /* the implicit barrier above: every partial is complete */
-        filter_reduce(s, g.crs, kpad, part, nthreads, beta, dw, db);
+        if (dw) filter_reduce(s, g.crs, kpad, part, nthreads, beta_w, dw, db);
+        if (dcol) rg_conv_scratch_free(dcol, drows * NR);
+        if (dxpad) rg_conv_scratch_free(dxpad, xn);
         rg_conv_scratch_free(sums, kpad);
         rg_conv_scratch_free(dyt, dyn);
-        rg_conv_scratch_free(xpad, xn);
+        if (xpad) rg_conv_scratch_free(xpad, xn);
     }
     for (int t = 0; t < nthreads; t++) {
         if (part[t].acc) rg_conv_scratch_free(part[t].acc, accn);
         free(part[t].db);
     }
     free(part);
-    rg_conv_scratch_free((float *)row_off, rows);
+    rg_conv_scratch_free((float *)koff, s->k);
+    if (col_off) rg_conv_scratch_free((float *)col_off, g.crs);
+    if (wt) rg_conv_scratch_free(wt, (g.crs + NR - 1) / NR * s->k * NR);
+    if (row_off) rg_conv_scratch_free((float *)row_off, rows);
     rg_conv_chunks_free(&ch);
+}
+
+void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, const float *dy,
+                                   float beta, float *dw, float *db) {
+    backward(s, x, dy, NULL, 0.0f, NULL, beta, dw, db);
+}
+
+void rg_cpu_conv2d_backward(const rg_conv2d_shape *s, const float *x, const float *dy,
+                            const float *w, float beta_x, float *dx, float beta_w, float *dw,
+                            float *db) {
+    backward(s, x, dy, w, beta_x, dx, beta_w, dw, db);
 }

@@ -52,6 +52,7 @@
 #define rg_cpu_conv2d_forward RG_ISA_NAME(rg_cpu_conv2d_forward)
 #define rg_cpu_conv2d_backward_data RG_ISA_NAME(rg_cpu_conv2d_backward_data)
 #define rg_cpu_conv2d_backward_filter RG_ISA_NAME(rg_cpu_conv2d_backward_filter)
+#define rg_cpu_conv2d_backward RG_ISA_NAME(rg_cpu_conv2d_backward)
 #define rg_conv_forward_direct RG_ISA_NAME(rg_conv_forward_direct)
 #define rg_conv_tile RG_ISA_NAME(rg_conv_tile)
 #define rg_conv_panel_product RG_ISA_NAME(rg_conv_panel_product)

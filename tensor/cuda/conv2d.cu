@@ -318,3 +318,11 @@ void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, co
     pthread_mutex_unlock(&ctx->cudnn_lock);
     if (dz) rg_cuda_scratch_free(ctx, dz);
 }
+
+/* Both backward passes: cuDNN has no combined call, so the two above, one after the other. */
+void rg_cuda_conv2d_backward(const rg_conv2d_shape *s, const float *x, const float *dy,
+                             const float *w, float beta_x, float *dx, float beta_w, float *dw,
+                             float *db) {
+    if (dx) rg_cuda_conv2d_backward_data(s, dy, w, beta_x, dx);
+    if (dw) rg_cuda_conv2d_backward_filter(s, x, dy, beta_w, dw, db);
+}

@@ -321,7 +321,7 @@ Test(tensor_conv2d, gradients_accumulate_with_beta_one) {
     free_inputs(&in);
 }
 
-Test(tensor_conv2d, kernels_with_beta_zero_never_read_the_output) {
+Test(tensor_conv2d, kernels_with_beta_zero_never_read_the_output_and_agree_apart_or_together) {
     const conv_case t = {2, 32, 8, 8, 16, 3, 3, 1, 1, true};
     rg_conv2d_shape s = shape_of(&t);
     conv_inputs in = make_inputs(&t, 3, false);
@@ -329,14 +329,33 @@ Test(tensor_conv2d, kernels_with_beta_zero_never_read_the_output) {
     rg_tensor *dx = rgt_uniform(RG_SHAPE(s.n, s.c, s.h, s.w), -1, 1, 5);
     rg_tensor *dw = rgt_uniform(RG_SHAPE(s.k, s.c, s.r, s.s), -1, 1, 6);
     rg_tensor *db = rgt_uniform(RG_SHAPE(s.k), -1, 1, 7);
-    rg_tensor_fill_(dx, NAN), rg_tensor_fill_(dw, NAN), rg_tensor_fill_(db, NAN);
-    rg_cpu_backend.conv2d_backward_data(&s, dy->data, in.w->data, 0.0f, dx->data);
-    rg_cpu_backend.conv2d_backward_filter(&s, in.x->data, dy->data, 0.0f, dw->data, db->data);
     rg_tensor *outs[3] = {dx, dw, db};
-    for (int i = 0; i < 3; i++)
-        for (int64_t j = 0; j < outs[i]->numel; j++)
-            cr_assert(isfinite(rg_tensor_f32(outs[i])[j]), "output %d element %lld is %g", i,
-                      (long long)j, (double)rg_tensor_f32(outs[i])[j]);
+    float *apart[3] = {NULL, NULL, NULL};
+    for (int both = 0; both < 2; both++) { /* the passes one by one, then in one call */
+        for (int i = 0; i < 3; i++) rg_tensor_fill_(outs[i], NAN);
+        if (both) {
+            rg_cpu_backend.conv2d_backward(&s, in.x->data, dy->data, in.w->data, 0.0f, dx->data,
+                                           0.0f, dw->data, db->data);
+        } else {
+            rg_cpu_backend.conv2d_backward_data(&s, dy->data, in.w->data, 0.0f, dx->data);
+            rg_cpu_backend.conv2d_backward_filter(&s, in.x->data, dy->data, 0.0f, dw->data,
+                                                  db->data);
+        }
+        for (int i = 0; i < 3; i++)
+            for (int64_t j = 0; j < outs[i]->numel; j++)
+                cr_assert(isfinite(rg_tensor_f32(outs[i])[j]), "%s: output %d element %lld is %g",
+                          both ? "together" : "apart", i, (long long)j,
+                          (double)rg_tensor_f32(outs[i])[j]);
+        for (int i = 0; i < 3; i++) { /* and together they give the same bits */
+            if (!both) {
+                apart[i] = rgt_copy_out(outs[i]);
+                continue;
+            }
+            cr_assert(memcmp(apart[i], outs[i]->data, rg_tensor_nbytes(outs[i])) == 0,
+                      "output %d differs between the passes apart and together", i);
+            free(apart[i]);
+        }
+    }
     rgt_free_all(4, (rg_tensor *[]){dy, dx, dw, db});
     free_inputs(&in);
 }

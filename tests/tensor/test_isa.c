@@ -40,14 +40,17 @@ Test(tensor_isa, the_choice_is_a_set_this_cpu_runs) {
 }
 
 /* Runs one conv pass on table t. pass 0: forward, 1: backward data, 2: backward filter; 3, 4, 5:
- * the same with a fused ReLU (relu_y: its output, for the backward passes' mask). */
+ * the same with a fused ReLU (relu_y: its output, for the backward passes' mask); 6, 7: both
+ * backward passes in one call, without and with the ReLU (out: dx, then dw). */
 static void conv_pass(const rg_backend *t, int pass, const rg_conv2d_shape *shape, const float *x,
                       const float *w, const float *b, const float *dy, const float *relu_y,
                       float *out, float *db) {
     rg_conv2d_shape s = *shape;
     s.relu = pass == 3;
-    s.relu_y = pass > 3 ? relu_y : NULL;
-    if (pass % 3 == 0)
+    s.relu_y = pass == 4 || pass == 5 || pass == 7 ? relu_y : NULL;
+    if (pass >= 6)
+        t->conv2d_backward(&s, x, dy, w, 0.5f, out, 1.0f, out + s.n * s.c * s.h * s.w, db);
+    else if (pass % 3 == 0)
         t->conv2d_forward(&s, x, w, b, out);
     else if (pass % 3 == 1)
         t->conv2d_backward_data(&s, dy, w, 0.5f, out); /* beta: accumulate half */
@@ -93,8 +96,8 @@ Test(tensor_isa, conv2d_passes_match_generic) {
         float *relu_y = rand_floats(ny, -1, 1, 5 + si); /* a ReLU's output: half zeros */
         for (int64_t i = 0; i < ny; i++) relu_y[i] = relu_y[i] < 0.0f ? 0.0f : relu_y[i];
         relu_y[0] = NAN, relu_y[ny - 1] = -0.0f; /* NaN keeps dy, -0 drops it */
-        for (int pass = 0; pass < 6; pass++) {
-            int64_t n = pass % 3 == 0 ? ny : pass % 3 == 1 ? nx : nw;
+        for (int pass = 0; pass < 8; pass++) {
+            int64_t n = pass >= 6 ? nx + nw : pass % 3 == 0 ? ny : pass % 3 == 1 ? nx : nw;
             float *want = rand_floats(n, -1, 1, 9), *wdb = rand_floats(s->k, -1, 1, 10);
             conv_pass(g, pass, s, x, w, b, dy, relu_y, want, wdb);
             for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
@@ -105,7 +108,7 @@ Test(tensor_isa, conv2d_passes_match_generic) {
                 char what[96];
                 snprintf(what, sizeof what, "%s: shape %zu, pass %d", isas[i], si, pass);
                 rgt_assert_close(got, want, n, 1e-4, 1e-4, what);
-                if (pass % 3 == 2) rgt_assert_close(gdb, wdb, s->k, 1e-4, 1e-4, what);
+                if (pass % 3 == 2 || pass >= 6) rgt_assert_close(gdb, wdb, s->k, 1e-4, 1e-4, what);
                 free(got), free(gdb);
             }
             free(want), free(wdb);
