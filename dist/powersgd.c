@@ -8,7 +8,9 @@
  * step's gradient, so nothing is lost for good, only delayed; without it PowerSGD does not reach
  * full accuracy. Both P and Q are sums over ranks, so the approximation is of the *average*
  * gradient, computed by allreduce (which a low-rank method can use, unlike top-k sparsification).
- * The matrix products are host loops: (n + m) r n-long dot products, small next to backward.
+ * The three products (P = M Q, Q = M^T P, P Q^T) go through the CPU backend's GEMM: as plain
+ * loops (double accumulation) they took 7 ms a step for the CNN's fc1 (128 x 9216, r = 4), all of
+ * it after backward, where it added to every step's wait (docs/PERFORMANCE.md).
  * This follows PyTorch's torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py. */
 #include "dist/powersgd_impl.h"
 
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "core/kernels.h"
+#include "tensor/backend_impl.h"
 
 bool rg_psgd_worth(int ndim, const int64_t *shape, int r) {
     if (ndim < 2) return false;
@@ -73,30 +76,16 @@ rg_status rg_psgd_reduce(rg_psgd_matrix *s, float *grad, rg_comm *c, int64_t *fl
     const int64_t n = s->n, m = s->m;
     const int r = s->r;
     if (!s->q_ready) init_q(s);
+    const rg_backend *be = &rg_cpu_backend; /* host gradients only (rg_ddp_new checks) */
     for (int64_t i = 0; i < n * m; i++) s->mcopy[i] = grad[i] + s->error[i]; /* M */
     const float *M = s->mcopy;
-    for (int64_t i = 0; i < n; i++) /* P = M Q */
-        for (int j = 0; j < r; j++) {
-            double acc = 0;
-            for (int64_t k = 0; k < m; k++) acc += (double)M[i * m + k] * s->q[k * r + j];
-            s->p[i * r + j] = (float)acc;
-        }
+    be->gemm(false, false, n, r, m, 1.0f, M, m, s->q, r, 0.0f, s->p, r); /* P = M Q */
     RG_TRY(rg_comm_allreduce(c, s->p, n * r, RG_COMM_F32, RG_REDUCE_SUM));
     rg_psgd_orthogonalize(s->p, n, r);
-    memset(s->q, 0, (size_t)(m * r) * sizeof(float)); /* Q = M^T P */
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t k = 0; k < m; k++) {
-            float mik = M[i * m + k];
-            for (int j = 0; j < r; j++) s->q[k * r + j] += mik * s->p[i * r + j];
-        }
+    be->gemm(true, false, m, r, n, 1.0f, M, m, s->p, r, 0.0f, s->q, r); /* Q = M^T P */
     RG_TRY(rg_comm_allreduce(c, s->q, m * r, RG_COMM_F32, RG_REDUCE_AVG));
-    for (int64_t i = 0; i < n; i++) /* grad = P Q^T; error = M - grad */
-        for (int64_t k = 0; k < m; k++) {
-            float acc = 0;
-            for (int j = 0; j < r; j++) acc += s->p[i * r + j] * s->q[k * r + j];
-            grad[i * m + k] = acc;
-            s->error[i * m + k] = M[i * m + k] - acc;
-        }
+    be->gemm(false, true, n, m, r, 1.0f, s->p, r, s->q, r, 0.0f, grad, m); /* grad = P Q^T */
+    for (int64_t i = 0; i < n * m; i++) s->error[i] = M[i] - grad[i];      /* error = M - grad */
     *floats_sent += (n + m) * r;
     return RG_OK;
 }
