@@ -1,6 +1,7 @@
 /* conv2d.c — the 2-D convolution layer, as PyTorch's nn.Conv2d: weight (out,in,k,k) in OIHW,
  * optional bias (out), default initialisation U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with
  * fan_in = in*k*k. */
+#include "layers/layers_impl.h"
 #include "ringgrad/layer.h"
 #include "ringgrad/ops.h"
 
@@ -16,14 +17,13 @@ static rg_tensor *conv2d_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
     return rg_conv2d(x, c->weight, c->bias, c->stride, c->padding); /* (N,C,H,W) -> (N,K,P,Q) */
 }
 
-static rg_tensor *conv2d_relu_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
-    (void)mode;
+static const rg_layer_vtable conv2d_vt = {.kind = "Conv2d", .forward = conv2d_forward};
+
+rg_tensor *rg_conv2d_layer_forward_relu(rg_layer *l, rg_tensor *x) {
+    if (!l || l->vt != &conv2d_vt) return NULL;
     conv2d_layer *c = (conv2d_layer *)l;
     return rg_conv2d_relu(x, c->weight, c->bias, c->stride, c->padding);
 }
-
-static const rg_layer_vtable conv2d_vt = {
-    .kind = "Conv2d", .forward = conv2d_forward, .forward_relu = conv2d_relu_forward};
 
 rg_layer *rg_conv2d_new(const char *name, int64_t in_ch, int64_t out_ch, int kernel,
                         const rg_conv2d_opts *opts, rg_rng_stream *init) {

@@ -49,9 +49,6 @@ typedef struct {
     /* Frees what the concrete layer allocated beyond the base struct; NULL when nothing. The base
      * (name, parameters, children) is freed by rg_layer_free. */
     void (*free)(rg_layer *l);
-    /* Optional: relu(forward(l, x, mode)) as one fused op with the same results. Sequential calls
-     * it instead of forward when a ReLU layer follows (Conv2d has one); NULL when none. */
-    rg_tensor *(*forward_relu)(rg_layer *l, rg_tensor *x, rg_mode mode);
 } rg_layer_vtable;
 
 struct rg_layer {
@@ -89,9 +86,9 @@ RG_API rg_layer *rg_layer_add(rg_layer *l, rg_layer *child);
 
 /* ---- the layers (each in layers/<name>.c) ---- */
 
-/* Children run in order: y = child_n(... child_1(x)). Add them with rg_layer_add. A child with a
- * forward_relu (Conv2d) followed by a ReLU runs as one fused op (rg_conv2d_relu): the same
- * results, bit for bit, in less time. RG_FUSE=0 in the environment turns that off. */
+/* Children run in order: y = child_n(... child_1(x)). Add them with rg_layer_add. A Conv2d
+ * followed by a ReLU runs as one fused op (rg_conv2d_relu): the same results, bit for bit, in less
+ * time. RG_FUSE=0 in the environment turns that off. */
 RG_API rg_layer *rg_sequential_new(const char *name);
 
 /* y = x w^T + b;  x (N,in) -> (N,out); weight (out,in), bias (out), both initialised as

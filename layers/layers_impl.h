@@ -1,0 +1,12 @@
+/* layers_impl.h — what the layers share privately. */
+#ifndef RG_LAYERS_IMPL_H
+#define RG_LAYERS_IMPL_H
+
+#include "ringgrad/layer.h"
+
+/* relu(forward of the Conv2d l) as one fused op (rg_conv2d_relu), or NULL when l is not a Conv2d.
+ * Sequential's fusion (sequential.c) asks each child this way, so that the public vtable stays
+ * as it is and layers compiled against it keep working. */
+rg_tensor *rg_conv2d_layer_forward_relu(rg_layer *l, rg_tensor *x);
+
+#endif
