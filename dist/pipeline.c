@@ -200,9 +200,8 @@ RG_NODISCARD static rg_status recv_act(rg_pipeline *p, rg_tensor **out) {
 }
 
 static rg_tensor *run_stage(rg_pipeline *p, rg_tensor *a, rg_mode mode) {
-    for (int c = p->first[p->stage]; c < p->first[p->stage + 1]; c++)
-        a = rg_layer_forward(p->root->children[c], a, mode);
-    return a;
+    return rg_sequential_forward_range(p->root, p->first[p->stage], p->first[p->stage + 1], a,
+                                       mode);
 }
 
 static void trace_mb(const char *name, int64_t t0, int i) {

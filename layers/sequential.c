@@ -16,12 +16,16 @@ static bool fusion_enabled(void) {
     return !(v && strcmp(v, "0") == 0);
 }
 
-static rg_tensor *sequential_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
+rg_tensor *rg_sequential_forward_range(rg_layer *l, int first, int last, rg_tensor *x,
+                                       rg_mode mode) {
+    RG_CHECK(l && x, "rg_sequential_forward_range: NULL argument");
+    RG_CHECK(0 <= first && first <= last && last <= l->n_children,
+             "layer %s: children [%d, %d) of %d", l->name, first, last, l->n_children);
     bool fuse = fusion_enabled();
-    for (int i = 0; i < l->n_children; i++) {
+    for (int i = first; i < last; i++) {
         rg_layer *c = l->children[i];
         rg_tensor *y = NULL;
-        if (fuse && i + 1 < l->n_children && rg_layer_is_relu(l->children[i + 1]))
+        if (fuse && i + 1 < last && rg_layer_is_relu(l->children[i + 1]))
             y = rg_conv2d_layer_forward_relu(c, x); /* NULL: c is not a Conv2d */
         if (y) {
             x = y;
@@ -31,6 +35,10 @@ static rg_tensor *sequential_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
         x = rg_layer_forward(c, x, mode);
     }
     return x;
+}
+
+static rg_tensor *sequential_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
+    return rg_sequential_forward_range(l, 0, l->n_children, x, mode);
 }
 
 static const rg_layer_vtable sequential_vt = {.kind = "Sequential", .forward = sequential_forward};

@@ -90,6 +90,10 @@ RG_API rg_layer *rg_layer_add(rg_layer *l, rg_layer *child);
  * followed by a ReLU runs as one fused op (rg_conv2d_relu): the same results, bit for bit, in less
  * time. RG_FUSE=0 in the environment turns that off. */
 RG_API rg_layer *rg_sequential_new(const char *name);
+/* Children [first, last) of the container l only, fused as its forward is: x through
+ * child_{last-1}(... child_first(x)). A pipeline stage runs its share of a Sequential this way. */
+RG_API rg_tensor *rg_sequential_forward_range(rg_layer *l, int first, int last, rg_tensor *x,
+                                              rg_mode mode);
 
 /* y = x w^T + b;  x (N,in) -> (N,out); weight (out,in), bias (out), both initialised as
  * PyTorch's nn.Linear: U(-1/sqrt(in), 1/sqrt(in)) drawn from *init (advanced). */

@@ -157,11 +157,23 @@ Test(layers_sequential, fuses_a_conv2d_and_the_relu_after_it_unless_told_not_to)
     y = rg_layer_forward(net, x, RG_TRAIN);
     unsetenv("RG_FUSE");
     cr_assert_str_eq(made_by(((const rg_node *)y->grad_fn)->in[0]), "relu");
+    y = rg_sequential_forward_range(net, 0, 2, x, RG_TRAIN); /* a pipeline stage's share */
+    cr_assert_str_eq(made_by(y), "conv2d_relu");
+    cr_assert_str_eq(made_by(rg_sequential_forward_range(net, 1, 3, y, RG_TRAIN)), "conv2d");
+    cr_assert_eq(rg_sequential_forward_range(net, 2, 2, y, RG_TRAIN), y); /* an empty range */
     rg_scope_end();
     cr_assert(rg_layer_is_relu(net->children[1]));
     cr_assert(!rg_layer_is_relu(net->children[0]));
     cr_assert(!rg_layer_is_relu(NULL));
     free_layer_and_input(net, x);
+}
+
+Test(layers_sequential, a_range_past_the_children_stops_with_a_message, .signal = SIGABRT) {
+    rg_layer *net = rg_sequential_new("");
+    rg_layer_add(net, rg_relu_new("relu1"));
+    rg_tensor *x = rgt_uniform(RG_SHAPE(2, 3), -1, 1, 5);
+    rg_scope_begin();
+    rg_sequential_forward_range(net, 0, 2, x, RG_TRAIN);
 }
 
 /* Logits and every gradient of two training steps of the CNN (dropout on), fused and not. */
