@@ -123,7 +123,8 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
     /* dw = beta*dw + corr(x, dy);  db = beta*db + sum_{n,p,q} dy (db may be NULL) */              \
     X(void, conv2d_backward_filter, (const rg_conv2d_shape *s, const float *x, const float *dy,    \
                                      float beta, float *dw, float *db))                            \
-    /* the two above in one call (dx or dw may be NULL), so that they share their reading of dy */ \
+    /* the two above in one call, so that they share their reading of dy; dx or dw may be NULL, */ \
+    /* db (may be NULL) only with dw */                                                            \
     X(void, conv2d_backward, (const rg_conv2d_shape *s, const float *x, const float *dy,           \
                               const float *w, float beta_x, float *dx, float beta_w, float *dw,    \
                               float *db))                                                          \

@@ -238,10 +238,9 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
     int64_t accn = rows * kpad, xn = ch.images * g.xpad_len, dyn = ch.npix * kpad;
     int64_t chw = s->c * s->h * s->w, kpq = s->k * g.pq;
     int64_t drows = rg_conv_round_up(ch.npix, MR);
-    RG_CHECK(dyn < INT32_MAX,
-             "conv2d: a chunk's dy of %lld floats is too large for 32-bit "
-             "offsets",
+    RG_CHECK(dyn < INT32_MAX, "conv2d: a chunk's dy of %lld floats is too large for int32",
              (long long)dyn);
+    RG_CHECK(dw || !db, "conv2d: the bias gradient comes with the filter pass only");
     int32_t *row_off = dw ? rg_conv_window_offsets(s, &g, true, rows) : NULL;
     float *wt = dx ? pack_data_weights(s, g.crs, w) : NULL;
     int32_t *col_off = dx ? rg_conv_window_offsets(s, &g, false, g.crs) : NULL;
