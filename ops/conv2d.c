@@ -46,19 +46,11 @@ static void conv2d_backward(rg_node *n) {
     }
     bool dx = rg_needs_grad(x);
     float beta_x = dx ? rg_grad_begin(x) : 0.0f;
-    if (dx && bias_with_filter) { /* the usual case: both passes in one call, sharing dy */
-        be->conv2d_backward(&s, x->data, dy->data, w->data, beta_x, x->grad->data, beta_w,
-                            w->grad->data, db ? bias->grad->data : NULL);
-        return;
-    }
-    if (dx) be->conv2d_backward_data(&s, dy->data, w->data, beta_x, x->grad->data);
-    if (bias_with_filter) {
-        be->conv2d_backward_filter(&s, x->data, dy->data, beta_w, w->grad->data,
-                                   db ? bias->grad->data : NULL);
-        return;
-    }
-    if (dw) be->conv2d_backward_filter(&s, x->data, dy->data, beta_w, w->grad->data, NULL);
-    if (db) { /* bias alone: dbias = sum of dy over (n, p, q) */
+    if (dx || dw) /* the passes needed, in one call: together they share their reading of dy */
+        be->conv2d_backward(&s, x->data, dy->data, w->data, beta_x, dx ? x->grad->data : NULL,
+                            beta_w, dw ? w->grad->data : NULL,
+                            bias_with_filter && db ? bias->grad->data : NULL);
+    if (db && !bias_with_filter) { /* bias alone: dbias = sum of dy over (n, p, q) */
         rg_bcast bc;
         rg_tensor b3 = *bias;
         b3.ndim = 3, b3.shape[0] = s.k, b3.shape[1] = 1, b3.shape[2] = 1;

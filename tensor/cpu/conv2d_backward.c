@@ -8,10 +8,9 @@
  * Each thread sums its images into its own (C*R*S x K) buffer; the buffers are added and
  * transposed into dw at the end, which is also where beta is applied.
  *
- * Training needs both, and rg_cpu_conv2d_backward runs them chunk by chunk in one pass over the
- * batch, so that the chunk's dy is read and transposed (and masked by a fused ReLU) once for
- * both, while it is in cache: on the CNN's conv2 that took 9% off the step (docs/PERFORMANCE.md).
- * rg_cpu_conv2d_backward_data alone remains for inputs whose weights are frozen. */
+ * One function, backward(), runs either pass or both, chunk by chunk: training needs both, and
+ * together the chunk's dy is read and transposed (and masked by a fused ReLU) once for both,
+ * while it is in cache: on the CNN's conv2 that took 9% off the step (docs/PERFORMANCE.md). */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,17 +72,16 @@ static void col2im_tile(const rg_conv2d_shape *s, const rg_conv_geom *g, const f
     }
 }
 
-/* One chunk: dxpad = col2im(dyt wt), a panel of NR columns of dcol at a time. Pixel m's dy for
- * filter k is dyt[m * pstride + koff[k]]: pixel-major (pstride kpad, koff[k] = k) from
- * rg_cpu_conv2d_backward_data, panel-major from rg_cpu_conv2d_backward (see there). */
+/* One chunk: dxpad = col2im(dyt wt), a panel of NR columns of dcol at a time. dyt is the chunk's
+ * panel-major dy (see backward below): pixel m's dy for filter k is dyt[m * NR + koff[k]]. */
 static void data_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, const rg_conv_chunks *ch,
                        int64_t images, const float *wt, const int32_t *koff, const int32_t *col_off,
-                       const float *dyt, int64_t pstride, float *dcol, float *dxpad) {
+                       const float *dyt, float *dcol, float *dxpad) {
     int64_t rows = images * g->pq;
     memset(dxpad, 0, (size_t)(images * g->xpad_len) * sizeof(float));
     for (int64_t n0 = 0; n0 < g->crs; n0 += NR) {
         int nv = rg_conv_panel_vectors(g->crs, n0);
-        rg_conv_panel_product(nv, rows, dyt, NULL, pstride, koff, s->k, wt + n0 * s->k, dcol, NR);
+        rg_conv_panel_product(nv, rows, dyt, NULL, NR, koff, s->k, wt + n0 * s->k, dcol, NR);
         for (int64_t m0 = 0; m0 < rows; m0 += MR)
             col2im_tile(s, g, dcol + m0 * NR, (int)(rows - m0 < MR ? rows - m0 : MR), nv,
                         ch->pix + m0, n0, col_off, dxpad);
@@ -101,46 +99,6 @@ static void write_dx(const rg_conv2d_shape *s, const rg_conv_geom *g, float *dxp
         for (int64_t h = 0; h < s->h; h++)
             memmove(body + h * wc, body + h * row + s->pad_w * s->c, (size_t)wc * sizeof(float));
     rg_conv_transpose(hw, s->c, body, s->c, dx, hw, NULL, beta);
-}
-
-void rg_cpu_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, const float *w,
-                                 float beta, float *dx) {
-    rg_conv_geom g = rg_conv_geom_of(s);
-    rg_conv_chunks ch = rg_conv_chunks_new(s, &g);
-    int64_t kpad = rg_conv_round_up(s->k, NR), chw = s->c * s->h * s->w, kpq = s->k * g.pq;
-    int64_t rows = rg_conv_round_up(ch.npix, MR), xn = ch.images * g.xpad_len;
-    float *wt = pack_data_weights(s, g.crs, w);
-    int32_t *col_off = rg_conv_window_offsets(s, &g, false, g.crs);
-    int32_t *iota = (int32_t *)rg_conv_scratch(s->k);
-    for (int64_t k = 0; k < s->k; k++) iota[k] = (int32_t)k;
-#pragma omp parallel if (ch.count > 1)
-    {
-        float *dyt = rg_conv_scratch(ch.npix * kpad), *dxpad = rg_conv_scratch(xn);
-        float *dcol = rg_conv_scratch(rows * NR);
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t ci = 0; ci < ch.count; ci++) {
-            int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
-            for (int64_t i = 0; i < images; i++) { /* dyt[pixel][k] */
-                const float *src = dy + (n0 + i) * kpq;
-                float *dst = dyt + i * g.pq * kpad;
-                if (s->relu_y) /* the fused ReLU's backward on the way */
-                    rg_conv_transpose_masked(s->k, g.pq, src, s->relu_y + (n0 + i) * kpq, g.pq, dst,
-                                             kpad);
-                else
-                    rg_conv_transpose(s->k, g.pq, src, g.pq, dst, kpad, NULL, 0.0f);
-            }
-            data_chunk(s, &g, &ch, images, wt, iota, col_off, dyt, kpad, dcol, dxpad);
-            for (int64_t i = 0; i < images; i++)
-                write_dx(s, &g, dxpad + i * g.xpad_len, beta, dx + (n0 + i) * chw);
-        }
-        rg_conv_scratch_free(dcol, rows * NR);
-        rg_conv_scratch_free(dxpad, xn);
-        rg_conv_scratch_free(dyt, ch.npix * kpad);
-    }
-    rg_conv_scratch_free((float *)iota, s->k);
-    rg_conv_scratch_free((float *)col_off, g.crs);
-    rg_conv_scratch_free(wt, (g.crs + NR - 1) / NR * s->k * NR);
-    rg_conv_chunks_free(&ch);
 }
 
 /* ---- backward filter ---- */
@@ -274,7 +232,7 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
                            dw ? xpad + i * g.xpad_len : NULL, dyt + i * g.pq * NR, sums, mine->db);
             if (dw) filter_chunk(s, &ch, images, g.pq, row_off, rows, xpad, dyt, kpad, mine->acc);
             if (dx) {
-                data_chunk(s, &g, &ch, images, wt, koff, col_off, dyt, NR, dcol, dxpad);
+                data_chunk(s, &g, &ch, images, wt, koff, col_off, dyt, dcol, dxpad);
                 for (int64_t i = 0; i < images; i++)
                     write_dx(s, &g, dxpad + i * g.xpad_len, beta_x, dx + (n0 + i) * chw);
             }
@@ -297,6 +255,11 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
     if (wt) rg_conv_scratch_free(wt, (g.crs + NR - 1) / NR * s->k * NR);
     if (row_off) rg_conv_scratch_free((float *)row_off, rows);
     rg_conv_chunks_free(&ch);
+}
+
+void rg_cpu_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, const float *w,
+                                 float beta, float *dx) {
+    backward(s, NULL, dy, w, beta, dx, 0.0f, NULL, NULL);
 }
 
 void rg_cpu_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, const float *dy,

@@ -66,14 +66,10 @@ void rg_conv_transpose(int64_t rows, int64_t cols, const float *src, int64_t lds
 void rg_conv_transpose_relu(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
                             int64_t ldd, const float *bias);
 
-/* dst[j*ldd + i] = mask[i*lds + j] > 0 ? src[i*lds + j] : 0 (NaN in the mask keeps src): the
- * ReLU's backward on the way (mask is the ReLU's output, laid out as src). */
-void rg_conv_transpose_masked(int64_t rows, int64_t cols, const float *src, const float *mask,
-                              int64_t lds, float *dst, int64_t ldd);
-
 /* dst[j*ldd + i] = src[i*lds + j] as rg_conv_transpose, and sums[i] += src[i][0] + ... +
- * src[i][cols-1]: the copy and the row sums in one pass over src. With a mask (or NULL), src is
- * masked first as in rg_conv_transpose_masked, and the sums are of the masked values. */
+ * src[i][cols-1]: the copy and the row sums in one pass over src. With a mask (or NULL), laid out
+ * as src, a value counts only where mask > 0 (NaN in the mask keeps it): the ReLU's backward on
+ * the way, the mask being the ReLU's output; the sums are of the masked values. */
 void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, const float *mask,
                            int64_t lds, float *dst, int64_t ldd, float *sums);
 

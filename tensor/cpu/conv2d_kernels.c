@@ -251,11 +251,6 @@ void rg_conv_transpose_relu(int64_t rows, int64_t cols, const float *src, int64_
     transpose(rows, cols, src, lds, dst, ldd, (transpose_opts){.bias = bias, .relu = true});
 }
 
-void rg_conv_transpose_masked(int64_t rows, int64_t cols, const float *src, const float *mask,
-                              int64_t lds, float *dst, int64_t ldd) {
-    transpose(rows, cols, src, lds, dst, ldd, (transpose_opts){.mask = mask});
-}
-
 void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, const float *mask,
                            int64_t lds, float *dst, int64_t ldd, float *sums) {
     if (mask)

@@ -117,6 +117,23 @@ Test(tensor_isa, conv2d_passes_match_generic) {
     }
 }
 
+/* A square k x k pooling window with that stride and padding; the output size as PyTorch's. */
+static rg_pool2d_shape pool_shape(int64_t n, int64_t c, int64_t h, int64_t w, int k, int st,
+                                  int pad) {
+    return (rg_pool2d_shape){.n = n,
+                             .c = c,
+                             .h = h,
+                             .w = w,
+                             .p = (h + 2 * pad - k) / st + 1,
+                             .q = (w + 2 * pad - k) / st + 1,
+                             .kernel_h = k,
+                             .kernel_w = k,
+                             .stride_h = st,
+                             .stride_w = st,
+                             .pad_h = pad,
+                             .pad_w = pad};
+}
+
 /* Compares the float outputs of one element-wise kernel call on every copy with generic's. */
 #define FOR_EACH_COPY(t, name)                                                                     \
     for (size_t i_ = 0; i_ < sizeof isas / sizeof *isas; i_++)                                     \
@@ -178,51 +195,13 @@ Test(tensor_isa, elementwise_dropout_and_maxpool_match_generic) {
     SAME(g->f16_to_f32(n, hw, want), t->f16_to_f32(n, hw, got), "f16_to_f32");
     /* max-pooling, 2x2 and a padded 3x3 stride 2, forward (values and argmax) and backward */
     rg_pool2d_shape ps[4] = {
-        {.n = 4,
-         .c = 8,
-         .h = 28,
-         .w = 28,
-         .p = 14,
-         .q = 14,
-         .kernel_h = 2,
-         .kernel_w = 2,
-         .stride_h = 2,
-         .stride_w = 2},
-        {.n = 2,
-         .c = 3,
-         .h = 13,
-         .w = 11,
-         .p = 7,
-         .q = 6,
-         .kernel_h = 3,
-         .kernel_w = 3,
-         .stride_h = 2,
-         .stride_w = 2,
-         .pad_h = 1,
-         .pad_w = 1},
+        pool_shape(4, 8, 28, 28, 2, 2, 0),
+        pool_shape(2, 3, 13, 11, 3, 2, 1),
         /* the CNN's pooling (12 outputs a row, under one AVX-512 vector) and an odd 41x9 plane
          * (20 outputs a row: a full vector and a masked one; an unpooled last row and column),
          * both on tie-heavy input with NaNs (xq) */
-        {.n = 3,
-         .c = 5,
-         .h = 24,
-         .w = 24,
-         .p = 12,
-         .q = 12,
-         .kernel_h = 2,
-         .kernel_w = 2,
-         .stride_h = 2,
-         .stride_w = 2},
-        {.n = 2,
-         .c = 3,
-         .h = 9,
-         .w = 41,
-         .p = 4,
-         .q = 20,
-         .kernel_h = 2,
-         .kernel_w = 2,
-         .stride_h = 2,
-         .stride_w = 2},
+        pool_shape(3, 5, 24, 24, 2, 2, 0),
+        pool_shape(2, 3, 9, 41, 2, 2, 0),
     };
     float *xq = zeros(n); /* values in steps of 0.5 (many ties), a NaN every 97 elements */
     for (int64_t i = 0; i < n; i++) xq[i] = i % 97 == 3 ? NAN : roundf(x[i] * 2.0f) / 2.0f;
