@@ -45,6 +45,10 @@ static float *pack_forward_weights(const rg_conv2d_shape *s, const float *w, int
 
 void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
                            float *y) {
+    if (rg_conv_gemm_applies(s) && s->p * s->q >= RG_CONV_GEMM_MIN_PIXELS) { /* conv2d_gemm.c */
+        rg_conv_forward_gemm(s, x, w, b, y);
+        return;
+    }
     rg_conv_geom g = rg_conv_geom_of(s);
     if (g.crs <= RG_CONV_DIRECT_MAX_CRS || (s->r == 1 && s->s == 1)) { /* see conv2d_direct.c */
         rg_conv_forward_direct(s, &g, x, w, b, y);

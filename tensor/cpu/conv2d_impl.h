@@ -145,6 +145,20 @@ void rg_conv_chunks_free(rg_conv_chunks *ch);
 void rg_conv_forward_direct(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
                             const float *w, const float *b, float *y);
 
+/* 1x1 kernels without padding as OpenBLAS products on the NCHW data (conv2d_gemm.c): whether a
+ * shape takes that path (RG_CONV_GEMM=0 turns it off), and its forward and backward passes, with
+ * the arguments of rg_cpu_conv2d_forward and rg_cpu_conv2d_backward (either of dx, dw may be
+ * NULL). The filter pass always goes there; forward and the data pass only with at least
+ * RG_CONV_GEMM_MIN_PIXELS output pixels an image: on ResNet-50's 7x7 planes a product per image
+ * is too narrow, and the tiles, which take several images at once, were 1.1-1.3x faster. */
+#define RG_CONV_GEMM_MIN_PIXELS 100
+bool rg_conv_gemm_applies(const rg_conv2d_shape *s);
+void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
+                          float *y);
+void rg_conv_backward_gemm(const rg_conv2d_shape *s, const float *x, const float *dy,
+                           const float *w, float beta_x, float *dx, float beta_w, float *dw,
+                           float *db);
+
 /* Scratch memory from the CPU caching allocator; stops (RG_CHECK) when memory runs out. */
 float *rg_conv_scratch(int64_t floats);
 void rg_conv_scratch_free(float *p, int64_t floats);

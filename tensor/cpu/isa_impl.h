@@ -48,12 +48,15 @@
 #define rg_cpu_batchnorm_apply RG_ISA_NAME(rg_cpu_batchnorm_apply)
 #define rg_cpu_batchnorm_backward_reduce RG_ISA_NAME(rg_cpu_batchnorm_backward_reduce)
 #define rg_cpu_batchnorm_backward_data RG_ISA_NAME(rg_cpu_batchnorm_backward_data)
-/* conv2d.c, conv2d_backward.c, conv2d_direct.c, conv2d_kernels.c */
+/* conv2d.c, conv2d_backward.c, conv2d_direct.c, conv2d_gemm.c, conv2d_kernels.c */
 #define rg_cpu_conv2d_forward RG_ISA_NAME(rg_cpu_conv2d_forward)
 #define rg_cpu_conv2d_backward_data RG_ISA_NAME(rg_cpu_conv2d_backward_data)
 #define rg_cpu_conv2d_backward_filter RG_ISA_NAME(rg_cpu_conv2d_backward_filter)
 #define rg_cpu_conv2d_backward RG_ISA_NAME(rg_cpu_conv2d_backward)
 #define rg_conv_forward_direct RG_ISA_NAME(rg_conv_forward_direct)
+#define rg_conv_gemm_applies RG_ISA_NAME(rg_conv_gemm_applies)
+#define rg_conv_forward_gemm RG_ISA_NAME(rg_conv_forward_gemm)
+#define rg_conv_backward_gemm RG_ISA_NAME(rg_conv_backward_gemm)
 #define rg_conv_tile RG_ISA_NAME(rg_conv_tile)
 #define rg_conv_panel_product RG_ISA_NAME(rg_conv_panel_product)
 #define rg_conv_transpose RG_ISA_NAME(rg_conv_transpose)

@@ -37,6 +37,15 @@ static const conv_case cases[] = {
     {24, 32, 14, 14, 64, 1, 1, 2, 0, false},
     {48, 32, 14, 14, 64, 3, 3, 2, 1, false},
     {6, 16, 28, 28, 32, 3, 3, 2, 1, false},
+    /* 1x1 without padding: OpenBLAS products (conv2d_gemm.c) for every pass with at least
+     * RG_CONV_GEMM_MIN_PIXELS output pixels, else for the filter pass only */
+    {2, 24, 10, 12, 40, 1, 1, 1, 0, true},
+    {1, 16, 11, 10, 33, 1, 1, 1, 0, true}, /* one image: the product itself shared by threads */
+    {3, 20, 7, 7, 36, 1, 1, 1, 0, false},  /* 7x7: forward and data pass on the tiles */
+    {2, 8, 23, 21, 12, 1, 1, 2, 0, true},  /* strided: the pixels read gathered, dx scattered */
+    {2, 5, 32, 31, 7, 1, 1, 3, 0, true},   /* stride 3: input rows and columns no window reads */
+    {2, 6, 16, 17, 20, 1, 1, 1, 0, true},  /* filter pass straight from x and dy, no copies */
+    {5, 4, 9, 9, 18, 1, 1, 1, 0, true},    /* filter pass on blocks of 4 images, the last short */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -181,6 +190,18 @@ Test(tensor_conv2d, backward_matches_naive_loops) {
     for (size_t ci = 0; ci < NCASES; ci++) check_backward(&cases[ci], (int)ci);
 }
 
+/* RG_CONV_GEMM=0 sends 1x1 kernels back to the tiles, which must stay right too. */
+Test(tensor_conv2d, one_by_one_kernels_on_the_tiles_match_naive_loops_too) {
+    setenv("RG_CONV_GEMM", "0", 1);
+    for (int threads = 1; threads <= 2; threads++) {
+        rg_set_num_threads(threads);
+        for (size_t ci = 0; ci < NCASES; ci++)
+            if (cases[ci].r == 1 && cases[ci].s == 1) check_backward(&cases[ci], (int)ci);
+    }
+    rg_set_num_threads(1);
+    unsetenv("RG_CONV_GEMM");
+}
+
 Test(tensor_conv2d, results_do_not_depend_on_the_thread_count) {
     rg_set_num_threads(2); /* per-thread partial sums of dw, images split between threads */
     for (size_t ci = 0; ci < NCASES; ci++) check_backward(&cases[ci], (int)ci);
@@ -198,6 +219,8 @@ Test(tensor_conv2d, gradients_match_finite_differences) {
         {1, 2, 7, 7, 3, 3, 3, 2, 0, true},   /* stride 2 */
         {2, 1, 5, 6, 2, 3, 3, 1, 0, false},  /* one channel, no bias */
         {1, 17, 4, 5, 18, 2, 3, 2, 3, true}, /* padding 3, vector-width channels */
+        {2, 3, 10, 10, 4, 1, 1, 1, 0, true}, /* 1x1 as products */
+        {1, 2, 20, 21, 3, 1, 1, 2, 0, true}, /* 1x1 strided, as products */
     };
     for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
         conv_inputs in = make_inputs(&small[i], 500 + 10 * i, true);
@@ -296,8 +319,15 @@ Test(tensor_conv2d, fused_relu_gradients_match_finite_differences) {
     }
 }
 
-Test(tensor_conv2d, gradients_accumulate_with_beta_one) {
-    const conv_case t = {2, 16, 9, 7, 20, 3, 3, 1, 1, true};
+/* 3x3 on the tiles; 1x1 as products, in place and strided */
+static const conv_case beta_cases[] = {
+    {2, 16, 9, 7, 20, 3, 3, 1, 1, true},
+    {2, 24, 10, 12, 40, 1, 1, 1, 0, true},
+    {2, 8, 23, 21, 12, 1, 1, 2, 0, true},
+};
+
+static void check_accumulate(const conv_case *tc) {
+    const conv_case t = *tc;
     conv_inputs in = make_inputs(&t, 77, true);
     rg_tensor *ps[3] = {in.x, in.w, in.b};
     float *first[3];
@@ -321,8 +351,13 @@ Test(tensor_conv2d, gradients_accumulate_with_beta_one) {
     free_inputs(&in);
 }
 
-Test(tensor_conv2d, kernels_with_beta_zero_never_read_the_output_and_agree_apart_or_together) {
-    const conv_case t = {2, 32, 8, 8, 16, 3, 3, 1, 1, true};
+Test(tensor_conv2d, gradients_accumulate_with_beta_one) {
+    for (size_t i = 0; i < sizeof beta_cases / sizeof beta_cases[0]; i++)
+        check_accumulate(&beta_cases[i]);
+}
+
+static void check_beta_zero(const conv_case *tc) {
+    const conv_case t = *tc;
     rg_conv2d_shape s = shape_of(&t);
     conv_inputs in = make_inputs(&t, 3, false);
     rg_tensor *dy = rgt_uniform(RG_SHAPE(s.n, s.k, s.p, s.q), -1, 1, 4);
@@ -358,6 +393,12 @@ Test(tensor_conv2d, kernels_with_beta_zero_never_read_the_output_and_agree_apart
     }
     rgt_free_all(4, (rg_tensor *[]){dy, dx, dw, db});
     free_inputs(&in);
+}
+
+Test(tensor_conv2d, kernels_with_beta_zero_never_read_the_output_and_agree_apart_or_together) {
+    check_beta_zero(&(conv_case){2, 32, 8, 8, 16, 3, 3, 1, 1, true});
+    for (size_t i = 1; i < sizeof beta_cases / sizeof beta_cases[0]; i++)
+        check_beta_zero(&beta_cases[i]);
 }
 
 Test(tensor_conv2d, channel_mismatch_stops_with_a_message, .signal = SIGABRT) {
