@@ -45,7 +45,7 @@ static float *pack_forward_weights(const rg_conv2d_shape *s, const float *w, int
 
 void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
                            float *y) {
-    if (rg_conv_gemm_applies(s) && s->p * s->q >= RG_CONV_GEMM_MIN_PIXELS) { /* conv2d_gemm.c */
+    if (rg_conv_gemm_applies(s)) { /* 1x1: see conv2d_gemm.c */
         rg_conv_forward_gemm(s, x, w, b, y);
         return;
     }

@@ -190,12 +190,9 @@ static void filter_reduce(const rg_conv2d_shape *s, int64_t crs, int64_t kpad,
  * read through koff[k] = (k / NR) * npix * NR + k % NR with pixels NR floats apart. */
 static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, const float *w,
                      float beta_x, float *dx, float beta_w, float *dw, float *db) {
-    if (rg_conv_gemm_applies(
-            s)) { /* conv2d_gemm.c: the filter pass; the data pass if P*Q is large */
-        bool data = dx && s->p * s->q >= RG_CONV_GEMM_MIN_PIXELS;
-        rg_conv_backward_gemm(s, x, dy, w, beta_x, data ? dx : NULL, beta_w, dw, db);
-        if (data || !dx) return;
-        dw = NULL, db = NULL; /* the data pass on the tiles, below */
+    if (rg_conv_gemm_applies(s)) { /* 1x1: see conv2d_gemm.c */
+        rg_conv_backward_gemm(s, x, dy, w, beta_x, dx, beta_w, dw, db);
+        return;
     }
     rg_conv_geom g = rg_conv_geom_of(s);
     rg_conv_chunks ch = rg_conv_chunks_new(s, &g);

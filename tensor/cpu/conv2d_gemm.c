@@ -1,24 +1,25 @@
 /* conv2d_gemm.c — 1x1 convolutions without padding as matrix products, through OpenBLAS.
  *
- * A 1x1 kernel reads one input pixel per output pixel, so on NCHW data each image's convolution
- * is a plain matrix product with the image as it lies in memory (stride 1) or with the pixels the
- * stride keeps gathered first (a quarter of the image at stride 2):
+ * A 1x1 kernel reads one input pixel per output pixel, so on NCHW data a convolution is a plain
+ * matrix product with the images as they lie in memory (stride 1), or with the pixels the stride
+ * keeps gathered first (a quarter of each image at stride 2). With xs the (C, P*Q) pixels read:
  *
- *   forward          y[n] (K, P*Q) = w (K, C) . xs[n] (C, P*Q)             + b[k] on every row
- *   backward data    dx[n] (C, H*W) = w^T (C, K) . dy[n] (K, P*Q)          (scattered if strided)
+ *   forward          y[n] (K, P*Q)  = w (K, C) . xs[n] (C, P*Q)              + b[k] on row k
+ *   backward data    dx[n] (C, H*W) = w^T (C, K) . dy[n] (K, P*Q)           (scattered if strided)
  *   backward filter  dw (K, C)      = sum_n dy[n] (K, P*Q) . xs[n]^T (P*Q, C)
  *
- * These are the products of ResNet-50's bottlenecks (1x1 in, 1x1 out, the downsample), and a
- * tuned GEMM runs them better than the pixel-blocked tiles of conv2d.c, which need a transposition
- * each way and run mostly on tile edges when the planes are small and the channels many: on an
- * AVX-512 Xeon, 1.1-2.3x the tiles' speed on every ResNet-50 1x1 shape (docs/PERFORMANCE.md).
- * RG_CONV_GEMM=0 sends them back to the tiles (to compare the two).
+ * These are ResNet-50's bottleneck convolutions (1x1 in, 1x1 out, the downsample). The tiles of
+ * conv2d.c need a transposition each way for them and run mostly on tile edges when planes are
+ * small and channels many; a tuned GEMM needs neither. An image with fewer than BLOCK_COLUMNS
+ * output pixels goes into a product with the next ones, their rows copied side by side into a
+ * scratch block (G images: (C, G*P*Q) of x, (K, G*P*Q) of dy or y), so that no product is only a
+ * few columns wide. RG_CONV_GEMM=0 sends 1x1 kernels back to the tiles (to compare the two).
  *
- * Threads: forward and backward data give each thread whole images, each a single-threaded
- * OpenBLAS call (rg_cpu_gemm runs on the calling thread inside a parallel region; with one image
- * it shares the product out itself); backward filter gives each thread a block of rows of dw, so
- * that no partial sums need adding. A fused ReLU is applied over each image's output after its
- * product, and its mask to a copy of dy before the backward products. */
+ * Threads: forward and backward data give each thread whole blocks of images, each product a
+ * single-threaded OpenBLAS call (rg_cpu_gemm stays on its thread inside a parallel region; with
+ * one block it shares the product out itself); backward filter gives each thread a block of rows
+ * of dw, so that no partial sums need adding. A fused ReLU is applied to each block's output after
+ * its product, and its mask to a copy of dy before the backward products. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,22 @@ bool rg_conv_gemm_applies(const rg_conv2d_shape *s) {
 
 static bool strided(const rg_conv2d_shape *s) {
     return s->stride_h != 1 || s->stride_w != 1;
+}
+
+/* Every product takes G images side by side, G * P*Q >= BLOCK_COLUMNS columns: one product per
+ * image of ResNet-50's last stage at 64x64 input (2x2 outputs) would be 4 columns wide, and in the
+ * filter pass would read and write the whole of dw for every 4 columns of its reduction. */
+#define BLOCK_COLUMNS 256
+
+/* G, for blocks shared out among `threads` threads: when there are several, a multiple of
+ * `threads` of them (ResNet-50's 7x7 planes, 16 images: 4 blocks of 4 rather than 3 of 6, one
+ * thread with two and the other one). */
+static int64_t block_images(const rg_conv2d_shape *s, int threads) {
+    int64_t n = s->n > 0 ? s->n : 1, pq = s->p * s->q;
+    int64_t g = pq >= BLOCK_COLUMNS ? 1 : (BLOCK_COLUMNS + pq - 1) / pq;
+    int64_t blocks = (n + g - 1) / g;
+    if (blocks > 1 && threads > 1) blocks = (blocks + threads - 1) / threads * threads;
+    return (n + blocks - 1) / blocks;
 }
 
 /* xs[c * ld + p * Q + q] = the pixels of image x (C, H, W) that the 1x1 kernel reads. */
@@ -52,61 +69,97 @@ static void gather(const rg_conv2d_shape *s, const float *x, float *xs, int64_t 
     }
 }
 
-/* The image's input as the products read it, (C, P*Q): x itself, or its gathered pixels in xs. */
-static const float *image_input(const rg_conv2d_shape *s, const float *x, float *xs) {
-    if (!strided(s)) return x;
-    gather(s, x, xs, s->p * s->q);
-    return xs;
+/* block[r * G*len + i * len ..] = image[(i * image_rows + r) * len ..], len floats, for rows
+ * r < rows of images i < G: the rows of G consecutive images side by side; from_block undoes it. */
+static void to_block(int64_t g, int64_t rows, int64_t image_rows, int64_t len, const float *image,
+                     float *block) {
+    for (int64_t i = 0; i < g; i++)
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(block + (r * g + i) * len, image + (i * image_rows + r) * len,
+                   (size_t)len * sizeof(float));
+}
+
+static void from_block(int64_t g, int64_t rows, int64_t image_rows, int64_t len, const float *block,
+                       float *image) {
+    for (int64_t i = 0; i < g; i++)
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(image + (i * image_rows + r) * len, block + (r * g + i) * len,
+                   (size_t)len * sizeof(float));
 }
 
 void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
                           float *y) {
-    int64_t pq = s->p * s->q, chw = s->c * s->h * s->w, cpq = s->c * pq;
-#pragma omp parallel if (s->n > 1)
+    int64_t pq = s->p * s->q, chw = s->c * s->h * s->w, g = block_images(s, omp_get_max_threads());
+    int64_t cols = g * pq, nblocks = (s->n + g - 1) / g;
+    bool in_place = g == 1 && !strided(s); /* x and y as they are */
+#pragma omp parallel if (nblocks > 1)
     {
-        float *xs = strided(s) ? rg_conv_scratch(cpq) : NULL;
+        float *xb = in_place ? NULL : rg_conv_scratch(s->c * cols);
+        float *yb = g > 1 ? rg_conv_scratch(s->k * cols) : NULL;
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t n = 0; n < s->n; n++) {
-            float *yn = y + n * s->k * pq;
-            if (b)
-                for (int64_t k = 0; k < s->k; k++)
-                    for (int64_t j = 0; j < pq; j++) yn[k * pq + j] = b[k];
-            rg_cpu_gemm(false, false, s->k, pq, s->c, 1.0f, w, s->c,
-                        image_input(s, x + n * chw, xs), pq, b ? 1.0f : 0.0f, yn, pq);
-            if (s->relu) /* the fused ReLU over the image just written */
-                for (int64_t i = 0; i < s->k * pq; i++) yn[i] = rg_k_relu(yn[i]);
+        for (int64_t bi = 0; bi < nblocks; bi++) {
+            int64_t n0 = bi * g, gi = s->n - n0 < g ? s->n - n0 : g, len = gi * pq;
+            float *yn = y + n0 * s->k * pq, *out = yb ? yb : yn;
+            for (int64_t i = 0; xb && i < gi; i++) gather(s, x + (n0 + i) * chw, xb + i * pq, len);
+            rg_cpu_gemm(false, false, s->k, len, s->c, 1.0f, w, s->c, xb ? xb : x + n0 * chw, len,
+                        0.0f, out, len);
+            for (int64_t k = 0; k < s->k; k++) { /* bias and the fused ReLU, still in cache */
+                float *row = out + k * len, bk = b ? b[k] : 0.0f;
+                if (b)
+                    for (int64_t j = 0; j < len; j++) row[j] += bk;
+                if (s->relu)
+                    for (int64_t j = 0; j < len; j++) row[j] = rg_k_relu(row[j]);
+            }
+            if (yb) from_block(gi, s->k, s->k, pq, yb, yn);
         }
-        if (xs) rg_conv_scratch_free(xs, cpq);
+        if (yb) rg_conv_scratch_free(yb, s->k * cols);
+        if (xb) rg_conv_scratch_free(xb, s->c * cols);
     }
 }
 
-/* dx[n] = beta dx[n] + w^T dy[n] for every image: in place at stride 1, else through dcol (C,
- * P*Q) and scattered, the pixels no window reads getting only beta dx. */
+/* dx[n] = beta dx[n] + w^T dy[n], G images a product: in place for one image at stride 1, else
+ * through dcol (C, G*P*Q) and written out, the pixels no window reads getting only beta dx. */
 static void backward_data(const rg_conv2d_shape *s, const float *dy, const float *w, float beta,
                           float *dx) {
-    int64_t pq = s->p * s->q, hw = s->h * s->w, cpq = s->c * pq;
-#pragma omp parallel if (s->n > 1)
+    int64_t pq = s->p * s->q, hw = s->h * s->w, g = block_images(s, omp_get_max_threads());
+    int64_t cols = g * pq, nblocks = (s->n + g - 1) / g;
+    bool in_place = g == 1 && !strided(s);
+#pragma omp parallel if (nblocks > 1)
     {
-        float *dcol = strided(s) ? rg_conv_scratch(cpq) : NULL;
+        float *dcol = in_place ? NULL : rg_conv_scratch(s->c * cols);
+        float *dyb = g > 1 ? rg_conv_scratch(s->k * cols) : NULL;
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t n = 0; n < s->n; n++) {
-            const float *dyn = dy + n * s->k * pq;
-            float *dxn = dx + n * s->c * hw;
-            if (!dcol) {
+        for (int64_t bi = 0; bi < nblocks; bi++) {
+            int64_t n0 = bi * g, gi = s->n - n0 < g ? s->n - n0 : g, len = gi * pq;
+            const float *dyn = dy + n0 * s->k * pq;
+            float *dxn = dx + n0 * s->c * hw;
+            if (in_place) {
                 rg_cpu_gemm(true, false, s->c, pq, s->k, 1.0f, w, s->c, dyn, pq, beta, dxn, pq);
                 continue;
             }
-            rg_cpu_gemm(true, false, s->c, pq, s->k, 1.0f, w, s->c, dyn, pq, 0.0f, dcol, pq);
-            for (int64_t c = 0; c < s->c; c++)
-                for (int64_t h = 0; h < s->h; h++) {
-                    float *row = dxn + (c * s->h + h) * s->w;
-                    for (int64_t i = 0; i < s->w; i++) row[i] = beta == 0.0f ? 0.0f : beta * row[i];
-                    if (h % s->stride_h != 0 || h / s->stride_h >= s->p) continue;
-                    const float *src = dcol + (c * s->p + h / s->stride_h) * s->q;
-                    for (int64_t q = 0; q < s->q; q++) row[q * s->stride_w] += src[q];
-                }
+            if (dyb) to_block(gi, s->k, s->k, pq, dyn, dyb);
+            rg_cpu_gemm(true, false, s->c, len, s->k, 1.0f, w, s->c, dyb ? dyb : dyn, len, 0.0f,
+                        dcol, len);
+            for (int64_t i = 0; i < gi; i++)
+                for (int64_t c = 0; c < s->c; c++)
+                    for (int64_t h = 0; h < s->h; h++) {
+                        float *row = dxn + ((i * s->c + c) * s->h + h) * s->w;
+                        const float *src = dcol + c * len + i * pq;
+                        if (!strided(s)) {
+                            src += h * s->w;
+                            for (int64_t q = 0; q < s->w; q++)
+                                row[q] = src[q] + (beta == 0.0f ? 0.0f : beta * row[q]);
+                            continue;
+                        }
+                        for (int64_t q = 0; q < s->w; q++)
+                            row[q] = beta == 0.0f ? 0.0f : beta * row[q];
+                        if (h % s->stride_h != 0 || h / s->stride_h >= s->p) continue;
+                        src += h / s->stride_h * s->q;
+                        for (int64_t q = 0; q < s->q; q++) row[q * s->stride_w] += src[q];
+                    }
         }
-        if (dcol) rg_conv_scratch_free(dcol, cpq);
+        if (dyb) rg_conv_scratch_free(dyb, s->k * cols);
+        if (dcol) rg_conv_scratch_free(dcol, s->c * cols);
     }
 }
 
@@ -127,22 +180,15 @@ static double row_sum(const float *row, int64_t len) {
 
 /* Rows of dw per thread are whole multiples of this (OpenBLAS's register tiles). */
 #define ROW_ALIGN 16
-/* The filter pass reduces over G*P*Q columns a product: G images when one has fewer than this
- * many output pixels, copied side by side first. One product per image of ResNet-50's last
- * stage at 64x64 (2x2 outputs) would read and write the whole of dw for every 4 columns: it was
- * slower than the tiles until the images went in blocks. */
-#define FILTER_DEPTH 256
 
 /* dw = beta dw + sum_n dy[n] xs[n]^T, db = beta db + the sums of dy's rows, a block of rows per
- * thread, G images a product: at P*Q >= FILTER_DEPTH at stride 1 straight from x and dy, else
- * from xb (C, G*P*Q), the G images' pixels side by side, and (when G > 1) dyb, the thread's rows
- * of their dy likewise (kn, G*P*Q). */
+ * thread, G images a product: for one image at stride 1 straight from x and dy, else from xb (C,
+ * G*P*Q), the G images' pixels side by side, and (when G > 1) dyb, the thread's rows of their dy
+ * likewise (kn, G*P*Q). */
 static void backward_filter(const rg_conv2d_shape *s, const float *x, const float *dy, float beta,
                             float *dw, float *db) {
-    int64_t pq = s->p * s->q, chw = s->c * s->h * s->w;
-    int64_t g = pq >= FILTER_DEPTH ? 1 : (FILTER_DEPTH + pq - 1) / pq;
-    if (g > s->n) g = s->n;
-    bool copy = g > 1 || strided(s);
+    int64_t pq = s->p * s->q, chw = s->c * s->h * s->w, g = block_images(s, 1), cols = g * pq;
+    bool in_place = g == 1 && !strided(s);
     int nt = omp_get_max_threads();
     int64_t step = (s->k + nt - 1) / nt;
     step = (step + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
@@ -150,25 +196,15 @@ static void backward_filter(const rg_conv2d_shape *s, const float *x, const floa
 #pragma omp parallel num_threads(blocks)
     {
         int64_t k0 = omp_get_thread_num() * step, kn = s->k - k0 < step ? s->k - k0 : step;
-        int64_t cols = g * pq;
-        float *xb = copy ? rg_conv_scratch(s->c * cols) : NULL;
+        float *xb = in_place ? NULL : rg_conv_scratch(s->c * cols);
         float *dyb = g > 1 ? rg_conv_scratch(kn * cols) : NULL;
         for (int64_t n0 = 0; n0 < s->n && kn > 0; n0 += g) {
             int64_t gi = s->n - n0 < g ? s->n - n0 : g, len = gi * pq;
-            const float *a = dy + (n0 * s->k + k0) * pq, *b = x + n0 * chw;
-            int64_t ld = pq;
-            if (copy) { /* image i's columns at i*P*Q of each row */
-                for (int64_t i = 0; i < gi; i++) {
-                    gather(s, x + (n0 + i) * chw, xb + i * pq, len);
-                    for (int64_t k = 0; dyb && k < kn; k++)
-                        memcpy(dyb + k * len + i * pq, dy + ((n0 + i) * s->k + k0 + k) * pq,
-                               (size_t)pq * sizeof(float));
-                }
-                b = xb, ld = len;
-                if (dyb) a = dyb;
-            }
-            rg_cpu_gemm(false, true, kn, s->c, len, 1.0f, a, dyb ? len : pq, b, ld,
-                        n0 == 0 ? beta : 1.0f, dw + k0 * s->c, s->c);
+            const float *dyn = dy + (n0 * s->k + k0) * pq;
+            for (int64_t i = 0; xb && i < gi; i++) gather(s, x + (n0 + i) * chw, xb + i * pq, len);
+            if (dyb) to_block(gi, kn, s->k, pq, dyn, dyb);
+            rg_cpu_gemm(false, true, kn, s->c, len, 1.0f, dyb ? dyb : dyn, len,
+                        xb ? xb : x + n0 * chw, len, n0 == 0 ? beta : 1.0f, dw + k0 * s->c, s->c);
         }
         for (int64_t k = k0; db && k < k0 + kn; k++) {
             double sum = 0.0;

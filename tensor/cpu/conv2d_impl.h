@@ -148,10 +148,7 @@ void rg_conv_forward_direct(const rg_conv2d_shape *s, const rg_conv_geom *g, con
 /* 1x1 kernels without padding as OpenBLAS products on the NCHW data (conv2d_gemm.c): whether a
  * shape takes that path (RG_CONV_GEMM=0 turns it off), and its forward and backward passes, with
  * the arguments of rg_cpu_conv2d_forward and rg_cpu_conv2d_backward (either of dx, dw may be
- * NULL). The filter pass always goes there; forward and the data pass only with at least
- * RG_CONV_GEMM_MIN_PIXELS output pixels an image: on ResNet-50's 7x7 planes a product per image
- * is too narrow, and the tiles, which take several images at once, were 1.1-1.3x faster. */
-#define RG_CONV_GEMM_MIN_PIXELS 100
+ * NULL). */
 bool rg_conv_gemm_applies(const rg_conv2d_shape *s);
 void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
                           float *y);

@@ -37,15 +37,15 @@ static const conv_case cases[] = {
     {24, 32, 14, 14, 64, 1, 1, 2, 0, false},
     {48, 32, 14, 14, 64, 3, 3, 2, 1, false},
     {6, 16, 28, 28, 32, 3, 3, 2, 1, false},
-    /* 1x1 without padding: OpenBLAS products (conv2d_gemm.c) for every pass with at least
-     * RG_CONV_GEMM_MIN_PIXELS output pixels, else for the filter pass only */
+    /* 1x1 without padding: OpenBLAS products (conv2d_gemm.c), on blocks of images side by side
+     * where an image has fewer than 256 output pixels */
     {2, 24, 10, 12, 40, 1, 1, 1, 0, true},
     {1, 16, 11, 10, 33, 1, 1, 1, 0, true}, /* one image: the product itself shared by threads */
-    {3, 20, 7, 7, 36, 1, 1, 1, 0, false},  /* 7x7: forward and data pass on the tiles */
+    {3, 20, 7, 7, 36, 1, 1, 1, 0, false},  /* 7x7: all three images in one product */
     {2, 8, 23, 21, 12, 1, 1, 2, 0, true},  /* strided: the pixels read gathered, dx scattered */
     {2, 5, 32, 31, 7, 1, 1, 3, 0, true},   /* stride 3: input rows and columns no window reads */
-    {2, 6, 16, 17, 20, 1, 1, 1, 0, true},  /* filter pass straight from x and dy, no copies */
-    {5, 4, 9, 9, 18, 1, 1, 1, 0, true},    /* filter pass on blocks of 4 images, the last short */
+    {2, 6, 16, 17, 20, 1, 1, 1, 0, true},  /* straight from x and dy, no copies */
+    {5, 4, 9, 9, 18, 1, 1, 1, 0, true},    /* blocks of 4 images, the last short */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
