@@ -69,22 +69,17 @@ static void gather(const rg_conv2d_shape *s, const float *x, float *xs, int64_t 
     }
 }
 
-/* block[r * G*len + i * len ..] = image[(i * image_rows + r) * len ..], len floats, for rows
- * r < rows of images i < G: the rows of G consecutive images side by side; from_block undoes it. */
-static void to_block(int64_t g, int64_t rows, int64_t image_rows, int64_t len, const float *image,
-                     float *block) {
+/* Copies len floats for each row r < rows of images i < g, between image-major data (row r of
+ * image i at (i * image_rows + r) * len) and a block holding the images' rows side by side (at
+ * (r * g + i) * len): into the block, or with to_images back out of it. */
+static void block_copy(int64_t g, int64_t rows, int64_t image_rows, int64_t len, const float *src,
+                       float *dst, bool to_images) {
     for (int64_t i = 0; i < g; i++)
-        for (int64_t r = 0; r < rows; r++)
-            memcpy(block + (r * g + i) * len, image + (i * image_rows + r) * len,
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t image = (i * image_rows + r) * len, block = (r * g + i) * len;
+            memcpy(dst + (to_images ? image : block), src + (to_images ? block : image),
                    (size_t)len * sizeof(float));
-}
-
-static void from_block(int64_t g, int64_t rows, int64_t image_rows, int64_t len, const float *block,
-                       float *image) {
-    for (int64_t i = 0; i < g; i++)
-        for (int64_t r = 0; r < rows; r++)
-            memcpy(image + (i * image_rows + r) * len, block + (r * g + i) * len,
-                   (size_t)len * sizeof(float));
+        }
 }
 
 void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
@@ -110,7 +105,7 @@ void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float 
                 if (s->relu)
                     for (int64_t j = 0; j < len; j++) row[j] = rg_k_relu(row[j]);
             }
-            if (yb) from_block(gi, s->k, s->k, pq, yb, yn);
+            if (yb) block_copy(gi, s->k, s->k, pq, yb, yn, true);
         }
         if (yb) rg_conv_scratch_free(yb, s->k * cols);
         if (xb) rg_conv_scratch_free(xb, s->c * cols);
@@ -137,7 +132,7 @@ static void backward_data(const rg_conv2d_shape *s, const float *dy, const float
                 rg_cpu_gemm(true, false, s->c, pq, s->k, 1.0f, w, s->c, dyn, pq, beta, dxn, pq);
                 continue;
             }
-            if (dyb) to_block(gi, s->k, s->k, pq, dyn, dyb);
+            if (dyb) block_copy(gi, s->k, s->k, pq, dyn, dyb, false);
             rg_cpu_gemm(true, false, s->c, len, s->k, 1.0f, w, s->c, dyb ? dyb : dyn, len, 0.0f,
                         dcol, len);
             for (int64_t i = 0; i < gi; i++)
@@ -202,7 +197,7 @@ static void backward_filter(const rg_conv2d_shape *s, const float *x, const floa
             int64_t gi = s->n - n0 < g ? s->n - n0 : g, len = gi * pq;
             const float *dyn = dy + (n0 * s->k + k0) * pq;
             for (int64_t i = 0; xb && i < gi; i++) gather(s, x + (n0 + i) * chw, xb + i * pq, len);
-            if (dyb) to_block(gi, kn, s->k, pq, dyn, dyb);
+            if (dyb) block_copy(gi, kn, s->k, pq, dyn, dyb, false);
             rg_cpu_gemm(false, true, kn, s->c, len, 1.0f, dyb ? dyb : dyn, len,
                         xb ? xb : x + n0 * chw, len, n0 == 0 ? beta : 1.0f, dw + k0 * s->c, s->c);
         }
