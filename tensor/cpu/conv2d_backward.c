@@ -194,6 +194,11 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
         rg_conv_backward_gemm(s, x, dy, w, beta_x, dx, beta_w, dw, db);
         return;
     }
+    if (dw && rg_conv_gemm_filter_applies(s)) { /* small planes, many channels: conv2d_gemm.c */
+        rg_conv_backward_gemm(s, x, dy, w, 0.0f, NULL, beta_w, dw, db);
+        if (!dx) return;
+        dw = NULL, db = NULL; /* the data pass on the tiles, below */
+    }
     rg_conv_geom g = rg_conv_geom_of(s);
     rg_conv_chunks ch = rg_conv_chunks_new(s, &g);
     int64_t rows = rg_conv_round_up(g.crs, MR), kpad = rg_conv_round_up(s->k, NR);

@@ -150,6 +150,9 @@ void rg_conv_forward_direct(const rg_conv2d_shape *s, const rg_conv_geom *g, con
  * the arguments of rg_cpu_conv2d_forward and rg_cpu_conv2d_backward (either of dx, dw may be
  * NULL). */
 bool rg_conv_gemm_applies(const rg_conv2d_shape *s);
+/* Whether a larger kernel's filter pass goes there (im2col and a product; conv2d_gemm.c says for
+ * which shapes): rg_conv_backward_gemm then takes dx NULL. */
+bool rg_conv_gemm_filter_applies(const rg_conv2d_shape *s);
 void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
                           float *y);
 void rg_conv_backward_gemm(const rg_conv2d_shape *s, const float *x, const float *dy,

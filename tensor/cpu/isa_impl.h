@@ -55,6 +55,7 @@
 #define rg_cpu_conv2d_backward RG_ISA_NAME(rg_cpu_conv2d_backward)
 #define rg_conv_forward_direct RG_ISA_NAME(rg_conv_forward_direct)
 #define rg_conv_gemm_applies RG_ISA_NAME(rg_conv_gemm_applies)
+#define rg_conv_gemm_filter_applies RG_ISA_NAME(rg_conv_gemm_filter_applies)
 #define rg_conv_forward_gemm RG_ISA_NAME(rg_conv_forward_gemm)
 #define rg_conv_backward_gemm RG_ISA_NAME(rg_conv_backward_gemm)
 #define rg_conv_tile RG_ISA_NAME(rg_conv_tile)

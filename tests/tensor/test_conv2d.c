@@ -46,6 +46,9 @@ static const conv_case cases[] = {
     {2, 5, 32, 31, 7, 1, 1, 3, 0, true},   /* stride 3: input rows and columns no window reads */
     {2, 6, 16, 17, 20, 1, 1, 1, 0, true},  /* straight from x and dy, no copies */
     {5, 4, 9, 9, 18, 1, 1, 1, 0, true},    /* blocks of 4 images, the last short */
+    /* small planes and C*R*S >= 2048: the filter pass through im2col and a product */
+    {2, 240, 8, 8, 20, 3, 3, 2, 1, true}, /* stride 2, 4x4 outputs */
+    {3, 230, 7, 7, 17, 3, 3, 1, 1, true}, /* 7x7 outputs, padding */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -190,13 +193,15 @@ Test(tensor_conv2d, backward_matches_naive_loops) {
     for (size_t ci = 0; ci < NCASES; ci++) check_backward(&cases[ci], (int)ci);
 }
 
-/* RG_CONV_GEMM=0 sends 1x1 kernels back to the tiles, which must stay right too. */
-Test(tensor_conv2d, one_by_one_kernels_on_the_tiles_match_naive_loops_too) {
+/* RG_CONV_GEMM=0 sends the shapes of conv2d_gemm.c back to the tiles, which must stay right. */
+Test(tensor_conv2d, with_rg_conv_gemm_0_the_tiles_match_naive_loops_too) {
     setenv("RG_CONV_GEMM", "0", 1);
     for (int threads = 1; threads <= 2; threads++) {
         rg_set_num_threads(threads);
         for (size_t ci = 0; ci < NCASES; ci++)
-            if (cases[ci].r == 1 && cases[ci].s == 1) check_backward(&cases[ci], (int)ci);
+            if ((cases[ci].r == 1 && cases[ci].s == 1) ||
+                cases[ci].c * cases[ci].r * cases[ci].s >= 2048)
+                check_backward(&cases[ci], (int)ci);
     }
     rg_set_num_threads(1);
     unsetenv("RG_CONV_GEMM");
@@ -221,6 +226,7 @@ Test(tensor_conv2d, gradients_match_finite_differences) {
         {1, 17, 4, 5, 18, 2, 3, 2, 3, true}, /* padding 3, vector-width channels */
         {2, 3, 10, 10, 4, 1, 1, 1, 0, true}, /* 1x1 as products */
         {1, 2, 20, 21, 3, 1, 1, 2, 0, true}, /* 1x1 strided, as products */
+        {1, 228, 4, 4, 2, 3, 3, 2, 1, true}, /* the filter pass through im2col */
     };
     for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
         conv_inputs in = make_inputs(&small[i], 500 + 10 * i, true);
@@ -319,11 +325,12 @@ Test(tensor_conv2d, fused_relu_gradients_match_finite_differences) {
     }
 }
 
-/* 3x3 on the tiles; 1x1 as products, in place and strided */
+/* 3x3 on the tiles; 1x1 as products, in place and strided; a filter pass through im2col */
 static const conv_case beta_cases[] = {
     {2, 16, 9, 7, 20, 3, 3, 1, 1, true},
     {2, 24, 10, 12, 40, 1, 1, 1, 0, true},
     {2, 8, 23, 21, 12, 1, 1, 2, 0, true},
+    {2, 240, 8, 8, 20, 3, 3, 2, 1, true}, /* the filter pass through im2col */
 };
 
 static void check_accumulate(const conv_case *tc) {
