@@ -11,7 +11,7 @@
  *
  * These are ResNet-50's bottleneck convolutions (1x1 in, 1x1 out, the downsample). The tiles of
  * conv2d.c need a transposition each way for them and run mostly on tile edges when planes are
- * small and channels many; a tuned GEMM needs neither. An image with fewer than BLOCK_COLUMNS
+ * small and channels many; a tuned GEMM needs neither. An image with fewer than ALONE_PIXELS
  * output pixels goes into a product with the next ones, their rows copied side by side into a
  * scratch block (G images: (C, G*P*Q) of x, (K, G*P*Q) of dy or y), so that no product is only a
  * few columns wide.
@@ -68,9 +68,13 @@ static bool strided(const rg_conv2d_shape *s) {
     return s->stride_h != 1 || s->stride_w != 1;
 }
 
-/* Every product takes G images side by side, G * P*Q >= BLOCK_COLUMNS columns: one product per
- * image of ResNet-50's last stage at 64x64 input (2x2 outputs) would be 4 columns wide, and in the
- * filter pass would read and write the whole of dw for every 4 columns of its reduction. */
+/* An image with fewer than ALONE_PIXELS output pixels goes into a product with the next ones, G
+ * images side by side, G * P*Q >= BLOCK_COLUMNS columns: one product per image of ResNet-50's
+ * last stage at 64x64 input (2x2 outputs) would be 4 columns wide, and in the filter pass would
+ * read and write the whole of dw for every 4 columns of its reduction. Measured on ResNet-50's
+ * shapes: at 7x7 blocks of 6 images beat blocks of 3 (1.05-1.15x), at 14x14 one image alone
+ * beat blocks of 2 (1.05-1.15x: the copies cost more than the wider product gains). */
+#define ALONE_PIXELS 128
 #define BLOCK_COLUMNS 256
 
 /* G, for blocks shared out among `threads` threads: when there are several, a multiple of
@@ -78,7 +82,7 @@ static bool strided(const rg_conv2d_shape *s) {
  * thread with two and the other one). */
 static int64_t block_images(const rg_conv2d_shape *s, int threads) {
     int64_t n = s->n > 0 ? s->n : 1, pq = s->p * s->q;
-    int64_t g = pq >= BLOCK_COLUMNS ? 1 : (BLOCK_COLUMNS + pq - 1) / pq;
+    int64_t g = pq >= ALONE_PIXELS ? 1 : (BLOCK_COLUMNS + pq - 1) / pq;
     int64_t blocks = (n + g - 1) / g;
     if (blocks > 1 && threads > 1) blocks = (blocks + threads - 1) / threads * threads;
     return (n + blocks - 1) / blocks;
