@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the main paths under valgrind's leak checker: ringgrad-train training the CNN (conv,
-# max-pool, dropout, Adam, the loader's threads, the comm thread, evaluation) and the MLP with a
-# checkpoint saved and resumed, on a small Fashion-MNIST-shaped folder (tests/train/make_data.py:
+# max-pool, dropout, Adam, the loader's threads, the comm thread, evaluation), one step of
+# ResNet-20 (about 80 s), and the MLP with a checkpoint saved and resumed, on a small Fashion-MNIST-shaped folder (tests/train/make_data.py:
 # 960 training and 100 test images) so that evaluation stays short. Valgrind cannot run AVX-512
 # code, so this uses its own portable build (build-valgrind/, -DRG_NATIVE=OFF, the default:
 # valgrind's CPU has no AVX-512, so the avx2 kernels are chosen; RG_ISA=generic would check the
@@ -23,6 +23,8 @@ python3 tests/train/make_data.py "$tmp/data" >/dev/null
 train=(build-valgrind/bin/ringgrad-train --data-dir "$tmp/data" --epochs 1 --json)
 echo "== ringgrad-train --model cnn --batch-size 8 --max-steps 2 --save"
 "${vg[@]}" "${train[@]}" --model cnn --batch-size 8 --max-steps 2 --save "$tmp/cnn.safetensors"
+echo "== ringgrad-train --model resnet20 --batch-size 4 --max-steps 1 (BatchNorm, residual adds, 1x1 convolutions on OpenBLAS)"
+"${vg[@]}" "${train[@]}" --model resnet20 --batch-size 4 --max-steps 1
 echo "== ringgrad-train --model mlp --max-steps 4 --save, then --resume"
 "${vg[@]}" "${train[@]}" --model mlp --batch-size 32 --max-steps 4 --save "$tmp/ck.safetensors"
 "${vg[@]}" "${train[@]}" --model mlp --batch-size 32 --max-steps 8 --resume "$tmp/ck.safetensors"
