@@ -17,9 +17,11 @@
  * chunks; the filter gradient keeps one partial sum per thread and adds them at the end. Weights
  * are packed once per call into the order the tile reads them. A fused ReLU (rg_conv2d_relu) costs
  * nothing extra: it is applied in that last transposition, and its backward's mask in the first
- * transposition of dy in each backward pass. Convolutions with a short
- * reduction (conv1) or a 1x1 kernel run the forward pass with vectors along pixels instead
- * (conv2d_direct.c). */
+ * transposition of dy in each backward pass. Convolutions with a short reduction (conv1) or a
+ * padded 1x1 kernel run the forward pass with vectors along pixels instead (conv2d_direct.c).
+ * 1x1 kernels without padding skip all of this: they are plain matrix products on the NCHW data,
+ * which OpenBLAS runs (conv2d_gemm.c), as it runs the filter pass of larger kernels on small
+ * planes with many channels. */
 #include <omp.h>
 #include <string.h>
 

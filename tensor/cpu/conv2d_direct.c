@@ -1,5 +1,6 @@
 /* conv2d_direct.c — the forward pass for convolutions with a short reduction (few input channels
- * and a small kernel, like the first layer of an MNIST CNN: C*R*S = 9) and for 1x1 kernels.
+ * and a small kernel, like the first layer of an MNIST CNN: C*R*S = 9) and for padded 1x1 kernels
+ * (those without padding are OpenBLAS products, conv2d_gemm.c, unless RG_CONV_GEMM=0).
  *
  * The channels-last plan (conv2d.c) spends its time transposing, not multiplying, when each output
  * is a sum of only a handful of products, and a strided 1x1 kernel would have it transpose four
