@@ -11,8 +11,22 @@
 
 #include "tensor/cpu/cpu.h"
 
+/* Bytes from which a zeroing is shared out among the threads, in pieces of MEMSET_PIECE: zeroing
+ * ResNet-50's 100 MB of gradients each step was a serial stretch of the 2-thread step. */
+#define MEMSET_PAR_MIN (1 << 20)
+#define MEMSET_PIECE (256 << 10)
+
 void rg_cpu_memset0(void *p, size_t bytes) {
-    if (bytes) memset(p, 0, bytes);
+    if (bytes < MEMSET_PAR_MIN) {
+        if (bytes) memset(p, 0, bytes);
+        return;
+    }
+    int64_t pieces = (int64_t)((bytes + MEMSET_PIECE - 1) / MEMSET_PIECE);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < pieces; i++) {
+        size_t off = (size_t)i * MEMSET_PIECE;
+        memset((char *)p + off, 0, bytes - off < MEMSET_PIECE ? bytes - off : MEMSET_PIECE);
+    }
 }
 
 void rg_cpu_copy(void *dst, const void *src, size_t bytes, rg_copy_kind kind) {
