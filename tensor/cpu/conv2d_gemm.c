@@ -3,7 +3,8 @@
  *
  * A 1x1 kernel reads one input pixel per output pixel, so on NCHW data a convolution is a plain
  * matrix product with the images as they lie in memory (stride 1), or with the pixels the stride
- * keeps gathered first (a quarter of each image at stride 2). With xs the (C, P*Q) pixels read:
+ * keeps gathered first (a quarter of each image at stride 2: the im2col matrix of a 1x1 kernel).
+ * With xs the (C, P*Q) pixels read:
  *
  *   forward          y[n] (K, P*Q)  = w (K, C) . xs[n] (C, P*Q)              + b[k] on row k
  *   backward data    dx[n] (C, H*W) = w^T (C, K) . dy[n] (K, P*Q)           (scattered if strided)
@@ -23,10 +24,11 @@
  *
  * Threads: forward and backward data give each thread whole blocks of images, each product a
  * single-threaded OpenBLAS call (rg_cpu_gemm stays on its thread inside a parallel region; with
- * one block it shares the product out itself); backward filter gives each thread a slice of dw,
- * rows for 1x1 and columns (of the im2col matrix's rows, which each thread builds for itself)
- * for larger kernels, so that no partial sums need adding. A fused ReLU is applied to each block's
- * output after its product, and its mask to a copy of dy before the backward products. */
+ * one block it shares the product out itself); backward filter gives each thread a slice of dw's
+ * columns (c, r, s), for which it builds only its rows of the im2col matrix (for a 1x1 kernel
+ * these are channels of x, read in place at stride 1), so that no partial sums need adding. A fused
+ * ReLU is applied to each block's output after its product, and its mask to a copy of dy before the
+ * backward products. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,29 +79,52 @@ static bool strided(const rg_conv2d_shape *s) {
 #define ALONE_PIXELS 128
 #define BLOCK_COLUMNS 256
 
-/* G, for blocks shared out among `threads` threads: when there are several, a multiple of
- * `threads` of them (ResNet-50's 7x7 planes, 16 images: 4 blocks of 4 rather than 3 of 6, one
- * thread with two and the other one). */
-static int64_t block_images(const rg_conv2d_shape *s, int threads) {
+typedef struct {
+    int64_t g;     /* images a block (the last may have fewer) */
+    int64_t count; /* blocks covering the batch */
+    int64_t cols;  /* columns of a full block, G*P*Q */
+    bool in_place; /* one image a block and a 1x1 kernel at stride 1: x, y, dy, dx as they are */
+} image_blocks;
+
+/* The blocks of a pass shared out among `threads` threads: when there are several blocks, a
+ * multiple of `threads` of them (ResNet-50's 7x7 planes, 16 images: 4 blocks of 4 rather than 3
+ * of 6, one thread with two and the other one). */
+static image_blocks blocks_of(const rg_conv2d_shape *s, int threads) {
     int64_t n = s->n > 0 ? s->n : 1, pq = s->p * s->q;
     int64_t g = pq >= ALONE_PIXELS ? 1 : (BLOCK_COLUMNS + pq - 1) / pq;
-    int64_t blocks = (n + g - 1) / g;
-    if (blocks > 1 && threads > 1) blocks = (blocks + threads - 1) / threads * threads;
-    return (n + blocks - 1) / blocks;
+    int64_t count = (n + g - 1) / g;
+    if (count > 1 && threads > 1) count = (count + threads - 1) / threads * threads;
+    g = (n + count - 1) / count;
+    image_blocks b = {.g = g, .count = (n + g - 1) / g, .cols = g * pq};
+    b.in_place = g == 1 && one_by_one(s) && !strided(s);
+    return b;
 }
 
-/* xs[c * ld + p * Q + q] = the pixels of image x (C, H, W) that the 1x1 kernel reads. */
-static void gather(const rg_conv2d_shape *s, const float *x, float *xs, int64_t ld) {
-    int64_t pq = s->p * s->q;
-    for (int64_t c = 0; c < s->c; c++) {
-        if (!strided(s)) {
-            memcpy(xs + c * ld, x + c * pq, (size_t)pq * sizeof(float));
-            continue;
-        }
-        for (int64_t p = 0; p < s->p; p++) {
-            const float *src = x + (c * s->h + p * s->stride_h) * s->w;
-            float *dst = xs + c * ld + p * s->q;
-            for (int64_t q = 0; q < s->q; q++) dst[q] = src[q * s->stride_w];
+/* col[(t - t0) * ld + p * Q + q] for t = (c, r, u) in [t0, t1): what tap (r, u) of output pixel
+ * (p, q)'s window reads in channel c of image x (C, H, W), 0 in the padding. For a 1x1 kernel
+ * these are the pixels of channels t0..t1 that the stride keeps. */
+static void im2col(const rg_conv2d_shape *s, const float *x, int64_t t0, int64_t t1, float *col,
+                   int64_t ld) {
+    int64_t rs = s->r * s->s;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t c = t / rs, r = t % rs / s->s, u = t % s->s;
+        float *dst = col + (t - t0) * ld;
+        for (int64_t p = 0; p < s->p; p++, dst += s->q) {
+            int64_t h = p * s->stride_h - s->pad_h + r;
+            if (h < 0 || h >= s->h) {
+                memset(dst, 0, (size_t)s->q * sizeof(float));
+                continue;
+            }
+            const float *row = x + (c * s->h + h) * s->w;
+            int64_t w0 = u - s->pad_w, w_last = (s->q - 1) * s->stride_w + w0;
+            if (w0 >= 0 && w_last < s->w) { /* the whole row inside: no tests */
+                for (int64_t q = 0; q < s->q; q++) dst[q] = row[w0 + q * s->stride_w];
+                continue;
+            }
+            for (int64_t q = 0; q < s->q; q++) {
+                int64_t w = q * s->stride_w + w0;
+                dst[q] = w >= 0 && w < s->w ? row[w] : 0.0f;
+            }
         }
     }
 }
@@ -130,71 +155,70 @@ static void finish_output(const rg_conv2d_shape *s, const float *b, float *out, 
 
 void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
                           float *y) {
-    int64_t pq = s->p * s->q, chw = s->c * s->h * s->w, g = block_images(s, omp_get_max_threads());
-    int64_t cols = g * pq, nblocks = (s->n + g - 1) / g;
-    bool in_place = g == 1 && !strided(s); /* x and y as they are */
-#pragma omp parallel if (nblocks > 1)
+    int64_t pq = s->p * s->q, chw = s->c * s->h * s->w;
+    image_blocks ib = blocks_of(s, omp_get_max_threads());
+#pragma omp parallel if (ib.count > 1)
     {
-        float *xb = in_place ? NULL : rg_conv_scratch(s->c * cols);
-        float *yb = g > 1 ? rg_conv_scratch(s->k * cols) : NULL;
+        float *xb = ib.in_place ? NULL : rg_conv_scratch(s->c * ib.cols);
+        float *yb = ib.g > 1 ? rg_conv_scratch(s->k * ib.cols) : NULL;
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t bi = 0; bi < nblocks; bi++) {
-            int64_t n0 = bi * g, gi = s->n - n0 < g ? s->n - n0 : g, len = gi * pq;
+        for (int64_t bi = 0; bi < ib.count; bi++) {
+            int64_t n0 = bi * ib.g, gi = s->n - n0 < ib.g ? s->n - n0 : ib.g, len = gi * pq;
             float *yn = y + n0 * s->k * pq, *out = yb ? yb : yn;
-            for (int64_t i = 0; xb && i < gi; i++) gather(s, x + (n0 + i) * chw, xb + i * pq, len);
+            for (int64_t i = 0; xb && i < gi; i++)
+                im2col(s, x + (n0 + i) * chw, 0, s->c, xb + i * pq, len);
             rg_cpu_gemm(false, false, s->k, len, s->c, 1.0f, w, s->c, xb ? xb : x + n0 * chw, len,
                         0.0f, out, len);
             finish_output(s, b, out, len);
             if (yb) block_copy(gi, s->k, s->k, pq, yb, yn, true);
         }
-        if (yb) rg_conv_scratch_free(yb, s->k * cols);
-        if (xb) rg_conv_scratch_free(xb, s->c * cols);
+        if (yb) rg_conv_scratch_free(yb, s->k * ib.cols);
+        if (xb) rg_conv_scratch_free(xb, s->c * ib.cols);
     }
 }
 
-/* dx[n] = beta dx[n] + w^T dy[n], G images a product: in place for one image at stride 1, else
- * through dcol (C, G*P*Q) and written out, the pixels no window reads getting only beta dx. */
+/* dx = beta dx + dcol for one image, dcol (C, P*Q) with rows ld apart: the 1x1 kernel's data
+ * gradient added where its windows read, the pixels a stride skips getting only beta dx. */
+static void write_dx(const rg_conv2d_shape *s, const float *dcol, int64_t ld, float beta,
+                     float *dx) {
+    int64_t hw = s->h * s->w;
+    for (int64_t c = 0; c < s->c; c++) {
+        float *dxc = dx + c * hw;
+        const float *src = dcol + c * ld;
+        for (int64_t i = 0; i < hw; i++) dxc[i] = beta == 0.0f ? 0.0f : beta * dxc[i];
+        for (int64_t p = 0; p < s->p; p++)
+            for (int64_t q = 0; q < s->q; q++)
+                dxc[p * s->stride_h * s->w + q * s->stride_w] += src[p * s->q + q];
+    }
+}
+
+/* dx[n] = beta dx[n] + w^T dy[n], a block of images a product: in place for one image at stride
+ * 1, else through dcol (C, G*P*Q), written out image by image. */
 static void backward_data(const rg_conv2d_shape *s, const float *dy, const float *w, float beta,
                           float *dx) {
-    int64_t pq = s->p * s->q, hw = s->h * s->w, g = block_images(s, omp_get_max_threads());
-    int64_t cols = g * pq, nblocks = (s->n + g - 1) / g;
-    bool in_place = g == 1 && !strided(s);
-#pragma omp parallel if (nblocks > 1)
+    int64_t pq = s->p * s->q, chw = s->c * s->h * s->w;
+    image_blocks ib = blocks_of(s, omp_get_max_threads());
+#pragma omp parallel if (ib.count > 1)
     {
-        float *dcol = in_place ? NULL : rg_conv_scratch(s->c * cols);
-        float *dyb = g > 1 ? rg_conv_scratch(s->k * cols) : NULL;
+        float *dcol = ib.in_place ? NULL : rg_conv_scratch(s->c * ib.cols);
+        float *dyb = ib.g > 1 ? rg_conv_scratch(s->k * ib.cols) : NULL;
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t bi = 0; bi < nblocks; bi++) {
-            int64_t n0 = bi * g, gi = s->n - n0 < g ? s->n - n0 : g, len = gi * pq;
+        for (int64_t bi = 0; bi < ib.count; bi++) {
+            int64_t n0 = bi * ib.g, gi = s->n - n0 < ib.g ? s->n - n0 : ib.g, len = gi * pq;
             const float *dyn = dy + n0 * s->k * pq;
-            float *dxn = dx + n0 * s->c * hw;
-            if (in_place) {
-                rg_cpu_gemm(true, false, s->c, pq, s->k, 1.0f, w, s->c, dyn, pq, beta, dxn, pq);
+            if (ib.in_place) {
+                rg_cpu_gemm(true, false, s->c, pq, s->k, 1.0f, w, s->c, dyn, pq, beta,
+                            dx + n0 * chw, pq);
                 continue;
             }
             if (dyb) block_copy(gi, s->k, s->k, pq, dyn, dyb, false);
             rg_cpu_gemm(true, false, s->c, len, s->k, 1.0f, w, s->c, dyb ? dyb : dyn, len, 0.0f,
                         dcol, len);
             for (int64_t i = 0; i < gi; i++)
-                for (int64_t c = 0; c < s->c; c++)
-                    for (int64_t h = 0; h < s->h; h++) {
-                        float *row = dxn + ((i * s->c + c) * s->h + h) * s->w;
-                        const float *src = dcol + c * len + i * pq;
-                        if (!strided(s)) {
-                            src += h * s->w;
-                            for (int64_t q = 0; q < s->w; q++)
-                                row[q] = src[q] + (beta == 0.0f ? 0.0f : beta * row[q]);
-                            continue;
-                        }
-                        for (int64_t q = 0; q < s->w; q++)
-                            row[q] = beta == 0.0f ? 0.0f : beta * row[q];
-                        if (h % s->stride_h != 0 || h / s->stride_h >= s->p) continue;
-                        src += h / s->stride_h * s->q;
-                        for (int64_t q = 0; q < s->q; q++) row[q * s->stride_w] += src[q];
-                    }
+                write_dx(s, dcol + i * pq, len, beta, dx + (n0 + i) * chw);
         }
-        if (dyb) rg_conv_scratch_free(dyb, s->k * cols);
-        if (dcol) rg_conv_scratch_free(dcol, s->c * cols);
+        if (dyb) rg_conv_scratch_free(dyb, s->k * ib.cols);
+        if (dcol) rg_conv_scratch_free(dcol, s->c * ib.cols);
     }
 }
 
@@ -213,111 +237,47 @@ static double row_sum(const float *row, int64_t len) {
     return sum;
 }
 
-/* Rows or columns of dw per thread are whole multiples of this (OpenBLAS's register tiles). */
+/* Columns of dw per thread are whole multiples of this (OpenBLAS's register tiles). */
 #define SLICE_ALIGN 16
 
-/* Cuts len rows or columns into slices for the threads: returns the slice length, *parts the
- * number of slices (at least 1). */
-static int64_t thread_slices(int64_t len, int *parts) {
-    int nt = omp_get_max_threads();
-    int64_t step = (len + nt - 1) / nt;
-    step = (step + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
-    *parts = len > step ? (int)((len + step - 1) / step) : 1;
-    return step;
-}
-
-/* db[k] = beta db[k] + the sum of dy's row k over every image, for k in [k0, k1). */
-static void bias_rows(const rg_conv2d_shape *s, const float *dy, float beta, float *db, int64_t k0,
-                      int64_t k1) {
-    int64_t pq = s->p * s->q;
-    for (int64_t k = k0; k < k1; k++) {
-        double sum = 0.0;
-        for (int64_t n = 0; n < s->n; n++) sum += row_sum(dy + (n * s->k + k) * pq, pq);
-        db[k] = (float)sum + (beta == 0.0f ? 0.0f : beta * db[k]);
-    }
-}
-
-/* dw = beta dw + sum_n dy[n] xs[n]^T, db = beta db + the sums of dy's rows, a block of rows per
- * thread, G images a product: for one image at stride 1 straight from x and dy, else from xb (C,
- * G*P*Q), the G images' pixels side by side, and (when G > 1) dyb, the thread's rows of their dy
- * likewise (kn, G*P*Q). */
+/* dw (K, C*R*S) = beta dw + sum over blocks of images of dy's block (K, G*P*Q) times the block's
+ * im2col matrix (C*R*S, G*P*Q) transposed, db = beta db + the sums of dy's rows. Each thread
+ * takes a slice of dw's columns, (c, r, u) in [t0, t0 + tn), and builds only those rows of the
+ * im2col matrix (nine times the input at 3x3: built once, by the thread that needs them); in
+ * place (one image a block, 1x1 at stride 1) they are channels t0.. of x as it lies. */
 static void backward_filter(const rg_conv2d_shape *s, const float *x, const float *dy, float beta,
                             float *dw, float *db) {
-    int64_t pq = s->p * s->q, chw = s->c * s->h * s->w, g = block_images(s, 1), cols = g * pq;
-    bool in_place = g == 1 && !strided(s);
-    int parts;
-    int64_t step = thread_slices(s->k, &parts);
-#pragma omp parallel num_threads(parts)
-    {
-        int64_t k0 = omp_get_thread_num() * step, kn = s->k - k0 < step ? s->k - k0 : step;
-        float *xb = in_place ? NULL : rg_conv_scratch(s->c * cols);
-        float *dyb = g > 1 ? rg_conv_scratch(kn * cols) : NULL;
-        for (int64_t n0 = 0; n0 < s->n && kn > 0; n0 += g) {
-            int64_t gi = s->n - n0 < g ? s->n - n0 : g, len = gi * pq;
-            const float *dyn = dy + (n0 * s->k + k0) * pq;
-            for (int64_t i = 0; xb && i < gi; i++) gather(s, x + (n0 + i) * chw, xb + i * pq, len);
-            if (dyb) block_copy(gi, kn, s->k, pq, dyn, dyb, false);
-            rg_cpu_gemm(false, true, kn, s->c, len, 1.0f, dyb ? dyb : dyn, len,
-                        xb ? xb : x + n0 * chw, len, n0 == 0 ? beta : 1.0f, dw + k0 * s->c, s->c);
-        }
-        if (db) bias_rows(s, dy, beta, db, k0, k0 + kn);
-        if (dyb) rg_conv_scratch_free(dyb, kn * cols);
-        if (xb) rg_conv_scratch_free(xb, s->c * cols);
-    }
-}
-
-/* col[(t - t0) * ld + p * Q + q] for t = (c, r, u) in [t0, t1): what tap (r, u) of output pixel
- * (p, q)'s window reads in channel c of image x (C, H, W), 0 in the padding. */
-static void im2col(const rg_conv2d_shape *s, const float *x, int64_t t0, int64_t t1, float *col,
-                   int64_t ld) {
-    int64_t rs = s->r * s->s;
-    for (int64_t t = t0; t < t1; t++) {
-        int64_t c = t / rs, r = t % rs / s->s, u = t % s->s;
-        float *dst = col + (t - t0) * ld;
-        for (int64_t p = 0; p < s->p; p++, dst += s->q) {
-            int64_t h = p * s->stride_h - s->pad_h + r;
-            if (h < 0 || h >= s->h) {
-                memset(dst, 0, (size_t)s->q * sizeof(float));
-                continue;
-            }
-            const float *row = x + (c * s->h + h) * s->w;
-            for (int64_t q = 0; q < s->q; q++) {
-                int64_t w = q * s->stride_w - s->pad_w + u;
-                dst[q] = w >= 0 && w < s->w ? row[w] : 0.0f;
-            }
-        }
-    }
-}
-
-/* The filter pass of a larger kernel: dw (K, C*R*S) = beta dw + sum over blocks of G images of
- * dy's block (K, G*P*Q) times the block's im2col matrix (C*R*S, G*P*Q) transposed. Each thread
- * takes a block of columns of dw, (c, r, u) in [t0, t0 + tn), and builds only those rows of the
- * im2col matrix (nine times the input at 3x3: built once, by the thread that needs them). */
-static void backward_filter_im2col(const rg_conv2d_shape *s, const float *x, const float *dy,
-                                   float beta, float *dw, float *db) {
     int64_t pq = s->p * s->q, chw = s->c * s->h * s->w, crs = s->c * s->r * s->s;
-    int64_t g = block_images(s, 1), cols = g * pq;
-    int parts;
-    int64_t step = thread_slices(crs, &parts);
+    image_blocks ib = blocks_of(s, 1);
+    int nt = omp_get_max_threads();
+    int64_t step = (crs + nt - 1) / nt;
+    step = (step + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
+    int parts = crs > step ? (int)((crs + step - 1) / step) : 1;
 #pragma omp parallel num_threads(parts)
     {
         int64_t t0 = omp_get_thread_num() * step, tn = crs - t0 < step ? crs - t0 : step;
-        float *col = rg_conv_scratch(tn * cols), *dyb = g > 1 ? rg_conv_scratch(s->k * cols) : NULL;
-        for (int64_t n0 = 0; n0 < s->n && tn > 0; n0 += g) {
-            int64_t gi = s->n - n0 < g ? s->n - n0 : g, len = gi * pq;
+        float *col = ib.in_place ? NULL : rg_conv_scratch(tn * ib.cols);
+        float *dyb = ib.g > 1 ? rg_conv_scratch(s->k * ib.cols) : NULL;
+        for (int64_t n0 = 0; n0 < s->n && tn > 0; n0 += ib.g) {
+            int64_t gi = s->n - n0 < ib.g ? s->n - n0 : ib.g, len = gi * pq;
             const float *dyn = dy + n0 * s->k * pq;
-            for (int64_t i = 0; i < gi; i++)
+            for (int64_t i = 0; col && i < gi; i++)
                 im2col(s, x + (n0 + i) * chw, t0, t0 + tn, col + i * pq, len);
             if (dyb) block_copy(gi, s->k, s->k, pq, dyn, dyb, false);
-            rg_cpu_gemm(false, true, s->k, tn, len, 1.0f, dyb ? dyb : dyn, len, col, len,
-                        n0 == 0 ? beta : 1.0f, dw + t0, crs);
+            rg_cpu_gemm(false, true, s->k, tn, len, 1.0f, dyb ? dyb : dyn, len,
+                        col ? col : x + n0 * chw + t0 * pq, len, n0 == 0 ? beta : 1.0f, dw + t0,
+                        crs);
         }
-        if (dyb) rg_conv_scratch_free(dyb, s->k * cols);
-        rg_conv_scratch_free(col, tn * cols);
+        if (dyb) rg_conv_scratch_free(dyb, s->k * ib.cols);
+        if (col) rg_conv_scratch_free(col, tn * ib.cols);
     }
     if (db) {
 #pragma omp parallel for schedule(static) if (s->k > 1)
-        for (int64_t k = 0; k < s->k; k++) bias_rows(s, dy, beta, db, k, k + 1);
+        for (int64_t k = 0; k < s->k; k++) {
+            double sum = 0.0;
+            for (int64_t n = 0; n < s->n; n++) sum += row_sum(dy + (n * s->k + k) * pq, pq);
+            db[k] = (float)sum + (beta == 0.0f ? 0.0f : beta * db[k]);
+        }
     }
 }
 
@@ -336,9 +296,6 @@ void rg_conv_backward_gemm(const rg_conv2d_shape *s, const float *x, const float
         dy = masked;
     }
     if (dx) backward_data(s, dy, w, beta_x, dx);
-    if (dw && one_by_one(s))
-        backward_filter(s, x, dy, beta_w, dw, db);
-    else if (dw)
-        backward_filter_im2col(s, x, dy, beta_w, dw, db);
+    if (dw) backward_filter(s, x, dy, beta_w, dw, db);
     if (masked) rg_conv_scratch_free(masked, len);
 }
