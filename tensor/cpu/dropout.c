@@ -118,6 +118,9 @@ static void draw_words(uint64_t seed, uint64_t ctr0, uint32_t *restrict u) {
  * two independent dependency chains. The keys of the ten rounds are drawn once per call. */
 typedef struct {
     pvec k0[10], k1[10], even, odd; /* even, odd: the counter offsets of each half's lanes */
+#if defined(__AVX512F__)
+    pvec pair, quad[2]; /* vpermt2d indices of the transpose (draw_groups) */
+#endif
 } philox_keys;
 
 static void philox_keys_init(uint64_t seed, philox_keys *ks) {
@@ -127,7 +130,20 @@ static void philox_keys_init(uint64_t seed, philox_keys *ks) {
         k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
     }
     uint64_t lane[2][PV / 2];
+#if defined(__AVX512F__)
+    /* consecutive counters in each half: 0 ... 7 in even, 8 ... 15 in odd */
+    for (int l = 0; l < PV; l++) lane[l >> 3][l & 7] = (uint64_t)l;
+    /* pair: counter c's words (w, w + 1) side by side, from the low halves of two vectors;
+     * quad[q]: counters 4q ... 4q + 3's four words in stream order, from two pairs */
+    int32_t pair[PV], quad[2][PV];
+    for (int i = 0; i < PV; i++) {
+        pair[i] = (i & 1) ? PV + i - 1 : i;
+        for (int q = 0; q < 2; q++) quad[q][i] = (i & 2 ? PV : 0) + 8 * q + 2 * (i >> 2) + (i & 1);
+    }
+    ks->pair = P_LOAD(pair), ks->quad[0] = P_LOAD(quad[0]), ks->quad[1] = P_LOAD(quad[1]);
+#else
     for (int l = 0; l < PV; l++) lane[l & 1][l >> 1] = (uint64_t)((PV / 4) * (l & 3) + (l >> 2));
+#endif
     ks->even = P_LOAD(lane[0]), ks->odd = P_LOAD(lane[1]);
 }
 
@@ -136,6 +152,10 @@ static void philox_keys_init(uint64_t seed, philox_keys *ks) {
  * ctr0 ... ctr0 + G*PV - 1 must share their upper 32 bits (the caller checks). On Zen 3 (AVX2,
  * 16384 floats in L2, one thread) G = 2 draws and masks in 0.67 ns per element, G = 1 in 0.84
  * and G = 4 in 0.76 (it spills); the rounds must be unrolled for the halves to stay in registers.
+ * AVX-512 transposes with vpermt2d (any 16 of two vectors' 32 lanes, one instruction): per half,
+ * words 0/1 and 2/3 paired per counter, then counters 0-3 and 4-7 in stream order, 4 permutes per
+ * 32 elements where AVX2 needs 8 shifts, blends and unpacks; its halves hold consecutive
+ * counters, so half h yields w[2h] and w[2h + 1].
  */
 #define G 2
 _Static_assert(COUNTERS % (G * PV) == 0, "a block is a whole number of draw_groups calls");
@@ -156,6 +176,14 @@ static inline __attribute__((always_inline)) void draw_groups(const philox_keys 
             a1[h] = p2, a3[h] = p0;
         }
     }
+#if defined(__AVX512F__)
+    for (int h = 0; h < 2 * G; h++) {
+        pvec x01 = _mm512_permutex2var_epi32(a0[h], ks->pair, a1[h]);
+        pvec x23 = _mm512_permutex2var_epi32(a2[h], ks->pair, a3[h]);
+        w[2 * h] = _mm512_permutex2var_epi32(x01, ks->quad[0], x23);
+        w[2 * h + 1] = _mm512_permutex2var_epi32(x01, ks->quad[1], x23);
+    }
+#else
     for (int g = 0; g < G; g++) {
         int e = 2 * g, o = 2 * g + 1;
         pvec c0 = P_ODD(a0[e], P_SLL64(a0[o], 32)), c1 = P_ODD(a1[e], P_SLL64(a1[o], 32));
@@ -165,6 +193,7 @@ static inline __attribute__((always_inline)) void draw_groups(const philox_keys 
         w[4 * g] = P_UNPACKLO64(t0, t2), w[4 * g + 1] = P_UNPACKHI64(t0, t2);
         w[4 * g + 2] = P_UNPACKLO64(t1, t3), w[4 * g + 3] = P_UNPACKHI64(t1, t3);
     }
+#endif
 }
 
 /* v where word w >= T (unsigned; T = threshold << 8), else +0.0f */
@@ -203,8 +232,8 @@ static inline float keep_or_zero(float v, uint32_t w, uint32_t threshold) {
 }
 
 static uint32_t keep_threshold(float p) {
-    if (!(p <= 1.0f)) return 1u << 25; /* p > 1 or NaN: the float test keeps nothing */
-    if (!(p > 0.0f)) return 0;         /* p <= 0: keeps everything */
+    if (!(p <= 1.0f)) return 1u << 25;             /* p > 1 or NaN: the float test keeps nothing */
+    if (!(p > 0.0f)) return 0;                     /* p <= 0: keeps everything */
     return (uint32_t)ceil((double)p * 16777216.0); /* exact: p has 24 significant bits */
 }
 
