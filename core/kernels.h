@@ -107,6 +107,16 @@ static RG_HOSTDEV bool rg_dropout_keep(float p, uint64_t seed, uint64_t i) {
     return rg_philox_uniform(seed, i) >= p;
 }
 
+/* The mask dropout's forward may store for its backward, as bits: bit b of the mask (bit b % 32 of
+ * 32-bit word b / 32) is keep(4 * (offset / 4) + b), word b % 4 of the (b / 4)-th Philox counter
+ * covering the n elements, so element i is bit i + offset % 4, and each counter's four keeps are
+ * one nibble. Bits of positions outside [offset, offset + n) are 0. This many words: */
+static RG_HOSTDEV int64_t rg_dropout_mask_words(int64_t n, uint64_t offset) {
+    if (n <= 0) return 0;
+    uint64_t counters = ((offset + (uint64_t)n - 1) >> 2) - (offset >> 2) + 1;
+    return (int64_t)((counters + 7) / 8);
+}
+
 /* ---- optimizer updates (exactly torch.optim's single-tensor rules) -------------------------- */
 
 typedef struct {

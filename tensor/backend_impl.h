@@ -159,12 +159,14 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
                                       float eps, const float *weight, const float *sums,           \
                                       float beta, float *dx))                                      \
                                                                                                    \
-    /* ---- dropout with the mask recomputed from (seed, offset) instead of stored:                \
-     * keep(i) = rg_dropout_keep(p, seed, offset + i) ---- */                                      \
+    /* ---- dropout: keep(i) = rg_dropout_keep(p, seed, offset + i). Forward writes the keeps    \
+     * into mask (rg_dropout_mask_words(n, offset) words, laid out as core/kernels.h says) unless \
+     * mask is NULL; backward reads them from mask, or recomputes them from (seed, offset) when   \
+     * mask is NULL ---- */                                                                       \
     X(void, dropout_forward, (int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,  \
-                              float *y))                                                           \
+                              float *y, uint32_t *mask))                                           \
     X(void, dropout_backward, (int64_t n, float p, uint64_t seed, uint64_t offset,                 \
-                               const float *dy, float beta, float *dx))                            \
+                               const uint32_t *mask, const float *dy, float beta, float *dx))      \
                                                                                                    \
     /* ---- fused log-softmax + negative log-likelihood, mean over the rows: logits (N,C), labels  \
      * (N) in [0,C); writes probs = softmax(logits) (N,C) for backward and loss (one element) =    \

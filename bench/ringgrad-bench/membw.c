@@ -39,11 +39,17 @@ static void op_relu_fwd(bufs *x) {
 static void op_relu_bwd(bufs *x) {
     rg_cpu_backend.relu_backward(N_ACT, x->a, x->b, 0.0f, x->c);
 }
+/* Dropout as in training: forward stores the mask (one bit an element, in am), backward reads it;
+ * and backward drawing the mask again, what a call without one does. */
 static void op_drop_fwd(bufs *x) {
-    rg_cpu_backend.dropout_forward(N_DROP, 0.25f, 7, x->step++ * N_DROP, x->a, x->b);
+    rg_cpu_backend.dropout_forward(N_DROP, 0.25f, 7, x->step++ * N_DROP, x->a, x->b,
+                                   (uint32_t *)x->am);
 }
 static void op_drop_bwd(bufs *x) {
-    rg_cpu_backend.dropout_backward(N_DROP, 0.25f, 7, x->step++ * N_DROP, x->a, 0.0f, x->b);
+    rg_cpu_backend.dropout_backward(N_DROP, 0.25f, 7, 0, (const uint32_t *)x->am, x->a, 0.0f, x->b);
+}
+static void op_drop_bwd_redraw(bufs *x) {
+    rg_cpu_backend.dropout_backward(N_DROP, 0.25f, 7, x->step++ * N_DROP, NULL, x->a, 0.0f, x->b);
 }
 static void op_pool_fwd(bufs *x) {
     rg_cpu_backend.maxpool2d_forward(&x->pool, x->a, x->b, x->am);
@@ -119,8 +125,9 @@ void rgb_run_membw(const rgb_opts *o) {
     const mem_op ops[] = {
         {"relu forward", 8.0 * N_ACT, op_relu_fwd},
         {"relu backward", 12.0 * N_ACT, op_relu_bwd},
-        {"dropout forward", 8.0 * N_DROP, op_drop_fwd},
-        {"dropout backward", 8.0 * N_DROP, op_drop_bwd},
+        {"dropout forward", 8.125 * N_DROP, op_drop_fwd},
+        {"dropout backward", 8.125 * N_DROP, op_drop_bwd},
+        {"dropout bwd, redrawn", 8.0 * N_DROP, op_drop_bwd_redraw},
         {"maxpool forward", 4.0 * (N_ACT + N_ACT / 2), op_pool_fwd},
         {"maxpool backward", 4.0 * (N_ACT + N_ACT / 2), op_pool_bwd},
         {"adam step", 28.0 * N_PAR, op_adam},

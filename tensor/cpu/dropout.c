@@ -6,7 +6,12 @@
  * the blocks that lie inside the tensor on a fused path instead: Philox in registers, the words
  * transposed into stream order and compared, and the scaled input masked, a vector at a time
  * (draw_groups). Element i keeps exactly rg_dropout_keep(p, seed, offset + i): the same mask as
- * the per-element formula and as CUDA. */
+ * the per-element formula and as CUDA.
+ *
+ * Forward also writes the keeps as bits (a block of 4 * COUNTERS positions is 8 whole words of the
+ * mask, core/kernels.h), and backward given that mask reads it instead of drawing again: it then
+ * moves dy, dx and 1/32 of their bytes in bits, a copy's work, where drawing made it as slow as
+ * forward (Philox is 5-6 vector operations per element in AVX2). */
 #include <math.h>
 #include <string.h>
 
@@ -196,12 +201,16 @@ static inline __attribute__((always_inline)) void draw_groups(const philox_keys 
 #endif
 }
 
-/* v where word w >= T (unsigned; T = threshold << 8), else +0.0f */
-static inline pfvec keep_or_zero_v(pfvec v, pvec w, pvec T) {
+/* v where word w >= T (unsigned; T = threshold << 8), else +0.0f; the keeps into the PV bits at
+ * bits (lane l in bit l, little-endian), stored straight from the compare */
+static inline pfvec keep_or_zero_v(pfvec v, pvec w, pvec T, unsigned char *bits) {
 #if defined(__AVX512F__)
-    return _mm512_maskz_mov_ps(_mm512_cmpge_epu32_mask(w, T), v);
+    __mmask16 keep = _mm512_cmpge_epu32_mask(w, T);
+    memcpy(bits, &keep, 2);
+    return _mm512_maskz_mov_ps(keep, v);
 #else
     pvec keep = _mm256_cmpeq_epi32(_mm256_max_epu32(w, T), w);
+    *bits = (unsigned char)_mm256_movemask_ps(_mm256_castsi256_ps(keep));
     return _mm256_and_ps(v, _mm256_castsi256_ps(keep));
 #endif
 }
@@ -220,15 +229,20 @@ static void draw_words(uint64_t seed, uint64_t ctr0, uint32_t *restrict u) {
 
 /* rg_dropout_keep as an integer test on an already drawn word: the uniform (w >> 8) * 2^-24 is
  * exact, so "uniform >= p" is "(w >> 8) >= keep_threshold(p)". */
-/* v where the word keeps its element, else +0.0f: as bits, so that the masking loops below
- * vectorise in every copy (GCC sank the multiply into a branch on the compare, which only the
- * AVX-512 copy's masked moves could vectorise: 6% of a copy's speed in the others). */
-static inline float keep_or_zero(float v, uint32_t w, uint32_t threshold) {
+/* v where keep is 1, else +0.0f: as bits, so that the masking loops below vectorise in every copy
+ * (GCC sank the multiply into a branch on the compare, which only the AVX-512 copy's masked moves
+ * could vectorise: 6% of a copy's speed in the others). */
+static inline float keep_or_zero(float v, uint32_t keep) {
     uint32_t bits;
     memcpy(&bits, &v, sizeof bits);
-    bits &= 0u - (uint32_t)((w >> 8) >= threshold);
+    bits &= 0u - keep;
     memcpy(&v, &bits, sizeof v);
     return v;
+}
+
+/* whether drawn word w keeps its element */
+static inline uint32_t keeps(uint32_t w, uint32_t threshold) {
+    return (uint32_t)((w >> 8) >= threshold);
 }
 
 static uint32_t keep_threshold(float p) {
@@ -257,13 +271,12 @@ static uint32_t keep_threshold(float p) {
 
 #ifdef HAVE_FUSED
 /* One block on the fused path: out[e] = mask(in[e]) * scale + beta * out[e] for its 4 * COUNTERS
- * elements (in, out: the block's first element). Always inlined, and called with a constant
- * beta = 0 where beta is 0: a test of beta left in the loop cost 40% (0.68 -> 0.95 ns per
- * element). */
-static inline __attribute__((always_inline)) void fused_block(const philox_keys *ks, uint64_t ctr0,
-                                                              float scale, uint32_t t,
-                                                              const float *in, float beta,
-                                                              float *out) {
+ * elements (in, out: the block's first element), the keep of element e in bit e % 8 of bits[e / 8].
+ * Always inlined, and called with a constant beta = 0 where beta is 0: a test of beta left in the
+ * loop cost 40% (0.68 -> 0.95 ns per element). */
+static inline __attribute__((always_inline)) void
+fused_block(const philox_keys *ks, uint64_t ctr0, float scale, uint32_t t, const float *in,
+            float beta, float *out, unsigned char bits[4 * COUNTERS / 8]) {
     const pfvec s = PF_SET1(scale), bv = PF_SET1(beta);
     const pvec T = P_SET1(t << 8);
     for (int j = 0; j < COUNTERS; j += G * PV) {
@@ -271,7 +284,7 @@ static inline __attribute__((always_inline)) void fused_block(const philox_keys 
         draw_groups(ks, ctr0 + (uint64_t)j, w);
         for (int k = 0; k < 4 * G; k++) {
             int64_t e = 4 * j + PV * k;
-            pfvec r = keep_or_zero_v(PF_MUL(PF_LOAD(&in[e]), s), w[k], T);
+            pfvec r = keep_or_zero_v(PF_MUL(PF_LOAD(&in[e]), s), w[k], T, &bits[e / 8]);
             if (beta != 0.0f) r = PF_ADD(r, PF_MUL(bv, PF_LOAD(&out[e])));
             PF_STORE(&out[e], r);
         }
@@ -279,30 +292,70 @@ static inline __attribute__((always_inline)) void fused_block(const philox_keys 
 }
 #endif
 
-/* Block b of a call: out = mask(in) * scale + beta * out over its elements of [0, n). Always
- * inlined, in forward with a constant beta = 0 and in backward once per case of beta, so that
- * each parallel loop (its own function under OpenMP) has no test of beta inside: one left in the
- * fused loop cost 40% (0.68 -> 0.95 ns per element). */
+/* Block b of a call (counters ctr0 ...): out = mask(in) * scale + beta * out over its elements
+ * of [0, n), and its keeps into words 8b ... 8b + 7 of mask (those below words) unless mask is
+ * NULL. Always inlined, in forward with a constant beta = 0 and in backward once per case of beta,
+ * so that each parallel loop (its own function under OpenMP) has no test of beta inside: one left
+ * in the fused loop cost 40% (0.68 -> 0.95 ns per element). */
 static inline __attribute__((always_inline)) void
-dropout_block(int64_t n, uint64_t seed, uint64_t offset, uint64_t ctr0, const philox_keys_arg ks,
-              float scale, uint32_t t, const float *in, float beta, float *out) {
+dropout_block(int64_t n, uint64_t seed, uint64_t offset, int64_t b, uint64_t ctr0,
+              const philox_keys_arg ks, float scale, uint32_t t, const float *in, float beta,
+              float *out, uint32_t *mask, int64_t words) {
     uint32_t u[4 * COUNTERS];
+    unsigned char bits[4 * COUNTERS / 8];
     int64_t e0 = (int64_t)(4 * ctr0 - offset); /* tensor element of u[0]; may be negative */
     int64_t lo = e0 < 0 ? -e0 : 0, hi = n - e0 < 4 * COUNTERS ? n - e0 : 4 * COUNTERS;
 #ifdef HAVE_FUSED
     if (FUSED_OK(lo, hi, ctr0, t)) {
-        fused_block(ks, ctr0, scale, t, &in[e0], beta, &out[e0]);
-        return;
-    }
+        fused_block(ks, ctr0, scale, t, &in[e0], beta, &out[e0], bits);
+    } else
 #endif
-    draw_words(seed, ctr0, u);
-    if (beta == 0.0f) {
-        for (int64_t k = lo; k < hi; k++) out[e0 + k] = keep_or_zero(in[e0 + k] * scale, u[k], t);
-    } else {
-        for (int64_t k = lo; k < hi; k++)
-            out[e0 + k] = keep_or_zero(in[e0 + k] * scale, u[k], t) + beta * out[e0 + k];
+    {
+        draw_words(seed, ctr0, u);
+        if (beta == 0.0f) {
+            for (int64_t k = lo; k < hi; k++)
+                out[e0 + k] = keep_or_zero(in[e0 + k] * scale, keeps(u[k], t));
+        } else {
+            for (int64_t k = lo; k < hi; k++)
+                out[e0 + k] = keep_or_zero(in[e0 + k] * scale, keeps(u[k], t)) + beta * out[e0 + k];
+        }
+        if (mask) {
+            memset(bits, 0, sizeof bits);
+            for (int64_t k = lo; k < hi; k++)
+                bits[k >> 3] |= (unsigned char)(keeps(u[k], t) << (k & 7));
+        }
+    }
+    if (mask)
+        for (int64_t w = 0; w < 4 * COUNTERS / 32 && 8 * b + w < words; w++)
+            mask[8 * b + w] = (uint32_t)bits[4 * w] | (uint32_t)bits[4 * w + 1] << 8 |
+                              (uint32_t)bits[4 * w + 2] << 16 | (uint32_t)bits[4 * w + 3] << 24;
+}
+
+/* dx = (bit e + offset % 4 of mask ? dy * scale : 0) + beta * dx for the 32 * (w1 - w0) elements
+ * of words w0 ... w1 - 1 (those in [0, n)). Inlined with a constant beta = 0 where it is 0. */
+static inline __attribute__((always_inline)) void
+masked_words(int64_t n, int64_t s, const uint32_t *mask, int64_t w0, int64_t w1, float scale,
+             const float *dy, float beta, float *dx) {
+    for (int64_t w = w0; w < w1; w++) {
+        uint32_t m = mask[w];
+        int64_t e0 = 32 * w - s;
+        if (e0 >= 0 && e0 + 32 <= n) { /* a whole word: a loop the compiler vectorises */
+            const float *d = dy + e0;
+            float *o = dx + e0;
+            for (int k = 0; k < 32; k++) {
+                float v = keep_or_zero(d[k] * scale, (m >> k) & 1u);
+                o[k] = beta == 0.0f ? v : v + beta * o[k];
+            }
+        } else {
+            for (int64_t e = e0 < 0 ? 0 : e0; e < e0 + 32 && e < n; e++) {
+                float v = keep_or_zero(dy[e] * scale, (m >> (e - e0)) & 1u);
+                dx[e] = beta == 0.0f ? v : v + beta * dx[e];
+            }
+        }
     }
 }
+
+#define MASK_CHUNK 64 /* words (2048 elements) per piece of the parallel loop */
 
 #ifdef HAVE_FUSED
 #define KEYS(seed)                                                                                 \
@@ -314,26 +367,40 @@ dropout_block(int64_t n, uint64_t seed, uint64_t offset, uint64_t ctr0, const ph
 #endif
 
 void rg_cpu_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,
-                            float *y) {
+                            float *y, uint32_t *mask) {
     float scale = keep_scale(p);
     uint32_t t = keep_threshold(p);
+    int64_t words = rg_dropout_mask_words(n, offset);
     KEYS(seed);
     FOR_BLOCKS(n, offset) {
         uint64_t ctr0 = c_first + (uint64_t)b * COUNTERS;
-        dropout_block(n, seed, offset, ctr0, ks, scale, t, x, 0.0f, y);
+        dropout_block(n, seed, offset, b, ctr0, ks, scale, t, x, 0.0f, y, mask, words);
     }
 }
 
-void rg_cpu_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset, const float *dy,
-                             float beta, float *dx) {
+void rg_cpu_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset,
+                             const uint32_t *mask, const float *dy, float beta, float *dx) {
     float scale = keep_scale(p);
+    if (mask) {
+        int64_t words = rg_dropout_mask_words(n, offset), s = (int64_t)(offset & 3);
+        int64_t chunks = (words + MASK_CHUNK - 1) / MASK_CHUNK;
+#pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)
+        for (int64_t c = 0; c < chunks; c++) {
+            int64_t w0 = c * MASK_CHUNK, w1 = w0 + MASK_CHUNK < words ? w0 + MASK_CHUNK : words;
+            if (beta == 0.0f)
+                masked_words(n, s, mask, w0, w1, scale, dy, 0.0f, dx);
+            else
+                masked_words(n, s, mask, w0, w1, scale, dy, beta, dx);
+        }
+        return;
+    }
     uint32_t t = keep_threshold(p);
     KEYS(seed);
     FOR_BLOCKS(n, offset) {
         uint64_t ctr0 = c_first + (uint64_t)b * COUNTERS;
         if (beta == 0.0f)
-            dropout_block(n, seed, offset, ctr0, ks, scale, t, dy, 0.0f, dx);
+            dropout_block(n, seed, offset, b, ctr0, ks, scale, t, dy, 0.0f, dx, NULL, 0);
         else
-            dropout_block(n, seed, offset, ctr0, ks, scale, t, dy, beta, dx);
+            dropout_block(n, seed, offset, b, ctr0, ks, scale, t, dy, beta, dx, NULL, 0);
     }
 }

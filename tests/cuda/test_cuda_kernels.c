@@ -106,17 +106,25 @@ Test(cuda_kernels, dropout_masks_are_identical_for_any_offset) {
     int64_t n = 999;
     float *x = rgt_rand(n, 0.5f, 1, 1), want[999], *dx = rgt_dev(x, n * 4),
           *dy = rgt_dev(NULL, n * 4);
+    uint32_t mask[40];
+    uint32_t *dmask = rgt_dev(NULL, sizeof mask);
     float ps[] = {0.0f, 0.1f, 0.5f, 1.0f};
     for (int t = 0; t < 4; t++)
         for (uint64_t off = 0; off < 6; off += 3) {
-            rg_cpu_backend.dropout_forward(n, ps[t], 9, off, x, want);
-            rgt_gpu()->dropout_forward(n, ps[t], 9, off, dx, dy);
+            int64_t words = rg_dropout_mask_words(n, off);
+            cr_assert(words <= 40);
+            rg_cpu_backend.dropout_forward(n, ps[t], 9, off, x, want, mask);
+            rgt_gpu()->dropout_forward(n, ps[t], 9, off, dx, dy, dmask);
             rgt_assert_dev_equal(dy, want, sizeof want, "dropout forward");
-            rg_cpu_backend.dropout_backward(n, ps[t], 9, off, x, 1.0f, want); /* accumulate */
-            rgt_gpu()->dropout_backward(n, ps[t], 9, off, dx, 1.0f, dy);
+            rgt_assert_dev_equal(dmask, mask, (size_t)words * 4, "dropout mask");
+            rg_cpu_backend.dropout_backward(n, ps[t], 9, off, NULL, x, 1.0f, want); /* accumulate */
+            rgt_gpu()->dropout_backward(n, ps[t], 9, off, NULL, dx, 1.0f, dy);
             rgt_assert_dev_close(dy, want, n, 0, 1e-6, "dropout backward");
+            rg_cpu_backend.dropout_backward(n, ps[t], 9, off, mask, x, 1.0f, want);
+            rgt_gpu()->dropout_backward(n, ps[t], 9, off, dmask, dx, 1.0f, dy);
+            rgt_assert_dev_close(dy, want, n, 0, 1e-6, "dropout backward from the mask");
         }
-    free(x), rgt_dev_free(dx, n * 4), rgt_dev_free(dy, n * 4);
+    free(x), rgt_dev_free(dx, n * 4), rgt_dev_free(dy, n * 4), rgt_dev_free(dmask, sizeof mask);
 }
 
 static void optim_case(const rg_sgd_hparams *sgd, const rg_adam_hparams *adam, uint64_t seed) {

@@ -3,6 +3,8 @@
  * and a backward that applies the forward's mask. */
 #include "rgtest.h"
 
+#include <string.h>
+
 #include <math.h>
 
 Test(tensor_dropout, eval_and_p_zero_return_the_input) {
@@ -120,6 +122,33 @@ Test(tensor_dropout, backward_applies_the_forward_mask) {
     (void)z;
     rg_scope_end();
     rgt_free_all(2, (rg_tensor *[]){x, r});
+}
+
+/* Forward stores the mask for backward (one bit an element); backward reads that mask instead of
+ * drawing again: with the stored bits cleared, every gradient is 0 although the draw keeps most. */
+Test(tensor_dropout, backward_reads_the_mask_forward_stored) {
+    rg_tensor *x = rgt_param(RG_SHAPE(5, 101), 1, 2, 6);
+    uint64_t off = 6; /* not a multiple of 4: element i is bit i + 2 */
+    rg_scope_begin();
+    rg_tensor *y = rg_dropout(x, 0.25f, true, 9, &off);
+    int64_t len;
+    rg_node **nodes = rg_tape_nodes(&len);
+    rg_node *node = nodes[len - 1];
+    cr_assert_str_eq(node->op, "dropout");
+    rg_tensor *mask = node->saved[0];
+    cr_assert(mask, "a recorded dropout keeps its mask");
+    cr_assert_eq(mask->numel, rg_dropout_mask_words(505, 6));
+    const uint32_t *bits = mask->data;
+    const float *yp = rg_tensor_f32(y);
+    for (int64_t i = 0; i < 505; i++)
+        cr_assert_eq((bits[(i + 2) / 32] >> ((i + 2) % 32)) & 1u, yp[i] != 0.0f, "bit of %lld",
+                     (long long)i);
+    memset(mask->data, 0, (size_t)mask->numel * 4);
+    rg_backward(rg_sum(y));
+    const float *g = rg_tensor_f32(x->grad);
+    for (int64_t i = 0; i < 505; i++) cr_assert_eq(g[i], 0.0f, "grad %lld", (long long)i);
+    rg_scope_end();
+    rg_tensor_free(x);
 }
 
 /* The mask is fixed across the checker's evaluations: the same (seed, offset) every call. */

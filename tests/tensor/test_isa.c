@@ -174,10 +174,15 @@ Test(tensor_isa, elementwise_dropout_and_maxpool_match_generic) {
          "relu_bwd");
     CLOSE(g->relu_backward(n, x, dy, 1.0f, want), t->relu_backward(n, x, dy, 1.0f, got),
           "relu_bwd acc");
-    SAME(g->dropout_forward(n, 0.3f, 5, 7, xs, want), t->dropout_forward(n, 0.3f, 5, 7, xs, got),
-         "dropout_forward");
-    CLOSE(g->dropout_backward(n, 0.3f, 5, 3, dy, 1.0f, want),
-          t->dropout_backward(n, 0.3f, 5, 3, dy, 1.0f, got), "dropout_backward");
+    SAME(g->dropout_forward(n, 0.3f, 5, 7, xs, want, NULL),
+         t->dropout_forward(n, 0.3f, 5, 7, xs, got, NULL), "dropout_forward");
+    CLOSE(g->dropout_backward(n, 0.3f, 5, 3, NULL, dy, 1.0f, want),
+          t->dropout_backward(n, 0.3f, 5, 3, NULL, dy, 1.0f, got), "dropout_backward");
+    uint32_t *mask = calloc((size_t)rg_dropout_mask_words(n, 3), sizeof *mask);
+    g->dropout_forward(n, 0.3f, 5, 3, xs, want, mask);
+    CLOSE(g->dropout_backward(n, 0.3f, 5, 3, mask, dy, 1.0f, want),
+          t->dropout_backward(n, 0.3f, 5, 3, mask, dy, 1.0f, got), "dropout_backward from mask");
+    free(mask);
     CLOSE(g->axpby(n, 0.5f, x, -2.0f, want), t->axpby(n, 0.5f, x, -2.0f, got), "axpby");
     SAME(g->fill(n, 3.0f, want), t->fill(n, 3.0f, got), "fill");
     CLOSE(g->uniform(n, -1, 2, 8, 3, want), t->uniform(n, -1, 2, 8, 3, got), "uniform");
@@ -265,11 +270,13 @@ Test(tensor_isa, reductions_match_generic_within_rounding) {
 
 /* The dropout kernels test the drawn words against an integer threshold; every copy keeps exactly
  * the elements rg_dropout_keep (the formula the CUDA kernel uses) keeps, at awkward p too, in
- * forward and backward, also where the Philox counter's lower word wraps (offset near 2^34: the
- * AVX2 and AVX-512 copies' fused blocks need one upper word, and fall back around the wrap). */
+ * forward, in the mask forward stores (bit i + offset % 4; the bits around the elements 0), in
+ * backward drawing again and in backward reading that mask, also where the Philox counter's lower
+ * word wraps (offset near 2^34: the AVX2 and AVX-512 copies' fused blocks need one upper word, and
+ * fall back around the wrap). */
 Test(tensor_isa, dropout_masks_are_the_formula_on_every_copy) {
     const float ps[] = {0.0f, 5.9604645e-08f, 0.1f, 0.25f, 1.0f / 3.0f, 0.5f, 0.9999999f, 1.0f};
-    const uint64_t offs[] = {13, ((uint64_t)1 << 34) - 4 * 1000 - 2, 1024};
+    const uint64_t offs[] = {13, ((uint64_t)1 << 34) - 4 * 1000 - 2, 1024, 2};
     const char *all[] = {"generic", "avx2", "avx512", "native"};
     const int64_t n = 4099;
     float *x = zeros(n), *y = zeros(n);
@@ -279,17 +286,31 @@ Test(tensor_isa, dropout_masks_are_the_formula_on_every_copy) {
         if (!t) continue;
         for (size_t k = 0; k < sizeof ps / sizeof *ps; k++) {
             for (size_t o = 0; o < sizeof offs / sizeof *offs; o++) {
-                for (int pass = 0; pass < 2; pass++) {
+                int64_t words = rg_dropout_mask_words(n, offs[o]), s = (int64_t)(offs[o] & 3);
+                cr_assert_eq(words, (s + n + 31) / 32, "%lld words", (long long)words);
+                uint32_t *mask = malloc((size_t)words * sizeof *mask);
+                memset(mask, 0xA5, (size_t)words * sizeof *mask); /* all written? */
+                for (int pass = 0; pass < 3; pass++) {
                     if (pass == 0)
-                        t->dropout_forward(n, ps[k], 99, offs[o], x, y);
+                        t->dropout_forward(n, ps[k], 99, offs[o], x, y, mask);
                     else
-                        t->dropout_backward(n, ps[k], 99, offs[o], x, 0.0f, y);
+                        t->dropout_backward(n, ps[k], 99, offs[o], pass == 1 ? NULL : mask, x, 0.0f,
+                                            y);
                     for (int64_t i = 0; i < n; i++)
                         cr_assert_eq(y[i] != 0.0f,
                                      rg_dropout_keep(ps[k], 99, offs[o] + (uint64_t)i),
                                      "%s: pass %d p %.9g offset %llu element %lld", all[c], pass,
                                      (double)ps[k], (unsigned long long)offs[o], (long long)i);
                 }
+                for (int64_t b = 0; b < 32 * words; b++) {
+                    int64_t i = b - s;
+                    bool want =
+                        i >= 0 && i < n && rg_dropout_keep(ps[k], 99, offs[o] + (uint64_t)i);
+                    cr_assert_eq((mask[b / 32] >> (b % 32)) & 1u, want,
+                                 "%s: p %.9g offset %llu mask bit %lld", all[c], (double)ps[k],
+                                 (unsigned long long)offs[o], (long long)b);
+                }
+                free(mask);
             }
         }
     }
