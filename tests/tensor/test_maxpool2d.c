@@ -13,8 +13,18 @@ typedef struct {
 } pool_case;
 
 static const pool_case cases[] = {
-    {2, 3, 8, 8, 2, 2, 0}, {1, 2, 7, 9, 2, 2, 0}, {3, 1, 6, 5, 3, 2, 1},    {2, 4, 5, 7, 3, 1, 1},
-    {1, 1, 1, 1, 1, 1, 0}, {2, 5, 9, 4, 4, 3, 2}, {1, 64, 24, 24, 2, 2, 0},
+    {2, 3, 8, 8, 2, 2, 0},
+    {1, 2, 7, 9, 2, 2, 0},
+    {3, 1, 6, 5, 3, 2, 1},
+    {2, 4, 5, 7, 3, 1, 1},
+    {1, 1, 1, 1, 1, 1, 0},
+    {2, 5, 9, 4, 4, 3, 2},
+    {1, 64, 24, 24, 2, 2, 0},
+    /* ResNet's stem pool (3x3, stride 2, padding 1): rows of interior windows, even and odd sizes
+     */
+    {2, 3, 16, 15, 3, 2, 1},
+    {1, 2, 17, 40, 3, 2, 1},
+    {1, 2, 9, 11, 3, 2, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -91,6 +101,40 @@ Test(tensor_maxpool2d, gradients_match_finite_differences) {
         rg_tensor *x = tie_free(&small[i]);
         rgt_assert_gradcheck(f_pool, (void *)&small[i], 1, &x, NULL);
         rg_tensor_free(x);
+    }
+}
+
+/* The 3x3, stride-2 rows run as selects over the nine taps: ties (values on a coarse grid) and
+ * NaNs (the last NaN in the window wins, as in the scan) must come out as in the naive loops. */
+Test(tensor_maxpool2d, stem_pool_ties_and_nans_match_naive_loops) {
+    static const pool_case ts[] = {{2, 3, 16, 15, 3, 2, 1}, {1, 2, 17, 40, 3, 2, 1}};
+    for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
+        const pool_case *t = &ts[k];
+        rg_tensor *x = rgt_param(RG_SHAPE(t->n, t->c, t->h, t->w), -1, 1, 70 + k);
+        float *xp = rg_tensor_f32(x);
+        for (int64_t i = 0; i < x->numel; i++) {
+            xp[i] = roundf(xp[i] * 2.0f) / 2.0f; /* five values: ties everywhere */
+            if (i % 37 == 5 || i % 53 == 6) xp[i] = NAN;
+        }
+        int64_t ny = out_numel(t);
+        float *want = malloc((size_t)ny * sizeof(float));
+        int64_t *at = malloc((size_t)ny * sizeof(int64_t));
+        float *dx = calloc((size_t)x->numel, sizeof(float));
+        naive_pool(t, xp, want, at);
+        for (int64_t i = 0; i < ny; i++) dx[at[i]] += (float)(i % 7 + 1); /* distinct weights */
+        rg_scope_begin();
+        rg_tensor *y = rg_max_pool2d(x, t->kernel, t->stride, t->pad);
+        const float *yp = rg_tensor_f32(y);
+        for (int64_t i = 0; i < ny; i++)
+            cr_assert(isnan(want[i]) ? isnan(yp[i]) : yp[i] == want[i], "case %zu output %lld", k,
+                      (long long)i);
+        rg_tensor *w = rgt_uniform(RG_SHAPE(ny), 0, 1, 1);
+        for (int64_t i = 0; i < ny; i++) rg_tensor_f32(w)[i] = (float)(i % 7 + 1);
+        rg_backward(rg_sum(rg_mul(rg_reshape(y, RG_SHAPE(ny)), w)));
+        rgt_assert_close(rg_tensor_f32(x->grad), dx, x->numel, 0, 0, "argmax of every window");
+        rg_scope_end();
+        free(want), free(at), free(dx);
+        rgt_free_all(2, (rg_tensor *[]){x, w});
     }
 }
 
