@@ -73,6 +73,13 @@ void rg_conv_transpose_relu(int64_t rows, int64_t cols, const float *src, int64_
 void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, const float *mask,
                            int64_t lds, float *dst, int64_t ldd, float *sums);
 
+/* dst[j*ldd + i] = src[i*lds + j] for a matrix narrower than a vector (cols < RG_CONV_VL: a
+ * filter's (C, R*S) weights of a 3x3 kernel), without options. Reads whole vectors from each row,
+ * into the rows after it, wherever they end before src_end (the end of the readable source);
+ * element by element elsewhere. Wider matrices go to rg_conv_transpose. */
+void rg_conv_transpose_narrow(int64_t rows, int64_t cols, const float *src, int64_t lds,
+                              const float *src_end, float *dst, int64_t ldd);
+
 /* n rounded up to a multiple of m. */
 static inline int64_t rg_conv_round_up(int64_t n, int64_t m) {
     return (n + m - 1) / m * m;

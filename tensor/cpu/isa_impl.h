@@ -62,6 +62,7 @@
 #define rg_conv_panel_product RG_ISA_NAME(rg_conv_panel_product)
 #define rg_conv_transpose RG_ISA_NAME(rg_conv_transpose)
 #define rg_conv_transpose_sum RG_ISA_NAME(rg_conv_transpose_sum)
+#define rg_conv_transpose_narrow RG_ISA_NAME(rg_conv_transpose_narrow)
 #define rg_conv_transpose_relu RG_ISA_NAME(rg_conv_transpose_relu)
 #define rg_conv_geom_of RG_ISA_NAME(rg_conv_geom_of)
 #define rg_conv_to_padded_nhwc RG_ISA_NAME(rg_conv_to_padded_nhwc)

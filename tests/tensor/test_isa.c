@@ -83,6 +83,7 @@ Test(tensor_isa, conv2d_passes_match_generic) {
         conv_shape(2, 5, 9, 7, 3, 2, 1),    /* odd sizes, stride 2: partial tiles */
         conv_shape(2, 19, 8, 21, 1, 2, 0),  /* 1x1, strided */
         conv_shape(1, 3, 11, 40, 5, 1, 2),
+        conv_shape(1, 37, 6, 9, 3, 1, 1), /* weights in 16-channel blocks, a rest */
     };
     const rg_backend *g = rg_cpu_backend_isa("generic");
     cr_assert(g || rg_cpu_isa_supported("native"));
