@@ -100,31 +100,41 @@ static image_blocks blocks_of(const rg_conv2d_shape *s, int threads) {
     return b;
 }
 
-/* col[(t - t0) * ld + p * Q + q] for t = (c, r, u) in [t0, t1): what tap (r, u) of output pixel
- * (p, q)'s window reads in channel c of image x (C, H, W), 0 in the padding. For a 1x1 kernel
- * these are the pixels of channels t0..t1 that the stride keeps. */
-static void im2col(const rg_conv2d_shape *s, const float *x, int64_t t0, int64_t t1, float *col,
-                   int64_t ld) {
-    int64_t rs = s->r * s->s;
+/* off[tap * P*Q + j]: where output pixel j's window reads at tap (r, u) in a channel's (H, W)
+ * plane, or -1 in the padding. From the scratch pool; free with rg_conv_scratch_free(off,
+ * tap_table_len(s)). */
+static int64_t tap_table_len(const rg_conv2d_shape *s) {
+    return s->r * s->s * s->p * s->q;
+}
+
+static int32_t *tap_table(const rg_conv2d_shape *s) {
+    int32_t *off = (int32_t *)rg_conv_scratch(tap_table_len(s));
+    int32_t *o = off;
+    for (int64_t r = 0; r < s->r; r++)
+        for (int64_t u = 0; u < s->s; u++)
+            for (int64_t p = 0; p < s->p; p++)
+                for (int64_t q = 0; q < s->q; q++) {
+                    int64_t h = p * s->stride_h - s->pad_h + r, w = q * s->stride_w - s->pad_w + u;
+                    *o++ = h >= 0 && h < s->h && w >= 0 && w < s->w ? (int32_t)(h * s->w + w) : -1;
+                }
+    return off;
+}
+
+/* col[(t - t0) * ld + j] for t = (c, r, u) in [t0, t1) and output pixel j: what tap (r, u) of
+ * pixel j's window reads in channel c of image x (C, H, W), 0 in the padding; off is
+ * tap_table(s). For a 1x1 kernel these are the pixels of channels t0..t1 that the stride keeps.
+ * One branch-free loop over the table per row (the compiler gathers): a loop per output row with
+ * its own bounds tests cost more than the copying on the small planes this path takes. */
+static void im2col(const rg_conv2d_shape *s, const int32_t *off, const float *x, int64_t t0,
+                   int64_t t1, float *col, int64_t ld) {
+    int64_t rs = s->r * s->s, pq = s->p * s->q, hw = s->h * s->w;
     for (int64_t t = t0; t < t1; t++) {
-        int64_t c = t / rs, r = t % rs / s->s, u = t % s->s;
+        const float *xc = x + t / rs * hw;
+        const int32_t *o = off + t % rs * pq;
         float *dst = col + (t - t0) * ld;
-        for (int64_t p = 0; p < s->p; p++, dst += s->q) {
-            int64_t h = p * s->stride_h - s->pad_h + r;
-            if (h < 0 || h >= s->h) {
-                memset(dst, 0, (size_t)s->q * sizeof(float));
-                continue;
-            }
-            const float *row = x + (c * s->h + h) * s->w;
-            int64_t w0 = u - s->pad_w, w_last = (s->q - 1) * s->stride_w + w0;
-            if (w0 >= 0 && w_last < s->w) { /* the whole row inside: no tests */
-                for (int64_t q = 0; q < s->q; q++) dst[q] = row[w0 + q * s->stride_w];
-                continue;
-            }
-            for (int64_t q = 0; q < s->q; q++) {
-                int64_t w = q * s->stride_w + w0;
-                dst[q] = w >= 0 && w < s->w ? row[w] : 0.0f;
-            }
+        for (int64_t j = 0; j < pq; j++) {
+            int32_t i = o[j];
+            dst[j] = i >= 0 ? xc[i] : 0.0f;
         }
     }
 }
@@ -157,6 +167,7 @@ void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float 
                           float *y) {
     int64_t pq = s->p * s->q, chw = s->c * s->h * s->w;
     image_blocks ib = blocks_of(s, omp_get_max_threads());
+    int32_t *off = ib.in_place ? NULL : tap_table(s);
 #pragma omp parallel if (ib.count > 1)
     {
         float *xb = ib.in_place ? NULL : rg_conv_scratch(s->c * ib.cols);
@@ -166,7 +177,7 @@ void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float 
             int64_t n0 = bi * ib.g, gi = s->n - n0 < ib.g ? s->n - n0 : ib.g, len = gi * pq;
             float *yn = y + n0 * s->k * pq, *out = yb ? yb : yn;
             for (int64_t i = 0; xb && i < gi; i++)
-                im2col(s, x + (n0 + i) * chw, 0, s->c, xb + i * pq, len);
+                im2col(s, off, x + (n0 + i) * chw, 0, s->c, xb + i * pq, len);
             rg_cpu_gemm(false, false, s->k, len, s->c, 1.0f, w, s->c, xb ? xb : x + n0 * chw, len,
                         0.0f, out, len);
             finish_output(s, b, out, len);
@@ -175,6 +186,7 @@ void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float 
         if (yb) rg_conv_scratch_free(yb, s->k * ib.cols);
         if (xb) rg_conv_scratch_free(xb, s->c * ib.cols);
     }
+    if (off) rg_conv_scratch_free((float *)off, tap_table_len(s));
 }
 
 /* dx = beta dx + dcol for one image, dcol (C, P*Q) with rows ld apart: the 1x1 kernel's data
@@ -253,6 +265,7 @@ static void backward_filter(const rg_conv2d_shape *s, const float *x, const floa
     int64_t step = (crs + nt - 1) / nt;
     step = (step + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
     int parts = crs > step ? (int)((crs + step - 1) / step) : 1;
+    int32_t *off = ib.in_place ? NULL : tap_table(s);
 #pragma omp parallel num_threads(parts)
     {
         int64_t t0 = omp_get_thread_num() * step, tn = crs - t0 < step ? crs - t0 : step;
@@ -262,7 +275,7 @@ static void backward_filter(const rg_conv2d_shape *s, const float *x, const floa
             int64_t gi = s->n - n0 < ib.g ? s->n - n0 : ib.g, len = gi * pq;
             const float *dyn = dy + n0 * s->k * pq;
             for (int64_t i = 0; col && i < gi; i++)
-                im2col(s, x + (n0 + i) * chw, t0, t0 + tn, col + i * pq, len);
+                im2col(s, off, x + (n0 + i) * chw, t0, t0 + tn, col + i * pq, len);
             if (dyb) block_copy(gi, s->k, s->k, pq, dyn, dyb, false);
             rg_cpu_gemm(false, true, s->k, tn, len, 1.0f, dyb ? dyb : dyn, len,
                         col ? col : x + n0 * chw + t0 * pq, len, n0 == 0 ? beta : 1.0f, dw + t0,
@@ -271,6 +284,7 @@ static void backward_filter(const rg_conv2d_shape *s, const float *x, const floa
         if (dyb) rg_conv_scratch_free(dyb, s->k * ib.cols);
         if (col) rg_conv_scratch_free(col, tn * ib.cols);
     }
+    if (off) rg_conv_scratch_free((float *)off, tap_table_len(s));
     if (db) {
 #pragma omp parallel for schedule(static) if (s->k > 1)
         for (int64_t k = 0; k < s->k; k++) {
