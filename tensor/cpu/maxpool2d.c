@@ -6,7 +6,11 @@
  *
  * The common 2x2 window with stride 2 gets a loop without bounds checks whose comparisons the
  * compiler turns into SIMD selects (the AVX-512 copy: by hand, 16 outputs a vector, below);
- * other windows clip their row and column ranges once per output instead of testing every tap. */
+ * ResNet's 3x3 windows at stride 2 go separably, through each input row's three-column maxima
+ * (pool3x3s2_plane); other windows clip their row and column ranges once per output instead of
+ * testing every tap. */
+#include <stdlib.h>
+
 #include "tensor/cpu/cpu.h"
 
 /* Output rows are short (12 outputs in the CNN), shorter than one AVX-512 vector of 16 floats,
@@ -131,59 +135,16 @@ static void pool2x2_row(int64_t q_count, const float *restrict r0, int64_t w, in
 }
 #endif
 
-/* Outputs qa ... qb - 1 of a row of 3x3, stride-2 pooling (ResNet's stem) whose windows lie wholly
- * inside the input: rows r0, r0 + w, r0 + 2w, window q starting at column 2q - pad; base: the
- * plane index of r0[0]. The nine taps in row-major order with the same test as pool_plane, as
- * selects the compiler vectorises: the scan below branches on every tap, and on random data it
- * mispredicts (ResNet-18's stem pool at 0.8 GB/s, 16 ms of a 296 ms step at 64 px). */
-static void pool3x3s2_row(int64_t qa, int64_t qb, const float *restrict r0, int64_t w, int64_t pad,
-                          int32_t base, float *restrict y, int32_t *restrict am) {
-#define TAP(dr, dc)                                                                                \
-    do {                                                                                           \
-        float v_ = r0[(dr)*w + c + (dc)];                                                          \
-        int32_t i_ = base + (int32_t)((dr)*w + c + (dc));                                          \
-        if (takes_over(v_, best)) best = v_, at = i_;                                              \
-    } while (0)
-    RG_POOL_SIMD
-    for (int64_t q = qa; q < qb; q++) {
-        int64_t c = 2 * q - pad;
-        float best = r0[c];
-        int32_t at = base + (int32_t)c;
-        TAP(0, 1);
-        TAP(0, 2);
-        TAP(1, 0);
-        TAP(1, 1);
-        TAP(1, 2);
-        TAP(2, 0);
-        TAP(2, 1);
-        TAP(2, 2);
-        y[q] = best, am[q] = at;
-    }
-#undef TAP
-}
-
-/* One plane, any window: clip the window to the input, then scan it. A 3x3 window at stride 2
- * takes pool3x3s2_row for the outputs whose windows need no clipping. */
+/* One plane, any window: clip the window to the input, then scan it (the first tap, then
+ * selects: a branch per tap mispredicts on random data). */
 static void pool_plane(const rg_pool2d_shape *s, const float *xp, float *yp, int32_t *ap) {
-    bool k3s2 = s->kernel_h == 3 && s->kernel_w == 3 && s->stride_h == 2 && s->stride_w == 2;
-    /* the outputs whose window columns are all inside: 2q - pad >= 0 and 2q - pad + 3 <= w */
-    int64_t qa = (s->pad_w + 1) / 2,
-            qb = s->w - 3 + s->pad_w >= 0 ? (s->w - 3 + s->pad_w) / 2 + 1 : 0;
-    if (qb > s->q) qb = s->q;
-    if (qa > qb) qa = qb;
     for (int64_t p = 0; p < s->p; p++) {
         int64_t h0 = p * s->stride_h - s->pad_h;
         int64_t r_lo = h0 < 0 ? -h0 : 0, r_hi = s->h - h0 < s->kernel_h ? s->h - h0 : s->kernel_h;
-        bool fast = k3s2 && r_lo == 0 && r_hi == 3;
-        if (fast)
-            pool3x3s2_row(qa, qb, xp + h0 * s->w, s->w, s->pad_w, (int32_t)(h0 * s->w),
-                          yp + p * s->q, ap + p * s->q);
         for (int64_t q = 0; q < s->q; q++) {
-            if (fast && q >= qa && q < qb) continue; /* done above */
             int64_t w0 = q * s->stride_w - s->pad_w;
             int64_t t_lo = w0 < 0 ? -w0 : 0;
             int64_t t_hi = s->w - w0 < s->kernel_w ? s->w - w0 : s->kernel_w;
-            /* the first tap, then selects (a branch per tap mispredicts on random data) */
             int32_t at = (int32_t)((h0 + r_lo) * s->w + w0 + t_lo);
             float best = xp[at];
             for (int64_t r = r_lo; r < r_hi; r++) {
@@ -200,23 +161,102 @@ static void pool_plane(const rg_pool2d_shape *s, const float *xp, float *yp, int
     }
 }
 
+/* 3x3 windows at stride 2 (ResNet's stem), separably: each input row's maximum over every
+ * window's three columns (row_max), then each output's over its window's three rows. Folding
+ * takes_over over the rows' results gives what folding it over the nine taps in row-major order
+ * gives (no NaN: the first row holding the maximum, at its first column; a NaN: the last NaN), so
+ * values and argmax are the scan's to the bit; five compares an output instead of eight, all in
+ * loops the compiler vectorises, and clipped windows (the padding) take the same loops with fewer
+ * columns or rows. hb/hc: three rows of Q maxima and their columns, a ring by input row. */
+static void row_max(const rg_pool2d_shape *s, const float *restrict xr, float *restrict hb,
+                    int32_t *restrict hc) {
+    /* the outputs whose three columns are all inside: 2q - pad >= 0 and 2q - pad + 3 <= w */
+    int64_t qa = (s->pad_w + 1) / 2,
+            qb = s->w - 3 + s->pad_w >= 0 ? (s->w - 3 + s->pad_w) / 2 + 1 : 0;
+    if (qb > s->q) qb = s->q;
+    if (qa > qb) qa = qb;
+    for (int64_t q = 0; q < s->q; q++) {
+        if (q == qa) q = qb; /* the interior below */
+        if (q >= s->q) break;
+        int64_t w0 = 2 * q - s->pad_w, t_lo = w0 < 0 ? -w0 : 0,
+                t_hi = s->w - w0 < 3 ? s->w - w0 : 3;
+        float best = xr[w0 + t_lo];
+        int32_t at = (int32_t)(w0 + t_lo);
+        for (int64_t t = t_lo + 1; t < t_hi; t++) {
+            bool k = takes_over(xr[w0 + t], best);
+            best = k ? xr[w0 + t] : best;
+            at = k ? (int32_t)(w0 + t) : at;
+        }
+        hb[q] = best, hc[q] = at;
+    }
+    RG_POOL_SIMD
+    for (int64_t q = qa; q < qb; q++) {
+        int64_t c = 2 * q - s->pad_w;
+        float best = xr[c], v1 = xr[c + 1], v2 = xr[c + 2];
+        int32_t at = (int32_t)c;
+        bool k1 = takes_over(v1, best);
+        best = k1 ? v1 : best, at = k1 ? (int32_t)c + 1 : at;
+        bool k2 = takes_over(v2, best);
+        best = k2 ? v2 : best, at = k2 ? (int32_t)c + 2 : at;
+        hb[q] = best, hc[q] = at;
+    }
+}
+
+static void pool3x3s2_plane(const rg_pool2d_shape *s, const float *xp, float *yp, int32_t *ap,
+                            float *hb, int32_t *hc) {
+    int64_t done = -1; /* the last input row whose row_max is in the ring */
+    for (int64_t p = 0; p < s->p; p++) {
+        int64_t h0 = 2 * p - s->pad_h;
+        int64_t r_lo = h0 < 0 ? -h0 : 0, r_hi = s->h - h0 < 3 ? s->h - h0 : 3;
+        for (int64_t h = h0 + r_lo > done + 1 ? h0 + r_lo : done + 1; h < h0 + r_hi; h++)
+            row_max(s, xp + h * s->w, hb + h % 3 * s->q, hc + h % 3 * s->q), done = h;
+        const float *b0 = hb + (h0 + r_lo) % 3 * s->q;
+        const int32_t *c0 = hc + (h0 + r_lo) % 3 * s->q;
+        float *y = yp + p * s->q;
+        int32_t *a = ap + p * s->q, base = (int32_t)((h0 + r_lo) * s->w);
+        RG_POOL_SIMD
+        for (int64_t q = 0; q < s->q; q++) y[q] = b0[q], a[q] = base + c0[q];
+        for (int64_t r = r_lo + 1; r < r_hi; r++) {
+            const float *br = hb + (h0 + r) % 3 * s->q;
+            const int32_t *cr = hc + (h0 + r) % 3 * s->q;
+            int32_t row = (int32_t)((h0 + r) * s->w);
+            RG_POOL_SIMD
+            for (int64_t q = 0; q < s->q; q++) {
+                bool k = takes_over(br[q], y[q]);
+                y[q] = k ? br[q] : y[q];
+                a[q] = k ? row + cr[q] : a[q];
+            }
+        }
+    }
+}
+
 void rg_cpu_maxpool2d_forward(const rg_pool2d_shape *s, const float *x, float *y, int32_t *argmax) {
     int64_t planes = s->n * s->c, hw = s->h * s->w, pq = s->p * s->q;
     bool two_by_two = s->kernel_h == 2 && s->kernel_w == 2 && s->stride_h == 2 &&
                       s->stride_w == 2 && s->pad_h == 0 && s->pad_w == 0;
+    bool k3s2 = s->kernel_h == 3 && s->kernel_w == 3 && s->stride_h == 2 && s->stride_w == 2;
     const float *x_end = x + planes * hw;
-#pragma omp parallel for if (planes * hw > RG_CPU_PAR_MIN) schedule(static)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        const float *xp = x + pl * hw;
-        float *yp = y + pl * pq;
-        int32_t *ap = argmax + pl * pq;
-        if (!two_by_two) {
-            pool_plane(s, xp, yp, ap);
-            continue;
+#pragma omp parallel if (planes * hw > RG_CPU_PAR_MIN)
+    {
+        /* pool3x3s2_plane's ring of three rows; without it, the general scan */
+        float *hb = k3s2 ? malloc((size_t)(3 * s->q) * (sizeof(float) + sizeof(int32_t))) : NULL;
+        int32_t *hc = hb ? (int32_t *)(hb + 3 * s->q) : NULL;
+#pragma omp for schedule(static)
+        for (int64_t pl = 0; pl < planes; pl++) {
+            const float *xp = x + pl * hw;
+            float *yp = y + pl * pq;
+            int32_t *ap = argmax + pl * pq;
+            if (hb) {
+                pool3x3s2_plane(s, xp, yp, ap, hb, hc);
+            } else if (two_by_two) {
+                for (int64_t p = 0; p < s->p; p++)
+                    pool2x2_row(s->q, xp + 2 * p * s->w, s->w, (int32_t)(2 * p * s->w), x_end,
+                                yp + p * s->q, ap + p * s->q);
+            } else {
+                pool_plane(s, xp, yp, ap);
+            }
         }
-        for (int64_t p = 0; p < s->p; p++)
-            pool2x2_row(s->q, xp + 2 * p * s->w, s->w, (int32_t)(2 * p * s->w), x_end,
-                        yp + p * s->q, ap + p * s->q);
+        free(hb);
     }
 }
 
