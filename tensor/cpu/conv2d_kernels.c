@@ -176,8 +176,8 @@ static inline __attribute__((always_inline)) rg_convvec relu(rg_convvec v) {
  * blocks later. A block touches VL source rows (and VL mask rows) and VL destination rows, each a
  * separate stream of whole lines: 16-48 streams at once, more than the hardware prefetchers
  * follow, so without help every block waited for its lines. Four lines ahead took 4% off the
- * CNN's step at one thread on Zen 5 (AVX-512 and AVX2 copies alike) and 4% at two; 2, 8 and 16
- * lines ahead did less (docs/PERFORMANCE.md). A prefetch never faults, so the rows' ends need no
+ * CNN's step on Zen 5 with the AVX-512 copy (one and two threads) and 2% with the AVX2 one; 2, 8
+ * and 16 lines ahead did less (docs/PERFORMANCE.md). A prefetch never faults, so the rows' ends need no
  * care. */
 #define PREFETCH_AHEAD (4 * 64 / (int)sizeof(float))
 

@@ -167,7 +167,22 @@ static void pool_plane(const rg_pool2d_shape *s, const float *xp, float *yp, int
  * gives (no NaN: the first row holding the maximum, at its first column; a NaN: the last NaN), so
  * values and argmax are the scan's to the bit; five compares an output instead of eight, all in
  * loops the compiler vectorises, and clipped windows (the padding) take the same loops with fewer
- * columns or rows. hb/hc: three rows of Q maxima and their columns, a ring by input row. */
+ * columns or rows. hb/hc: three rows of Q maxima and their columns, a ring by input row.
+ *
+ * row_max_clipped: one output column q whose window the padding clips. */
+static void row_max_clipped(const rg_pool2d_shape *s, const float *xr, int64_t q, float *hb,
+                            int32_t *hc) {
+    int64_t w0 = 2 * q - s->pad_w, t_lo = w0 < 0 ? -w0 : 0, t_hi = s->w - w0 < 3 ? s->w - w0 : 3;
+    float best = xr[w0 + t_lo];
+    int32_t at = (int32_t)(w0 + t_lo);
+    for (int64_t t = t_lo + 1; t < t_hi; t++) {
+        bool k = takes_over(xr[w0 + t], best);
+        best = k ? xr[w0 + t] : best;
+        at = k ? (int32_t)(w0 + t) : at;
+    }
+    hb[q] = best, hc[q] = at;
+}
+
 static void row_max(const rg_pool2d_shape *s, const float *restrict xr, float *restrict hb,
                     int32_t *restrict hc) {
     /* the outputs whose three columns are all inside: 2q - pad >= 0 and 2q - pad + 3 <= w */
@@ -175,20 +190,8 @@ static void row_max(const rg_pool2d_shape *s, const float *restrict xr, float *r
             qb = s->w - 3 + s->pad_w >= 0 ? (s->w - 3 + s->pad_w) / 2 + 1 : 0;
     if (qb > s->q) qb = s->q;
     if (qa > qb) qa = qb;
-    for (int64_t q = 0; q < s->q; q++) {
-        if (q == qa) q = qb; /* the interior below */
-        if (q >= s->q) break;
-        int64_t w0 = 2 * q - s->pad_w, t_lo = w0 < 0 ? -w0 : 0,
-                t_hi = s->w - w0 < 3 ? s->w - w0 : 3;
-        float best = xr[w0 + t_lo];
-        int32_t at = (int32_t)(w0 + t_lo);
-        for (int64_t t = t_lo + 1; t < t_hi; t++) {
-            bool k = takes_over(xr[w0 + t], best);
-            best = k ? xr[w0 + t] : best;
-            at = k ? (int32_t)(w0 + t) : at;
-        }
-        hb[q] = best, hc[q] = at;
-    }
+    for (int64_t q = 0; q < qa; q++) row_max_clipped(s, xr, q, hb, hc);
+    for (int64_t q = qb; q < s->q; q++) row_max_clipped(s, xr, q, hb, hc);
     RG_POOL_SIMD
     for (int64_t q = qa; q < qb; q++) {
         int64_t c = 2 * q - s->pad_w;
