@@ -6,10 +6,17 @@
  * reduces over only 9 values). Here every pass is a register-tiled product (rg_conv_tile in
  * conv2d_kernels.c) that reads the input through an indirection instead:
  *
- *   forward          y[pixel][k] = sum_{c,r,s} xpad[window(pixel) + tap(r,s) + c] w[k,c,r,s]
+ *   forward          y[pixel][k] = sum_{r,s,c} xpad[window(pixel) + tap(r,s) + c] w[k,c,r,s]
  *   backward data    dcol[pixel][(r,s,c)] = sum_k dy[pixel][k] w[k,c,r,s], then added into dx
  *                    at window(pixel) + tap(r,s) + c (col2im)             (conv2d_backward.c)
- *   backward filter  dw[(c,r,s)][k] = sum_pixel xpad[window(pixel) + tap(r,s) + c] dy[pixel][k]
+ *   backward filter  dw[(r,s,c)][k] = sum_pixel xpad[window(pixel) + tap(r,s) + c] dy[pixel][k]
+ *
+ * Every pass walks a window tap by tap and, within a tap, along the channels: (r,s,c) order,
+ * in which consecutive steps (forward) or tile rows (filter) read consecutive floats of one
+ * channels-last pixel. In w's own (c,r,s) order each step jumped to another tap, another cache
+ * line; with a stride of 2 a chunk's padded images outgrow L2 and the tile waited on those
+ * loads: ResNet-50's last 3x3/2 forward took 1.35x as long, its 56->28 3x3/2 filter pass 1.45x
+ * (docs/PERFORMANCE.md).
  *
  * Vectors run along output channels k (forward, filter) or along (r,s,c) (data), so a thread
  * first transposes a chunk of images to channels-last in a scratch that stays in cache, and
@@ -30,17 +37,30 @@
 #define NR RG_CONV_NR
 #define MR RG_CONV_MR
 
-/* wp[panel][(c,r,s)][j] = w[panel*NR + j][c][r][s], zero past the last filter: each panel is the
- * contiguous (crs x NR) block of b that the forward tile streams through, a transposition of
- * NR rows of w. */
+/* wp[panel][(r,s,c)][j] = w[panel*NR + j][c][r][s], zero past the last filter: each panel is the
+ * contiguous (crs x NR) block of b that the forward tile streams through. Per panel, each of its
+ * filters' (C, R*S) weights is transposed to (R*S, C) in a buffer of NR filters, which is then
+ * transposed into the panel. */
 static float *pack_forward_weights(const rg_conv2d_shape *s, const float *w, int64_t crs) {
-    int64_t npanel = (s->k + NR - 1) / NR;
+    int64_t npanel = (s->k + NR - 1) / NR, rs = s->r * s->s;
     float *wp = rg_conv_scratch(npanel * crs * NR);
-#pragma omp parallel for schedule(static) if (npanel * crs * NR > RG_CPU_PAR_MIN)
-    for (int64_t jp = 0; jp < npanel; jp++) {
-        int64_t kn = s->k - jp * NR < NR ? s->k - jp * NR : NR;
-        if (kn < NR) memset(wp + jp * crs * NR, 0, (size_t)(crs * NR) * sizeof(float));
-        rg_conv_transpose(kn, crs, w + jp * NR * crs, crs, wp + jp * crs * NR, NR, NULL, 0.0f);
+#pragma omp parallel if (npanel * crs * NR > RG_CPU_PAR_MIN)
+    {
+        float *tmp = rg_conv_scratch(NR * crs);
+#pragma omp for schedule(static)
+        for (int64_t jp = 0; jp < npanel; jp++) {
+            int64_t kn = s->k - jp * NR < NR ? s->k - jp * NR : NR;
+            if (kn < NR) memset(wp + jp * crs * NR, 0, (size_t)(crs * NR) * sizeof(float));
+            for (int64_t k = 0; k < kn; k++) {
+                const float *wk = w + (jp * NR + k) * crs;
+                if (rs < RG_CONV_VL)
+                    rg_conv_transpose_narrow(s->c, rs, wk, rs, w + s->k * crs, tmp + k * crs, s->c);
+                else
+                    rg_conv_transpose(s->c, rs, wk, rs, tmp + k * crs, s->c, NULL, 0.0f);
+            }
+            rg_conv_transpose(kn, crs, tmp, crs, wp + jp * crs * NR, NR, NULL, 0.0f);
+        }
+        rg_conv_scratch_free(tmp, NR * crs);
     }
     return wp;
 }
@@ -60,7 +80,7 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
     int64_t kpad = rg_conv_round_up(s->k, NR), chw = s->c * s->h * s->w;
     int64_t xn = ch.images * g.xpad_len, yn = rg_conv_round_up(ch.npix, MR) * kpad;
     float *wp = pack_forward_weights(s, w, g.crs);
-    int32_t *off = rg_conv_window_offsets(s, &g, true, g.crs);
+    int32_t *off = rg_conv_window_offsets(s, &g, g.crs);
 #pragma omp parallel if (ch.count > 1)
     {
         float *xpad = rg_conv_scratch(xn), *yc = rg_conv_scratch(yn);

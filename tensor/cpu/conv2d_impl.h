@@ -119,11 +119,11 @@ static inline int64_t rg_conv_tap_offset(const rg_conv2d_shape *s, const rg_conv
 void rg_conv_to_padded_nhwc(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
                             float *xpad);
 
-/* Where each (c, r, s) of a window lies relative to the window's start: tap offset of (r, s) + c,
- * listed in (c,r,s) order (channel_major, the order of w's rows) or (r,s,c) order; n >= C*R*S
- * entries, the spare ones repeating the last. Free with rg_conv_scratch_free(off, n). */
-int32_t *rg_conv_window_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g, bool channel_major,
-                                int64_t n);
+/* Where each (r, s, c) of a window lies relative to the window's start: tap offset of (r, s) + c,
+ * listed in (r,s,c) order, so that consecutive entries are consecutive floats of one pixel (every
+ * pass reduces or tiles in that order: see conv2d.c); n >= C*R*S entries, the spare ones
+ * repeating the last. Free with rg_conv_scratch_free(off, n). */
+int32_t *rg_conv_window_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g, int64_t n);
 
 /* ---- chunks: a thread's unit of work ----
  * A thread converts G images at a time to channels-last and treats their G*P*Q output pixels as

@@ -329,13 +329,11 @@ void rg_conv_to_padded_nhwc(const rg_conv2d_shape *s, const rg_conv_geom *g, con
     memset(body + s->h * row, 0, (size_t)(g->xpad_len - (s->pad_h + s->h) * row) * sizeof(float));
 }
 
-int32_t *rg_conv_window_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g, bool channel_major,
-                                int64_t n) {
+int32_t *rg_conv_window_offsets(const rg_conv2d_shape *s, const rg_conv_geom *g, int64_t n) {
     int32_t *off = (int32_t *)rg_conv_scratch(n);
-    int64_t rs = s->r * s->s;
     for (int64_t i = 0; i < n; i++) {
         int64_t t = i < g->crs ? i : g->crs - 1; /* spare entries repeat the last */
-        int64_t c = channel_major ? t / rs : t % s->c, tap = channel_major ? t % rs : t / s->c;
+        int64_t c = t % s->c, tap = t / s->c;
         off[i] = (int32_t)(rg_conv_tap_offset(s, g, tap / s->s, tap % s->s) + c);
     }
     return off;
