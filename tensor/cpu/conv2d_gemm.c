@@ -50,20 +50,18 @@ bool rg_conv_gemm_applies(const rg_conv2d_shape *s) {
 }
 
 /* Larger kernels run the filter pass through im2col and a product when the output plane is
- * small (at most SMALL_PLANE pixels, or STRIDED_PLANE at a stride) and the reduction of
- * the forward pass long (C*R*S >= LONG_CRS): ResNet's stride-2 3x3s of stages 3-4 and its 7x7
- * 3x3s, where the tiles starve (few pixels a chunk against many channels; on an AVX-512 Xeon their
- * filter pass took 1.5-3.7x as long as this one, docs/PERFORMANCE.md). */
+ * small (at most SMALL_PLANE pixels) and the reduction of the forward pass long (C*R*S >=
+ * LONG_CRS): ResNet's 7x7 3x3s of stage 4 (stride 1 and 2), where the tiles starve (few pixels a
+ * chunk against many channels: 1.1-1.3x as long as this path on Zen 5). Stride-2 planes of 14x14
+ * (ResNet-50's stage 3) came here too until the tiles' rows ran in (r,s,c) order; now the tiles
+ * take 0.85x this path's time there (docs/PERFORMANCE.md). */
 #define SMALL_PLANE 64
-#define STRIDED_PLANE 196
 #define LONG_CRS 2048
 
 bool rg_conv_gemm_filter_applies(const rg_conv2d_shape *s) {
     if (!gemm_enabled()) return false;
     if (one_by_one(s)) return true;
-    int64_t pq = s->p * s->q;
-    bool stride = s->stride_h > 1 || s->stride_w > 1;
-    return s->c * s->r * s->s >= LONG_CRS && (pq <= SMALL_PLANE || (stride && pq <= STRIDED_PLANE));
+    return s->c * s->r * s->s >= LONG_CRS && s->p * s->q <= SMALL_PLANE;
 }
 
 static bool strided(const rg_conv2d_shape *s) {
