@@ -62,13 +62,16 @@ void rgb_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a
 
 void rgb_print_blas_core(void) {
     const char *core = openblas_get_corename(), *forced = getenv("OPENBLAS_CORETYPE");
-    printf("ringgrad-bench: OpenBLAS %s kernels (the fully connected layers' products)%s%s\n",
-           core ? core : "?", forced ? ", chosen by OPENBLAS_CORETYPE=" : "", forced ? forced : "");
+    bool avx512 = !strcmp(rg_cpu_isa(), "avx512");
+    printf("ringgrad-bench: OpenBLAS %s kernels (%s)%s%s\n", core ? core : "?",
+           avx512 ? "1x1 convolutions, small products" : "the fully connected layers' products",
+           forced ? ", chosen by OPENBLAS_CORETYPE=" : "", forced ? forced : "");
     /* A CPU with AVX-512 held to OpenBLAS's AVX2 kernels: on a Zen 5 whose environment set
      * OPENBLAS_CORETYPE=Haswell, unsetting it (OpenBLAS then picked Cooperlake) made the CNN
-     * step 5% faster (docs/PERFORMANCE.md, 2026-11-25). */
-    if (core && !strcmp(rg_cpu_isa(), "avx512") &&
-        (!strcasecmp(core, "haswell") || !strcasecmp(core, "zen")))
+     * step 5% faster (docs/PERFORMANCE.md, 2026-11-25), before the fully connected layers moved
+     * to ringgrad's own tile (tensor/cpu/gemm_tile.c); ResNet-50's 1x1 convolutions still run
+     * there. */
+    if (core && avx512 && (!strcasecmp(core, "haswell") || !strcasecmp(core, "zen")))
         printf(
             "ringgrad-bench: note: this CPU has AVX-512 but OpenBLAS runs its %s (AVX2) kernels; "
             "%s for its AVX-512 ones\n",

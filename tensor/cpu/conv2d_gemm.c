@@ -23,12 +23,15 @@
  * data pass would need a col2im). RG_CONV_GEMM=0 sends every shape back to the tiles (to compare).
  *
  * Threads: forward and backward data give each thread whole blocks of images, each product a
- * single-threaded OpenBLAS call (rg_cpu_gemm stays on its thread inside a parallel region; with
- * one block it shares the product out itself); backward filter gives each thread a slice of dw's
- * columns (c, r, s), for which it builds only its rows of the im2col matrix (for a 1x1 kernel
+ * single-threaded OpenBLAS call (rg_cpu_gemm_blas stays on its thread inside a parallel region;
+ * with one block it shares the product out itself); backward filter gives each thread a slice of
+ * dw's columns (c, r, s), for which it builds only its rows of the im2col matrix (for a 1x1 kernel
  * these are channels of x, read in place at stride 1), so that no partial sums need adding. A fused
  * ReLU is applied to each block's output after its product, and its mask to a copy of dy before the
- * backward products. */
+ * backward products. These products call OpenBLAS directly, not rg_cpu_gemm: on ResNet-50's 1x1
+ * shapes the register tile of gemm_tile.c took 1.0-1.5x OpenBLAS's time in the forward and data
+ * passes (it re-reads all of A, the weights, for each panel of 64 columns, where OpenBLAS keeps
+ * a packed block of A in L2). */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,8 +179,8 @@ void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float 
             float *yn = y + n0 * s->k * pq, *out = yb ? yb : yn;
             for (int64_t i = 0; xb && i < gi; i++)
                 im2col(s, off, x + (n0 + i) * chw, 0, s->c, xb + i * pq, len);
-            rg_cpu_gemm(false, false, s->k, len, s->c, 1.0f, w, s->c, xb ? xb : x + n0 * chw, len,
-                        0.0f, out, len);
+            rg_cpu_gemm_blas(false, false, s->k, len, s->c, 1.0f, w, s->c, xb ? xb : x + n0 * chw,
+                             len, 0.0f, out, len);
             finish_output(s, b, out, len);
             if (yb) block_copy(gi, s->k, s->k, pq, yb, yn, true);
         }
@@ -217,13 +220,13 @@ static void backward_data(const rg_conv2d_shape *s, const float *dy, const float
             int64_t n0 = bi * ib.g, gi = s->n - n0 < ib.g ? s->n - n0 : ib.g, len = gi * pq;
             const float *dyn = dy + n0 * s->k * pq;
             if (ib.in_place) {
-                rg_cpu_gemm(true, false, s->c, pq, s->k, 1.0f, w, s->c, dyn, pq, beta,
-                            dx + n0 * chw, pq);
+                rg_cpu_gemm_blas(true, false, s->c, pq, s->k, 1.0f, w, s->c, dyn, pq, beta,
+                                 dx + n0 * chw, pq);
                 continue;
             }
             if (dyb) block_copy(gi, s->k, s->k, pq, dyn, dyb, false);
-            rg_cpu_gemm(true, false, s->c, len, s->k, 1.0f, w, s->c, dyb ? dyb : dyn, len, 0.0f,
-                        dcol, len);
+            rg_cpu_gemm_blas(true, false, s->c, len, s->k, 1.0f, w, s->c, dyb ? dyb : dyn, len,
+                             0.0f, dcol, len);
             for (int64_t i = 0; i < gi; i++)
                 write_dx(s, dcol + i * pq, len, beta, dx + (n0 + i) * chw);
         }
@@ -275,9 +278,9 @@ static void backward_filter(const rg_conv2d_shape *s, const float *x, const floa
             for (int64_t i = 0; col && i < gi; i++)
                 im2col(s, off, x + (n0 + i) * chw, t0, t0 + tn, col + i * pq, len);
             if (dyb) block_copy(gi, s->k, s->k, pq, dyn, dyb, false);
-            rg_cpu_gemm(false, true, s->k, tn, len, 1.0f, dyb ? dyb : dyn, len,
-                        col ? col : x + n0 * chw + t0 * pq, len, n0 == 0 ? beta : 1.0f, dw + t0,
-                        crs);
+            rg_cpu_gemm_blas(false, true, s->k, tn, len, 1.0f, dyb ? dyb : dyn, len,
+                             col ? col : x + n0 * chw + t0 * pq, len, n0 == 0 ? beta : 1.0f,
+                             dw + t0, crs);
         }
         if (dyb) rg_conv_scratch_free(dyb, s->k * ib.cols);
         if (col) rg_conv_scratch_free(col, tn * ib.cols);

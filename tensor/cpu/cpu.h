@@ -12,6 +12,11 @@
 RG_BACKEND_KERNELS(RG_CPU_PROTOTYPE)
 #undef RG_CPU_PROTOTYPE
 
+/* rg_cpu_gemm's OpenBLAS path (gemm.c), shared by every instruction set's copy. */
+void rg_cpu_gemm_blas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                      float *c, int64_t ldc);
+
 /* OpenMP chunking: parallelise only loops worth a thread wake-up. */
 #define RG_CPU_PAR_MIN 32768
 

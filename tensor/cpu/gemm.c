@@ -1,4 +1,5 @@
-/* gemm.c — matrix products through OpenBLAS's cblas_sgemm (row-major).
+/* gemm.c — matrix products through OpenBLAS's cblas_sgemm (row-major): rg_cpu_gemm_blas, which
+ * every copy of rg_cpu_gemm (gemm_tile.c) calls for the products it does not run itself.
  *
  * OpenBLAS runs single-threaded (rg_set_num_threads sets it to 1): a product large enough to
  * share is cut here into one slice of C per OpenMP thread, each a single-threaded cblas_sgemm.
@@ -23,13 +24,14 @@ static void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
                 (blasint)lda, b, (blasint)ldb, beta, c, (blasint)ldc);
 }
 
-void rg_cpu_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                 const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                 int64_t ldc) {
+void rg_cpu_gemm_blas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                      float *c, int64_t ldc) {
     if (m == 0 || n == 0) return;
     if (k == 0) { /* C = beta*C; BLAS leaves C alone for k == 0 only when beta == 1 */
         for (int64_t i = 0; i < m; i++)
-            for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+            for (int64_t j = 0; j < n; j++)
+                c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
         return;
     }
     (void)rg_num_threads(); /* the first call sets OpenBLAS to one thread (backend.c) */
@@ -45,11 +47,11 @@ void rg_cpu_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
         for (int64_t si = 0; si < slices; si++) {
             int64_t s0 = si * step, sl = len - s0 < step ? len - s0 : step;
             if (by_cols) /* columns s0.. of C: of b's columns (rows of the stored b^T) */
-                sgemm(trans_a, trans_b, m, sl, k, alpha, a, lda, b + (trans_b ? s0 * ldb : s0),
-                      ldb, beta, c + s0, ldc);
+                sgemm(trans_a, trans_b, m, sl, k, alpha, a, lda, b + (trans_b ? s0 * ldb : s0), ldb,
+                      beta, c + s0, ldc);
             else /* rows s0.. of C: of a's rows (columns of the stored a^T) */
-                sgemm(trans_a, trans_b, sl, n, k, alpha, a + (trans_a ? s0 : s0 * lda), lda, b,
-                      ldb, beta, c + s0 * ldc, ldc);
+                sgemm(trans_a, trans_b, sl, n, k, alpha, a + (trans_a ? s0 : s0 * lda), lda, b, ldb,
+                      beta, c + s0 * ldc, ldc);
         }
         return;
     }

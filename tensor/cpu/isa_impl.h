@@ -1,7 +1,7 @@
 /* isa_impl.h — one set of hot CPU kernels per instruction set. Private to the CPU backend.
  *
- * The files listed in cmake/isa.cmake (the convolution, the element-wise loops, dropout,
- * max-pooling, BatchNorm and the optimizer steps) are compiled once per instruction set, generic
+ * The files listed in cmake/isa.cmake (the convolution, the matrix product, the element-wise
+ * loops, dropout, max-pooling, BatchNorm and the optimizer steps) are compiled once per instruction set, generic
  * (the x86-64 baseline: SSE2), avx2 (AVX2 + FMA + F16C) and avx512 (AVX-512 F/VL/BW/DQ), each
  * time with its -m flags and RG_ISA_SUFFIX=<isa>. This header, included first through cpu.h,
  * then renames every global symbol those files define, rg_cpu_relu_forward becoming
@@ -34,6 +34,8 @@
 #define rg_cpu_normal RG_ISA_NAME(rg_cpu_normal)
 #define rg_cpu_f32_to_f16 RG_ISA_NAME(rg_cpu_f32_to_f16)
 #define rg_cpu_f16_to_f32 RG_ISA_NAME(rg_cpu_f16_to_f32)
+/* gemm_tile.c */
+#define rg_cpu_gemm RG_ISA_NAME(rg_cpu_gemm)
 /* dropout.c, maxpool2d.c */
 #define rg_cpu_dropout_forward RG_ISA_NAME(rg_cpu_dropout_forward)
 #define rg_cpu_dropout_backward RG_ISA_NAME(rg_cpu_dropout_backward)
