@@ -141,10 +141,13 @@ typedef struct {
 rg_conv_chunks rg_conv_chunks_new(const rg_conv2d_shape *s, const rg_conv_geom *g);
 void rg_conv_chunks_free(rg_conv_chunks *ch);
 
-/* Reduction steps per block of a product: a (RG_CONV_KC x RG_CONV_NR) block of b stays in cache
- * while the tiles of a whole chunk stream past it. Longer blocks amortise each tile's loads and
- * stores of its accumulators; 256 measured best on ResNet-18's and the CNN's shapes. */
-#define RG_CONV_KC 256
+/* Reduction steps per block of a product: a (RG_CONV_KC x RG_CONV_NR) block of b (256 KiB) stays
+ * in L2 while the tiles of a whole chunk stream past it. Longer blocks amortise each tile's loads
+ * and stores of its accumulators. 256 measured best while the forward reduced in (c,r,s) order;
+ * in (r,s,c) order a block covers whole taps of up to 1024 channels, and 1024 ran ResNet's 3x3 forwards
+ * 1-7% faster than 256 on Zen 5 (the data passes, whose reduction is K, and the CNN's step the
+ * same; docs/PERFORMANCE.md). */
+#define RG_CONV_KC 1024
 
 /* The forward pass with vectors along output pixels (conv2d_direct.c), for short reductions and
  * for 1x1 kernels, whose input needs no transposition that way. */
