@@ -19,7 +19,8 @@ typedef struct {
 static const conv_case cases[] = {
     {1, 1, 5, 5, 1, 3, 3, 1, 0, true},
     {2, 3, 7, 9, 5, 3, 3, 1, 1, true},
-    {3, 1, 28, 28, 32, 3, 3, 1, 0, true},
+    {3, 1, 28, 28, 32, 3, 3, 1, 0, true}, /* the CNN's conv1 */
+    {2, 1, 19, 20, 5, 3, 3, 1, 0, true},  /* one channel, K not a multiple of the tile's rows */
     {2, 32, 26, 26, 64, 3, 3, 1, 0, true},
     {2, 16, 11, 13, 20, 3, 3, 2, 1, false},
     {1, 3, 17, 15, 8, 7, 7, 2, 3, true},
