@@ -3,9 +3,10 @@
  * everything else, and every product in the other copies, through OpenBLAS (gemm.c).
  *
  * Why: the fully connected layers' products (the CNN's fc1: 128 x 128 x 9216 and its two
- * gradients) ran in OpenBLAS at 180 GFLOP/s with its AVX-512 kernels and about half that with the
- * AVX2 kernels that OPENBLAS_CORETYPE=Haswell selects, against the tile's 240 (Zen 5): a tenth of
- * the CNN step. The AVX2 copy keeps OpenBLAS, whose AVX2 kernels are as good as our 6 x 2 tile.
+ * gradients, a tenth of the CNN step) ran in OpenBLAS at 200-233 GFLOP/s with its AVX-512 kernels
+ * and 121-123 with the AVX2 kernels that OPENBLAS_CORETYPE=Haswell selects, against the tile's
+ * 228-236 (Zen 5, one thread; `ringgrad-bench --only gemm`). The AVX2 copy keeps OpenBLAS, whose
+ * AVX2 kernels are as good as our 6 x 2 tile.
  *
  * C = A B (beta 0) or C += A B (beta 1), alpha 1, in panels of NR columns of C: the panel's
  * (K x NR) block of B is packed contiguous first (rows of B copied, or NR rows of the stored B^T
