@@ -149,8 +149,8 @@ static void load_image(const rg_conv2d_shape *s, const rg_conv_geom *g, const fl
 
 /* Reduction rows (about) per block of the partials' transposition to dw. The partials' rows run
  * in (r,s,c) order, dw's columns in (c,r,s): a block is a run of channels at every tap,
- * transposed tap by tap into a (K x R*S*BLOCK_C) stage that stays in L2 and then, filter by
- * filter, into the block's contiguous run of dw's row (R*S x BLOCK_C to BLOCK_C x R*S).
+ * transposed tap by tap into a (K x R*S*block) stage that stays in L2 and then, filter by
+ * filter, into the block's contiguous run of dw's row (R*S x block to block x R*S).
  * Transposing straight into dw, whose rows lie C*R*S floats apart, wrote K scattered lines per
  * 16 rows and ran at a quarter of memcpy's speed on the 9.4 MB of ResNet's last stage. */
 #define REDUCE_ROWS 256
