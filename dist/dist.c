@@ -128,6 +128,7 @@ rg_dist *rg_dist_init_opts(int *argc, char ***argv, const rg_dist_opts *opts) {
     if (s != RG_OK) {
         char why[1024];
         snprintf(why, sizeof why, "%s", rg_last_error());
+        if (o.on_init_error) o.on_init_error(why, o.on_init_error_ctx); /* before MPI_Finalize */
         teardown(d);
         rg_error(s, "%s", why);
         return NULL;

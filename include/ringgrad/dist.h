@@ -48,6 +48,12 @@ typedef struct {
      * before it creates the communicator, and fails on every rank alike with RG_EMISMATCH and a
      * message naming each differing setting and the ranks with their values. */
     const char *agree;
+    /* Called on every rank that fails rg_dist_init_opts, with the message rg_last_error() will
+     * hold, before MPI is finalised: mpirun ends the whole job as soon as one rank exits with an
+     * error, so a rank that reported only after the finalisation could be killed first and its
+     * message lost. NULL: not called. */
+    rg_stall_fn on_init_error;
+    void *on_init_error_ctx;
 } rg_dist_opts;
 
 /* Joins the job (or makes a world of one) with default options; see rg_dist_init_opts. */
