@@ -96,14 +96,20 @@ rg_dist *rg_dist_init(int *argc, char ***argv) {
     return rg_dist_init_opts(argc, argv, NULL);
 }
 
+/* rg_dist_init_opts's failure: rg_last_error() to opts->on_init_error, if any; returns NULL. */
+static rg_dist *init_failed(const rg_dist_opts *opts) {
+    if (opts && opts->on_init_error) opts->on_init_error(rg_last_error(), opts->on_init_error_ctx);
+    return NULL;
+}
+
 rg_dist *rg_dist_init_opts(int *argc, char ***argv, const rg_dist_opts *opts) {
     rg_dist_opts o;
     rg_comm_backend backend;
-    if (resolve_opts(opts, &o, &backend) != RG_OK) return NULL;
+    if (resolve_opts(opts, &o, &backend) != RG_OK) return init_failed(opts);
     rg_dist *d = calloc(1, sizeof *d);
     if (!d) {
         rg_error(RG_ENOMEM, "rg_dist_init: out of memory");
-        return NULL;
+        return init_failed(opts);
     }
     *d = (rg_dist){.size = 1,
                    .local_size = 1,
@@ -128,7 +134,7 @@ rg_dist *rg_dist_init_opts(int *argc, char ***argv, const rg_dist_opts *opts) {
     if (s != RG_OK) {
         char why[1024];
         snprintf(why, sizeof why, "%s", rg_last_error());
-        if (o.on_init_error) o.on_init_error(why, o.on_init_error_ctx); /* before MPI_Finalize */
+        init_failed(opts); /* before MPI_Finalize */
         teardown(d);
         rg_error(s, "%s", why);
         return NULL;

@@ -3,10 +3,9 @@
  *   ringgrad-train                              the CNN, Adam, batch 128, 2 epochs
  *   mpirun -np 4 ringgrad-train --epochs 8      four ranks; global batch 4 x 128
  *
- * Read main() top to bottom: it is the data path of docs/ARCHITECTURE.md. Set-up lives in
- * ringgrad-train/setup.c; each training step is train_step() below: forward, loss, backward
- * (gradient-ready hooks hand full buckets to the comm thread), wait for the buckets, optimizer
- * step. */
+ * Read main() top to bottom: it is the data path of docs/ARCHITECTURE.md. Set-up lives in ringgrad-train/setup.c;
+ * each training step is train_step() below: forward, loss, backward (gradient-ready hooks hand
+ * full buckets to the comm thread), wait for the buckets, optimizer step. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,7 +19,7 @@
 /* ---- one step ---- */
 
 typedef struct {
-    double loss_sum; /* sum over batches of the mean batch loss x batch size */
+    double loss_sum;  /* sum over batches of the mean batch loss x batch size */
     int64_t correct, seen;
 } metrics;
 
@@ -231,9 +230,7 @@ static bool run_epoch(trainer *t, int64_t epoch) {
         return false;
     }
     t->trained_any |= m.seen > 0;
-    if (m.seen)
-        t->last_loss = m.loss_sum / (double)m.seen,
-        t->last_acc = (double)m.correct / (double)m.seen;
+    if (m.seen) t->last_loss = m.loss_sum / (double)m.seen, t->last_acc = (double)m.correct / (double)m.seen;
     t->test_acc = evaluate(t);
     if (t->test_acc < 0 || trainer_check_loaders(t) != RG_OK) return false;
     if (t->n_log < RG_TRAIN_EPOCH_LOG)
@@ -251,17 +248,17 @@ static int env_rank(void) {
     return r ? atoi(r) : 0;
 }
 
-/* rg_dist_init_opts's failure, reported by every rank (ctx: a bool, set once reported). It is
- * called before MPI is finalised, so that mpirun, which ends the job when the first rank exits,
- * cannot kill a rank before its line is out (train/agree_* saw a rank's line missing once). */
+/* rg_dist_init_opts's failure, said by every rank before MPI is finalised (the on_init_error
+ * callback): mpirun ends the job when the first rank exits, and a rank that reported only after
+ * the finalisation could be killed before its line was out (train/agree_* saw one missing). */
 static void report_init_error(const char *msg, void *ctx) {
+    (void)ctx;
     const char *world = getenv("OMPI_COMM_WORLD_SIZE");
     if (world && atoi(world) > 1)
         fprintf(stderr, "ringgrad-train: rank %d: error: %s\n", env_rank(), msg);
     else
         fprintf(stderr, "ringgrad-train: error: %s\n", msg);
     fflush(stderr);
-    *(bool *)ctx = true;
 }
 
 /* The one-line JSON summary (rank 0, --json): always valid JSON, also after a failure, with
@@ -272,8 +269,9 @@ static void print_summary(const trainer *t, double seconds, const char *error) {
     printf("{\"model\":\"%s\",\"device\":\"%s\",\"world_size\":%d,\"comm\":\"%s\",\"threads\":%d,"
            "\"cpu_isa\":\"%s\",\"epochs\":%d,\"steps\":%lld,\"batch_size\":%d,\"global_batch\":%d,",
            t->a.model, rg_device_str(t->dev, dev, sizeof dev), t->world,
-           t->comm ? rg_comm_backend_name(rg_comm_kind(t->comm)) : "none", t->threads, rg_cpu_isa(),
-           t->a.epochs, (long long)t->step, t->a.batch_size, t->a.batch_size * t->workers);
+           t->comm ? rg_comm_backend_name(rg_comm_kind(t->comm)) : "none", t->threads,
+           rg_cpu_isa(), t->a.epochs, (long long)t->step, t->a.batch_size,
+           t->a.batch_size * t->workers);
     guard_json_number(stdout, "train_loss", t->trained_any ? t->last_loss : NAN, "%.6f");
     guard_json_number(stdout, "train_accuracy", t->trained_any ? t->last_acc : NAN, "%.6f");
     guard_json_number(stdout, "test_accuracy", t->test_acc >= 0 ? t->test_acc : NAN, "%.6f");
@@ -325,10 +323,8 @@ static int pick_threads(const trainer *t, int env_threads) {
 RG_NODISCARD static rg_status check_device(trainer *t) {
     rg_status st = rg_device_parse(t->a.device, &t->dev);
     if (st == RG_OK && t->dev.type == RG_DEV_CUDA && rg_cuda_device_count() == 0)
-        st = rg_error(RG_EDEVICE,
-                      "--device %s: no CUDA device is available (this build %s); "
-                      "use --device cpu",
-                      t->a.device,
+        st = rg_error(RG_EDEVICE, "--device %s: no CUDA device is available (this build %s); "
+                      "use --device cpu", t->a.device,
                       rg_cuda_compiled() ? "has the CUDA backend, but the driver found no GPU"
                                          : "has no CUDA backend");
     return st;
@@ -349,17 +345,11 @@ static int start(trainer *t, int *argc, char ***argv) {
     if (!comm && !getenv("RG_COMM") && t->dev.type == RG_DEV_CUDA) comm = "nccl";
     char agreed[4096];
     train_args_agreed(&t->a, agreed, sizeof agreed);
-    bool reported = false;
-    t->dist = rg_dist_init_opts(argc, argv,
-                                &(rg_dist_opts){.comm = comm,
-                                                .stall_seconds = t->a.stall_seconds,
-                                                .agree = agreed,
-                                                .on_init_error = report_init_error,
-                                                .on_init_error_ctx = &reported});
-    if (!t->dist) {
-        if (!reported) report_init_error(rg_last_error(), &reported);
-        return 1;
-    }
+    t->dist = rg_dist_init_opts(argc, argv, &(rg_dist_opts){.comm = comm,
+                                                            .stall_seconds = t->a.stall_seconds,
+                                                            .agree = agreed,
+                                                            .on_init_error = report_init_error});
+    if (!t->dist) return 1; /* report_init_error said why */
     t->comm = rg_dist_comm(t->dist);
     t->rank = rg_dist_rank(t->dist), t->world = rg_dist_size(t->dist);
     t->wrank = t->rank, t->workers = t->world; /* parameter servers and pipelines change both */
@@ -407,14 +397,13 @@ int main(int argc, char **argv) {
     if ((code = start(&t, &argc, &argv)) != 0) {
         if (!t.dist) t.rank = env_rank(), t.world = 1;
         char why[1024]; /* --json: a valid line with the reason, also when start-up failed */
-        snprintf(why, sizeof why, "%s",
-                 *trainer_first_error() ? trainer_first_error() : rg_last_error());
+        snprintf(why, sizeof why, "%s", *trainer_first_error() ? trainer_first_error() : rg_last_error());
         print_summary(&t, progress_now() - t_start, why);
         RG_IGNORE(rg_dist_finalize(t.dist)); /* start-up failed and said why; that is the error */
         return code;
     }
-    bool ok = guard_check_outputs(&t) == RG_OK && trainer_setup_data(&t) == RG_OK &&
-              trainer_setup_model(&t) == RG_OK && trainer_setup_loaders(&t) == RG_OK;
+    bool ok = guard_check_outputs(&t) == RG_OK && trainer_setup_data(&t) == RG_OK && trainer_setup_model(&t) == RG_OK &&
+              trainer_setup_loaders(&t) == RG_OK;
     if (ok && t.a.timeline) {
         rg_trace_name_thread("main");
         ok = rg_timeline_start(t.comm) == RG_OK;
@@ -423,8 +412,7 @@ int main(int argc, char **argv) {
         if (t.a.max_steps >= 0 && t.step >= t.a.max_steps && e > t.start_epoch) break;
         ok = run_epoch(&t, e);
     }
-    if (ok && t.test_acc < 0 &&
-        !t.stop_signal) { /* nothing left to train (a finished run resumed) */
+    if (ok && t.test_acc < 0 && !t.stop_signal) { /* nothing left to train (a finished run resumed) */
         t.test_acc = evaluate(&t);
         ok = t.test_acc >= 0;
         if (ok && t.rank == 0)
@@ -443,21 +431,19 @@ int main(int argc, char **argv) {
         t.staleness_hist = calloc((size_t)t.a.max_staleness + 1, sizeof *t.staleness_hist);
         ok = t.staleness_hist && rg_ps_staleness_hist(t.ps, t.staleness_hist, bins) == RG_OK;
         t.ps_state_bytes = (int64_t)rg_ps_state_bytes(t.ps); /* summed over the servers */
-        ok = ok &&
-             rg_comm_allreduce(t.comm, &t.ps_state_bytes, 1, RG_COMM_I64, RG_REDUCE_SUM) == RG_OK;
+        ok = ok && rg_comm_allreduce(t.comm, &t.ps_state_bytes, 1, RG_COMM_I64, RG_REDUCE_SUM) ==
+                       RG_OK;
         if (!ok) trainer_error(&t, "staleness histogram: %s", rg_last_error());
     }
     /* A signal stops after a step (saved when --save is given) with 128 + its number; one that
-     * came outside the steps (evaluation, saving) lets the run finish, then says so the same way.
-     */
+     * came outside the steps (evaluation, saving) lets the run finish, then says so the same way. */
     int sig = t.stop_signal ? t.stop_signal : guard_signal();
     const char *err = NULL;
     char why[256];
     if (!ok && !t.stop_signal) {
         err = *trainer_first_error() ? trainer_first_error() : "failed on another rank";
     } else if (sig) {
-        snprintf(why, sizeof why, "stopped by %s after step %lld", strsignal(sig),
-                 (long long)t.step);
+        snprintf(why, sizeof why, "stopped by %s after step %lld", strsignal(sig), (long long)t.step);
         err = why;
     }
     print_summary(&t, progress_now() - t_start, err);

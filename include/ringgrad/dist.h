@@ -49,9 +49,9 @@ typedef struct {
      * message naming each differing setting and the ranks with their values. */
     const char *agree;
     /* Called on every rank that fails rg_dist_init_opts, with the message rg_last_error() will
-     * hold, before MPI is finalised: mpirun ends the whole job as soon as one rank exits with an
-     * error, so a rank that reported only after the finalisation could be killed first and its
-     * message lost. NULL: not called. */
+     * then hold, before MPI is finalised: mpirun ends the whole job as soon as one rank exits with
+     * an error, so a rank that reported only after the finalisation could be killed first and its
+     * message lost. NULL: not called. (Same signature as on_stall.) */
     rg_stall_fn on_init_error;
     void *on_init_error_ctx;
 } rg_dist_opts;

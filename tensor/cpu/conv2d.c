@@ -91,7 +91,7 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
                 rg_conv_to_padded_nhwc(s, &g, x + (n0 + i) * chw, xpad + i * g.xpad_len);
             for (int64_t n0 = 0; n0 < s->k; n0 += NR) /* yc (pixels, kpad) = conv(xpad) */
                 rg_conv_panel_product(rg_conv_panel_vectors(s->k, n0), images * g.pq, xpad, ch.pix,
-                                      0, off, g.crs, wp + n0 * g.crs, yc + n0, kpad);
+                                      0, off, g.crs, wp + n0 * g.crs, yc + n0, kpad, false);
             for (int64_t i = 0; i < images; i++) { /* back to (K, P*Q), adding the bias */
                 const float *src = yc + i * g.pq * kpad;
                 float *dst = y + (n0 + i) * s->k * g.pq;

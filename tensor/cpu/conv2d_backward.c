@@ -82,7 +82,7 @@ static void data_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, const rg
     memset(dxpad, 0, (size_t)(images * g->xpad_len) * sizeof(float));
     for (int64_t n0 = 0; n0 < g->crs; n0 += NR) {
         int nv = rg_conv_panel_vectors(g->crs, n0);
-        rg_conv_panel_product(nv, rows, dyt, NULL, NR, koff, s->k, wt + n0 * s->k, dcol, NR);
+        rg_conv_panel_product(nv, rows, dyt, NULL, NR, koff, s->k, wt + n0 * s->k, dcol, NR, false);
         for (int64_t m0 = 0; m0 < rows; m0 += MR)
             col2im_tile(s, g, dcol + m0 * NR, (int)(rows - m0 < MR ? rows - m0 : MR), nv,
                         ch->pix + m0, n0, col_off, dxpad);

@@ -48,13 +48,14 @@ typedef float rg_convvec __attribute__((vector_size(RG_CONV_VL * sizeof(float)),
 void rg_conv_tile(int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
                   int64_t ldb, float *c, int64_t ldc, bool accumulate);
 
-/* One panel of a product, over every row: c[m][j] = sum_{t < kd} a_m[off[t]] * b[t*NR + j] for
+/* One panel of a product, over every row: c[m][j] (+)= sum_{t < kd} a_m[off[t]] * b[t*NR + j] for
  * m < rows and j < nv * RG_CONV_VL, where a_m = a + arow[m] (or a + m * astride when arow is
- * NULL). The reduction runs in blocks of RG_CONV_KC steps, so that a block of the packed panel b
- * stays in cache while all the rows pass; c needs rows rounded up to RG_CONV_MR. */
+ * NULL); accumulate: add to c, else overwrite it. The reduction runs in blocks of RG_CONV_KC
+ * steps, so that a block of the packed panel b stays in cache while all the rows pass; c needs
+ * rows rounded up to RG_CONV_MR. */
 void rg_conv_panel_product(int nv, int64_t rows, const float *a, const int32_t *arow,
                            int64_t astride, const int32_t *off, int64_t kd, const float *b,
-                           float *c, int64_t ldc);
+                           float *c, int64_t ldc, bool accumulate);
 
 /* dst[j*ldd + i] = src[i*lds + j] + bias[j] + beta * dst[j*ldd + i]  for i < rows, j < cols.
  * bias may be NULL; beta 0 never reads dst. Blocked on RG_CONV_VL x RG_CONV_VL register tiles. */
@@ -144,9 +145,9 @@ void rg_conv_chunks_free(rg_conv_chunks *ch);
 /* Reduction steps per block of a product: a (RG_CONV_KC x RG_CONV_NR) block of b (256 KiB) stays
  * in L2 while the tiles of a whole chunk stream past it. Longer blocks amortise each tile's loads
  * and stores of its accumulators. 256 measured best while the forward reduced in (c,r,s) order;
- * in (r,s,c) order a block covers whole taps of up to 1024 channels, and 1024 ran ResNet's 3x3 forwards
- * 1-7% faster than 256 on Zen 5 (the data passes, whose reduction is K, and the CNN's step the
- * same; docs/PERFORMANCE.md). */
+ * in (r,s,c) order a block covers whole taps of up to 1024 channels, and 1024 ran ResNet's 3x3
+ * forwards 1-7% faster than 256 on Zen 5 (the data passes, whose reduction is K, and the CNN's step
+ * the same; docs/PERFORMANCE.md). */
 #define RG_CONV_KC 1024
 
 /* The forward pass with vectors along output pixels (conv2d_direct.c), for short reductions and

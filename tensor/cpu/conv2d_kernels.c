@@ -89,7 +89,7 @@ void rg_conv_tile(int nv, int64_t nt, const int32_t *off, const float *const *a,
 
 void rg_conv_panel_product(int nv, int64_t rows, const float *a, const int32_t *arow,
                            int64_t astride, const int32_t *off, int64_t kd, const float *b,
-                           float *c, int64_t ldc) {
+                           float *c, int64_t ldc, bool accumulate) {
     for (int64_t k0 = 0; k0 < kd; k0 += RG_CONV_KC) {
         int64_t kc = kd - k0 < RG_CONV_KC ? kd - k0 : RG_CONV_KC;
         for (int64_t m0 = 0; m0 < rows; m0 += MR) {
@@ -99,7 +99,7 @@ void rg_conv_panel_product(int nv, int64_t rows, const float *a, const int32_t *
                 am[i] = a + (arow ? arow[m] : m * astride);
             }
             rg_conv_tile(nv, kc, off + k0, am, b + k0 * RG_CONV_NR, RG_CONV_NR, c + m0 * ldc, ldc,
-                         k0 > 0);
+                         accumulate || k0 > 0);
         }
     }
 }
@@ -177,8 +177,8 @@ static inline __attribute__((always_inline)) rg_convvec relu(rg_convvec v) {
  * separate stream of whole lines: 16-48 streams at once, more than the hardware prefetchers
  * follow, so without help every block waited for its lines. Four lines ahead took 4% off the
  * CNN's step on Zen 5 with the AVX-512 copy (one and two threads) and 2% with the AVX2 one; 2, 8
- * and 16 lines ahead did less (docs/PERFORMANCE.md). A prefetch never faults, so the rows' ends need no
- * care. */
+ * and 16 lines ahead did less (docs/PERFORMANCE.md). A prefetch never faults, so the rows' ends
+ * need no care. */
 #define PREFETCH_AHEAD (4 * 64 / (int)sizeof(float))
 
 /* A full VL x VL block; sums, mask and bias already point at the block's rows and columns. */

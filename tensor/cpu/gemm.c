@@ -30,8 +30,7 @@ void rg_cpu_gemm_blas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
     if (m == 0 || n == 0) return;
     if (k == 0) { /* C = beta*C; BLAS leaves C alone for k == 0 only when beta == 1 */
         for (int64_t i = 0; i < m; i++)
-            for (int64_t j = 0; j < n; j++)
-                c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+            for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
         return;
     }
     (void)rg_num_threads(); /* the first call sets OpenBLAS to one thread (backend.c) */
@@ -47,11 +46,11 @@ void rg_cpu_gemm_blas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
         for (int64_t si = 0; si < slices; si++) {
             int64_t s0 = si * step, sl = len - s0 < step ? len - s0 : step;
             if (by_cols) /* columns s0.. of C: of b's columns (rows of the stored b^T) */
-                sgemm(trans_a, trans_b, m, sl, k, alpha, a, lda, b + (trans_b ? s0 * ldb : s0), ldb,
-                      beta, c + s0, ldc);
+                sgemm(trans_a, trans_b, m, sl, k, alpha, a, lda, b + (trans_b ? s0 * ldb : s0),
+                      ldb, beta, c + s0, ldc);
             else /* rows s0.. of C: of a's rows (columns of the stored a^T) */
-                sgemm(trans_a, trans_b, sl, n, k, alpha, a + (trans_a ? s0 : s0 * lda), lda, b, ldb,
-                      beta, c + s0 * ldc, ldc);
+                sgemm(trans_a, trans_b, sl, n, k, alpha, a + (trans_a ? s0 : s0 * lda), lda, b,
+                      ldb, beta, c + s0 * ldc, ldc);
         }
         return;
     }

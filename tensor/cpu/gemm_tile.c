@@ -29,7 +29,6 @@
 #define NR RG_CONV_NR
 #define MR RG_CONV_MR
 #define VL RG_CONV_VL
-#define KC RG_CONV_KC
 
 /* Products below this many multiply-adds stay with OpenBLAS (the off table and the edge buffers
  * cost a few microseconds), as do short reductions (PowerSGD's rank-r products): each tile would
@@ -41,7 +40,7 @@ typedef struct {
     bool tb, acc;
     int64_t m, n, k;
     const float *a, *b;
-    int64_t lda, ldb, ldc;
+    int64_t astride, ldb, ldc; /* astride: between A's rows (1 when A is transposed, else lda) */
     float *c;
     const int32_t *off;
 } product;
@@ -62,10 +61,9 @@ static bool tile_takes(bool trans_a, int64_t m, int64_t n, int64_t k, float alph
 }
 
 /* Panel n0 of C: pack is (K x NR) floats, edge round_up(M, MR) x NR, both per thread. */
-static void panel(const product *p, int64_t n0, bool trans_a, float *pack, float *edge) {
+static void panel(const product *p, int64_t n0, float *pack, float *edge) {
     int64_t nn = p->n - n0 < NR ? p->n - n0 : NR;
     int nv = (int)((nn + VL - 1) / VL);
-    bool col_edge = nn % VL != 0;
     /* the panel packed: row t at pack + t*NR, zero past nn */
     if (nn < NR)
         for (int64_t t = 0; t < p->k; t++)
@@ -75,31 +73,21 @@ static void panel(const product *p, int64_t n0, bool trans_a, float *pack, float
     else
         for (int64_t t = 0; t < p->k; t++)
             memcpy(pack + t * NR, p->b + t * p->ldb + n0, (size_t)nn * sizeof(float));
-    /* rows [0, mfull) in whole tiles straight into C; the rest in edge (row i of C at edge row
-     * i - mfull), then copied out */
-    int64_t mfull = col_edge ? 0 : p->m / MR * MR;
+    /* rows [0, mfull) in whole tiles straight into C; the rest (a part of a tile, or every row
+     * when the panel ends inside a vector) through edge, then copied out */
+    int64_t mfull = nn % VL ? 0 : p->m / MR * MR, rest = p->m - mfull;
+    if (mfull)
+        rg_conv_panel_product(nv, mfull, p->a, NULL, p->astride, p->off, p->k, pack, p->c + n0,
+                              p->ldc, p->acc);
+    if (!rest) return;
+    const float *a = p->a + mfull * p->astride;
+    float *c = p->c + mfull * p->ldc + n0;
     if (p->acc)
-        for (int64_t i = mfull; i < p->m; i++)
-            memcpy(edge + (i - mfull) * NR, p->c + i * p->ldc + n0, (size_t)nn * sizeof(float));
-    for (int64_t k0 = 0; k0 < p->k; k0 += KC) {
-        int64_t kc = p->k - k0 < KC ? p->k - k0 : KC;
-        bool accumulate = p->acc || k0 > 0;
-        for (int64_t m0 = 0; m0 < p->m; m0 += MR) {
-            const float *am[MR];
-            for (int i = 0; i < MR; i++) { /* spare rows repeat the last */
-                int64_t r = m0 + i < p->m ? m0 + i : p->m - 1;
-                am[i] = p->a + (trans_a ? r : r * p->lda);
-            }
-            if (m0 < mfull)
-                rg_conv_tile(nv, kc, p->off + k0, am, pack + k0 * NR, NR, p->c + m0 * p->ldc + n0,
-                             p->ldc, accumulate);
-            else
-                rg_conv_tile(nv, kc, p->off + k0, am, pack + k0 * NR, NR, edge + (m0 - mfull) * NR,
-                             NR, accumulate);
-        }
-    }
-    for (int64_t i = mfull; i < p->m; i++)
-        memcpy(p->c + i * p->ldc + n0, edge + (i - mfull) * NR, (size_t)nn * sizeof(float));
+        for (int64_t i = 0; i < rest; i++)
+            memcpy(edge + i * NR, c + i * p->ldc, (size_t)nn * sizeof(float));
+    rg_conv_panel_product(nv, rest, a, NULL, p->astride, p->off, p->k, pack, edge, NR, p->acc);
+    for (int64_t i = 0; i < rest; i++)
+        memcpy(c + i * p->ldc, edge + i * NR, (size_t)nn * sizeof(float));
 }
 
 static void tile_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float *a,
@@ -113,7 +101,7 @@ static void tile_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
                  .k = k,
                  .a = a,
                  .b = b,
-                 .lda = lda,
+                 .astride = trans_a ? 1 : lda,
                  .ldb = ldb,
                  .ldc = ldc,
                  .c = c,
@@ -125,7 +113,7 @@ static void tile_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
     {
         float *pack = rg_conv_scratch(k * NR), *edge = rg_conv_scratch(epad);
 #pragma omp for schedule(static)
-        for (int64_t jp = 0; jp < npanel; jp++) panel(&p, jp * NR, trans_a, pack, edge);
+        for (int64_t jp = 0; jp < npanel; jp++) panel(&p, jp * NR, pack, edge);
         rg_conv_scratch_free(edge, epad);
         rg_conv_scratch_free(pack, k * NR);
     }

@@ -1,14 +1,14 @@
 /* isa_impl.h — one set of hot CPU kernels per instruction set. Private to the CPU backend.
  *
  * The files listed in cmake/isa.cmake (the convolution, the matrix product, the element-wise
- * loops, dropout, max-pooling, BatchNorm and the optimizer steps) are compiled once per instruction set, generic
- * (the x86-64 baseline: SSE2), avx2 (AVX2 + FMA + F16C) and avx512 (AVX-512 F/VL/BW/DQ), each
- * time with its -m flags and RG_ISA_SUFFIX=<isa>. This header, included first through cpu.h,
- * then renames every global symbol those files define, rg_cpu_relu_forward becoming
- * rg_cpu_relu_forward_avx2, so that the three copies link side by side. tensor/cpu/isa_table.c,
- * compiled the same way, gathers each copy's backend table (rg_cpu_table_<isa>), and
- * tensor/cpu/isa.c picks one table at start-up with __builtin_cpu_supports (or RG_ISA), as
- * OpenBLAS's DYNAMIC_ARCH and oneDNN do.
+ * loops, dropout, max-pooling, BatchNorm and the optimizer steps) are compiled once per
+ * instruction set, generic (the x86-64 baseline: SSE2), avx2 (AVX2 + FMA + F16C) and avx512
+ * (AVX-512 F/VL/BW/DQ), each time with its -m flags and RG_ISA_SUFFIX=<isa>. This header,
+ * included first through cpu.h, then renames every global symbol those files define,
+ * rg_cpu_relu_forward becoming rg_cpu_relu_forward_avx2, so that the three copies link side by
+ * side. tensor/cpu/isa_table.c, compiled the same way, gathers each copy's backend table
+ * (rg_cpu_table_<isa>), and tensor/cpu/isa.c picks one table at start-up with
+ * __builtin_cpu_supports (or RG_ISA), as OpenBLAS's DYNAMIC_ARCH and oneDNN do.
  *
  * A symbol missing from the list below is defined by every copy under the same name: the link
  * fails with "multiple definition", and tests/tensor/check_isa.sh checks it too. */
