@@ -6,6 +6,11 @@ with num_classes=10 on random 3xSxS images (S = 64, --image-size), batch 32 (--b
 cross-entropy, SGD lr 0.01 momentum 0.9. Prints
 "raw torch model=M size=S batch=B threads=T step_ms=X" (median). --clock cpu times with the calling thread's
 CPU time (meaningful at one thread). Run with /usr/bin/python3 (Debian's PyTorch).
+
+--device cuda times the step on a GPU as `ringgrad-bench --device cuda --only resnet` does (data
+on the GPU, 20 steps per timing, CUDA events), in float32: TF32 off unless --tf32;
+--cudnn-benchmark lets cuDNN time its algorithms first. It prints
+"raw torch-cuda model=M size=S batch=B step_ms=X img_s=Y".
 """
 import argparse
 import statistics
@@ -14,6 +19,8 @@ import time
 import torch
 import torch.nn.functional as F
 import torchvision
+
+from torch_cuda_timing import add_cuda_args, describe, median_step_ms, set_precision
 
 
 def main():
@@ -24,7 +31,10 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--model", default="resnet18", choices=("resnet18", "resnet34", "resnet50"))
     ap.add_argument("--image-size", type=int, default=64)
+    add_cuda_args(ap)
     args = ap.parse_args()
+    if args.device == "cuda":
+        return main_cuda(args)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = getattr(torchvision.models, args.model)(num_classes=10)
@@ -49,6 +59,26 @@ def main():
         times.append(clock() - t0)
     print(f"raw torch model={args.model} size={args.image_size} batch={args.batch} "
           f"threads={args.threads} step_ms={statistics.median(times) * 1e3:.3f}", flush=True)
+
+
+def main_cuda(args):
+    set_precision(args)
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, args.model)(num_classes=10).to(dev)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.rand(args.batch, 3, args.image_size, args.image_size, device=dev) * 2 - 1
+    y = torch.arange(args.batch, device=dev) * 7 % 10
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    ms = median_step_ms(step, args.iters)
+    print(f"raw torch-cuda model={args.model} size={args.image_size} batch={args.batch} "
+          f"step_ms={ms:.4f} img_s={args.batch / ms * 1e3:.0f} {describe(args)}", flush=True)
 
 
 if __name__ == "__main__":

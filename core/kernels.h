@@ -166,14 +166,19 @@ static RG_HOSTDEV void rg_adam_update(const rg_adam_hparams *h, float *p, float 
     *p -= (h->lr / h->bias_correction1) * (mt / denom);
 }
 
-/* ---- float16 for gradient compression on the wire (round to nearest even) ------------------ */
+/* ---- float16 for gradient compression on the wire (round to nearest even) ------------------
+ * NaNs come out quiet with their payload's top bits, as IEEE 754 asks of a conversion and as
+ * x86's F16C instructions (the CPU backend's fast path) do, so that every backend and ISA gives
+ * the same bits (a signalling NaN kept its signalling bit here until the first GPU run showed the
+ * two paths differ). */
 
 static RG_HOSTDEV uint16_t rg_f32_to_f16(float f) {
     union { float f; uint32_t u; } c = {f};
     uint32_t x = c.u, sign = (x >> 16) & 0x8000u;
     uint32_t absx = x & 0x7FFFFFFFu;
-    if (absx >= 0x7F800000u) /* inf or nan */
-        return (uint16_t)(sign | 0x7C00u | (absx > 0x7F800000u ? 0x200u : 0u));
+    if (absx > 0x7F800000u) /* nan: quiet, with the payload's top 9 bits (as x86's F16C) */
+        return (uint16_t)(sign | 0x7E00u | ((absx >> 13) & 0x3FFu));
+    if (absx == 0x7F800000u) return (uint16_t)(sign | 0x7C00u); /* inf */
     if (absx >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u); /* rounds to >= 65520: inf */
     if (absx < 0x38800000u) {                                    /* subnormal or zero in f16 */
         if (absx < 0x33000000u) return (uint16_t)sign;           /* below half the smallest */
@@ -191,7 +196,8 @@ static RG_HOSTDEV uint16_t rg_f32_to_f16(float f) {
 
 static RG_HOSTDEV float rg_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu, x;
-    if (e == 0x1Fu) x = sign | 0x7F800000u | (m << 13);
+    if (e == 0x1Fu)
+        x = sign | 0x7F800000u | (m << 13) | (m ? 0x400000u : 0u); /* nan: quiet */
     else if (e != 0) x = sign | ((e + 112u) << 23) | (m << 13);
     else if (m == 0) x = sign;
     else { /* subnormal: normalise */

@@ -5,6 +5,8 @@
  *   conv  conv2d forward, backward data and backward filter against cuDNN with its fastest
  *         algorithm (benchmarked by cudnnFind*), TFLOP/s;
  *   cnn   one training step of the Fashion-MNIST CNN (Adam), images/s, alone and under DDP;
+ *   resnet one training step of a ResNet (default ResNet-50 on 3x224x224, batch 32, SGD with
+ *         momentum), images/s; the peer is bench/torch_resnet_step.py --device cuda;
  *   comm  allreduce bus bandwidth through the nccl communicator, against the DDP reducer
  *         (bucketed, with and without float16) on the same bytes; run it under mpirun, one
  *         rank per GPU.
@@ -36,6 +38,9 @@ typedef struct {
     int iters;  /* timed repetitions per result (median) */
     int batch;  /* images per conv shape and per CNN step */
     int max_mb; /* comm: largest allreduce, MiB */
+    const char *model; /* resnet: the model (default resnet50) */
+    int image_size;    /* resnet: 3xSxS images (default 224) */
+    int resnet_batch;  /* resnet: images per step (default 32) */
     bool print; /* rank 0 prints */
 } rgbc_ctx;
 
@@ -44,6 +49,7 @@ typedef struct {
 double rgbc_time_ms(rgbc_ctx *b, void (*fn)(void *), void *arg, int reps);
 
 void rgbc_run_cnn(rgbc_ctx *b);
+void rgbc_run_resnet(rgbc_ctx *b);
 void rgbc_run_comm(rgbc_ctx *b);
 
 /* ---- the libraries called directly (cuda/vendor.c; vendor_nocuda.c without CUDA) ---- */

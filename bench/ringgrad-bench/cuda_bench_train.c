@@ -20,7 +20,8 @@ typedef struct {
     rg_model *net;
     rg_optim *opt;
     rg_ddp *ddp;
-    rg_tensor *x, *y; /* (batch,1,28,28) and (batch): one resident batch */
+    rg_tensor *x, *y; /* (batch,C,H,W) and (batch): one resident batch */
+    int batch;
 } cnn_job;
 
 static void cnn_step(void *p) {
@@ -44,26 +45,35 @@ static double images_per_s(rgbc_ctx *b, cnn_job *j) {
     for (int i = 0; i < b->iters; i++) ms[i] = rgbc_time_ms(b, cnn_step, j, 20) / 20;
     double step_ms = rgb_median(ms, b->iters);
     free(ms);
-    return b->batch / (step_ms * 1e-3);
+    return j->batch / (step_ms * 1e-3);
+}
+
+/* A resident batch of random images in [lo, hi) and labels (i * 7) % 10 on b->dev. */
+static void resident_batch(rgbc_ctx *b, cnn_job *j, int64_t c, int64_t hw, float lo, float hi) {
+    j->x = rg_tensor_new(RG_F32, RG_SHAPE(j->batch, c, hw, hw), b->dev);
+    j->y = rg_tensor_new(RG_I64, RG_SHAPE(j->batch), b->dev);
+    int64_t *labels = malloc((size_t)j->batch * sizeof *labels);
+    if (!j->x || !j->y || !labels) {
+        fprintf(stderr, "ringgrad-bench: out of memory for a batch of %d\n", j->batch);
+        exit(1);
+    }
+    uint64_t off = 0;
+    rg_tensor_uniform_(j->x, lo, hi, 7, &off);
+    for (int i = 0; i < j->batch; i++) labels[i] = (i * 7) % 10;
+    rg_tensor_copy_from_host(j->y, labels);
+    free(labels);
 }
 
 void rgbc_run_cnn(rgbc_ctx *b) {
-    cnn_job j = {.net = rg_model_cnn(1)};
+    cnn_job j = {.net = rg_model_cnn(1), .batch = b->batch};
     if (!j.net || rg_model_to_device(j.net, b->dev) != RG_OK) {
         fprintf(stderr, "ringgrad-bench: cnn: %s\n", rg_last_error());
         exit(1);
     }
     const rg_param_list *params = rg_model_params(j.net);
     j.opt = rg_adam_new(params, NULL);
-    j.x = rg_tensor_new(RG_F32, RG_SHAPE(b->batch, 1, 28, 28), b->dev);
-    j.y = rg_tensor_new(RG_I64, RG_SHAPE(b->batch), b->dev);
-    int64_t *labels = malloc((size_t)b->batch * sizeof *labels);
-    if (!j.opt || !j.x || !j.y || !labels) abort();
-    uint64_t off = 0;
-    rg_tensor_uniform_(j.x, 0, 1, 7, &off);
-    for (int i = 0; i < b->batch; i++) labels[i] = (i * 7) % 10;
-    rg_tensor_copy_from_host(j.y, labels);
-    free(labels);
+    if (!j.opt) abort();
+    resident_batch(b, &j, 1, 28, 0.0f, 1.0f);
     double alone = images_per_s(b, &j);
     rg_comm *nccl = NULL;
     if (rg_comm_new(b->dist, RG_COMM_NCCL, &nccl) != RG_OK) {
@@ -79,6 +89,34 @@ void rgbc_run_cnn(rgbc_ctx *b) {
                b->batch, b->iters, alone, b->size, b->size == 1 ? " " : "s", ddp, ddp * b->size);
     rg_ddp_free(j.ddp);
     rg_comm_free(nccl);
+    rg_tensor_free(j.x), rg_tensor_free(j.y);
+    rg_optim_free(j.opt);
+    rg_model_free(j.net);
+}
+
+/* ---- a ResNet's training step: the peer is bench/torch_resnet_step.py --device cuda ---- */
+
+void rgbc_run_resnet(rgbc_ctx *b) {
+    rg_model_spec spec = {
+        .channels = 3, .height = b->image_size, .width = b->image_size, .num_classes = 10};
+    cnn_job j = {.batch = b->resnet_batch};
+    if (rg_model_new_for(b->model, 42, &spec, &j.net) != RG_OK ||
+        rg_model_to_device(j.net, b->dev) != RG_OK) {
+        fprintf(stderr, "ringgrad-bench: resnet: %s\n", rg_last_error());
+        exit(1);
+    }
+    j.opt = rg_sgd_new(rg_model_params(j.net), &(rg_sgd_opts){.lr = 0.01f, .momentum = 0.9f});
+    if (!j.opt) abort();
+    resident_batch(b, &j, 3, b->image_size, -1.0f, 1.0f);
+    double alone = images_per_s(b, &j);
+    if (b->print) {
+        printf("\n%s training step (3x%dx%d, batch %d, SGD momentum, data on the GPU, median of %d "
+               "x 20 steps)\n  one GPU alone:        %10.0f images/s  (%.2f ms a step)\n",
+               b->model, b->image_size, b->image_size, j.batch, b->iters, alone,
+               j.batch / alone * 1e3);
+        printf("raw ringgrad-cuda model=%s size=%d batch=%d step_ms=%.4f img_s=%.0f\n", b->model,
+               b->image_size, j.batch, j.batch / alone * 1e3, alone);
+    }
     rg_tensor_free(j.x), rg_tensor_free(j.y);
     rg_optim_free(j.opt);
     rg_model_free(j.net);

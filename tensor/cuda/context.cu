@@ -65,10 +65,20 @@ static void create_streams(rg_cuda_ctx *ctx) {
 }
 
 /* cuBLAS's default math mode keeps float32 GEMMs in full float32; TF32 tensor cores (10-bit
- * mantissa inputs, about 8x the throughput on A100/H100) only when asked for. */
+ * mantissa inputs, about 8x the throughput on A100/H100) only when asked for.
+ * The handle gets a workspace of its own, 32 MiB on Hopper and later and 4 MiB before (cuBLAS's
+ * recommendation; PyTorch gives its handles the same), rather than the library's default pool,
+ * so that its size is known and the same on every machine. It is set after cublasSetStream,
+ * which resets it, and lives as long as the context. (On the H200 the backend's products run at
+ * 1.00 of cublasSgemm on a handle of the bench's own, with it.) */
 static void create_handles(rg_cuda_ctx *ctx) {
     RG_CUBLAS_CHECK(cublasCreate(&ctx->cublas));
     RG_CUBLAS_CHECK(cublasSetStream(ctx->cublas, rg_cuda_compute(ctx)));
+    int major = 0;
+    RG_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device));
+    size_t ws_bytes = (size_t)(major >= 9 ? 32 : 4) << 20;
+    RG_CUDA_CHECK(cudaMalloc(&ctx->cublas_ws, ws_bytes));
+    RG_CUBLAS_CHECK(cublasSetWorkspace(ctx->cublas, ctx->cublas_ws, ws_bytes));
     RG_CUBLAS_CHECK(cublasSetMathMode(ctx->cublas, ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                              : CUBLAS_DEFAULT_MATH));
     RG_CUDNN_CHECK(cudnnCreate(&ctx->cudnn));
@@ -81,6 +91,13 @@ static rg_cuda_ctx *ctx_create(int device) {
     ctx->device = device;
     ctx->tf32 = env_flag("RG_CUDA_TF32", false);
     ctx->deterministic = env_flag("RG_CUDA_DETERMINISTIC", false);
+    const char *algo = getenv("RG_CUDA_CONV_ALGO");
+    RG_CHECK(!algo || !*algo || !strcmp(algo, "find") || !strcmp(algo, "heuristic"),
+             "RG_CUDA_CONV_ALGO is '%s'; it takes find (time cuDNN's algorithms, the default) or "
+             "heuristic (cuDNN's ranking)",
+             algo);
+    ctx->conv_find = !algo || !*algo || !strcmp(algo, "find");
+    ctx->conv_verbose = env_flag("RG_CUDA_CONV_VERBOSE", false);
     ctx->alloc_cache = env_flag("RG_CUDA_ALLOC_CACHE", true);
     int prev = rg_cuda_swap_device(device);
     RG_CUDA_CHECK(cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, device));

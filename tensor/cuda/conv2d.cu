@@ -6,11 +6,17 @@
  *     itself by descriptor objects. Building them costs host time, so each distinct shape gets a
  *     plan (descriptors + chosen algorithms) that is made once and cached in the device context.
  *   - Algorithms: forward, backward-data and backward-filter each have several algorithms
- *     (implicit GEMM, FFT, Winograd, ...) with different speed and workspace needs. We take
- *     cuDNN's heuristic ranking (cudnnGet*Algorithm_v7: no benchmarking, so no synchronisation
- *     and no surprise allocations) and keep the first algorithm that succeeded, fits the workspace
- *     limit (RG_CUDA_CONV_WORKSPACE_MB, default 1024) and, with RG_CUDA_DETERMINISTIC=1, is
- *     deterministic. The choice is made once per shape and direction.
+ *     (implicit GEMM, FFT, Winograd, ...) with different speed and workspace needs. By default
+ *     (RG_CUDA_CONV_ALGO=find) the first call of each shape and direction times them all with
+ *     cudnnFind*AlgorithmEx on that call's own inputs, into scratch outputs, as PyTorch does with
+ *     torch.backends.cudnn.benchmark = True; RG_CUDA_CONV_ALGO=heuristic takes cuDNN's heuristic
+ *     ranking instead (cudnnGet*Algorithm_v7: no timing, no synchronisation). Either way the
+ *     choice is the first algorithm that succeeded, fits the workspace limit
+ *     (RG_CUDA_CONV_WORKSPACE_MB, default 1024), is not a tensor-core one unless RG_CUDA_TF32=1
+ *     and, with RG_CUDA_DETERMINISTIC=1, is deterministic; it is made once per shape and
+ *     direction, and RG_CUDA_CONV_VERBOSE=1 prints it. On the first H200 run the heuristic's
+ *     picks ran ResNet-18's last two stages at 0.30-0.36 of the measured-fastest algorithm's
+ *     speed on three of six passes (docs/PERFORMANCE.md).
  *   - Workspace comes from the caching allocator and goes back right after the call.
  *   - beta: cuDNN computes out = alpha*result + beta*out and does not read out when beta is 0 —
  *     exactly the backend table's convention, so beta is passed straight through.
@@ -23,6 +29,7 @@
  * still supported, and it is the readable one. All cuDNN calls run under the context's cudnn_lock
  * (a handle must not be used by two threads at once). */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "tensor/cuda/cuda_impl.h"
@@ -168,31 +175,114 @@ static cudnnStatus_t workspace_size(const rg_cuda_ctx *ctx, const conv_plan *pl,
     }
 }
 
-/* The one algorithm picker, for every direction: the first algorithm of cuDNN's ranking that ran,
- * is deterministic when required, is not a tensor-core one unless TF32 is allowed, and needs at
- * most the workspace limit. Made once per plan and direction; caller holds cudnn_lock. */
-static const algo_choice *choose(const rg_cuda_ctx *ctx, conv_plan *pl, conv_dir d) {
+/* The largest workspace that any algorithm of direction d needs within the limit: what
+ * cudnnFind gets, so that it can time every algorithm the picker could take. */
+static size_t find_workspace(const rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d,
+                             size_t limit) {
+    static const int count[DIR_COUNT] = {CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                         CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT};
+    size_t most = 0;
+    for (int a = 0; a < count[d]; a++) {
+        size_t bytes = 0;
+        if (workspace_size(ctx, pl, d, a, &bytes) == CUDNN_STATUS_SUCCESS && bytes <= limit &&
+            bytes > most)
+            most = bytes;
+    }
+    return most;
+}
+
+/* The inputs of one direction's call: fwd (x, w), bwd-data (w, dy), bwd-filter (x, dy). */
+typedef struct {
+    const float *a, *b;
+} conv_inputs;
+
+/* cudnnFind*AlgorithmEx on the call's inputs: every algorithm timed (cuDNN synchronises the
+ * handle's stream), the results fastest first, into out; returns their number. The outputs go
+ * to scratch, so a call with beta = 1 keeps its accumulator. */
+static int find_algos(rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, conv_inputs in,
+                      size_t limit, ranked_algo *out) {
+    const rg_conv2d_shape *s = &pl->key;
+    int64_t elems = d == DIR_FWD        ? s->n * s->k * s->p * s->q
+                    : d == DIR_BWD_DATA ? s->n * s->c * s->h * s->w
+                                        : s->k * s->c * s->r * s->s;
+    float *o = (float *)rg_cuda_scratch(ctx, (size_t)elems * sizeof(float));
+    size_t ws_bytes = find_workspace(ctx, pl, d, limit);
+    void *ws = ws_bytes ? rg_cuda_scratch(ctx, ws_bytes) : NULL;
+    int n = 0;
+    switch (d) {
+    case DIR_FWD: {
+        cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
+        RG_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+            ctx->cudnn, pl->x, in.a, pl->w, in.b, pl->conv, pl->y, o,
+            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws, ws_bytes));
+        n = copy_ranking(perf, n, out);
+        break;
+    }
+    case DIR_BWD_DATA: {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[MAX_ALGOS];
+        RG_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+            ctx->cudnn, pl->w, in.a, pl->y, in.b, pl->conv, pl->x, o,
+            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws, ws_bytes));
+        n = copy_ranking(perf, n, out);
+        break;
+    }
+    default: {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[MAX_ALGOS];
+        RG_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+            ctx->cudnn, pl->x, in.a, pl->y, in.b, pl->conv, pl->w, o,
+            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws, ws_bytes));
+        n = copy_ranking(perf, n, out);
+        break;
+    }
+    }
+    if (ws) rg_cuda_scratch_free(ctx, ws);
+    rg_cuda_scratch_free(ctx, o);
+    return n;
+}
+
+/* The one algorithm picker, for every direction: the first algorithm of cuDNN's list (timed by
+ * cudnnFind, or its heuristic ranking) that ran, is deterministic when required, is not a
+ * tensor-core one unless TF32 is allowed, and needs at most the workspace limit. Made once per
+ * plan and direction; caller holds cudnn_lock. */
+static const algo_choice *choose(rg_cuda_ctx *ctx, conv_plan *pl, conv_dir d, conv_inputs in) {
     algo_choice *c = &pl->dir[d];
     if (c->have) return c;
     ranked_algo perf[MAX_ALGOS];
-    int n = rank_algos(ctx, pl, d, perf);
     size_t limit = workspace_limit();
-    for (int i = 0; i < n && !c->have; i++) {
-        size_t bytes = 0;
-        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-        if (ctx->deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
-        if (!ctx->tf32 && (perf[i].math == CUDNN_TENSOR_OP_MATH ||
-                           perf[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
-            continue; /* a tensor-core algorithm: TF32 or lower precision */
-        if (workspace_size(ctx, pl, d, perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > limit)
-            continue;
-        c->algo = perf[i].algo, c->ws = bytes, c->have = true;
-        if (ctx->tf32) c->math = perf[i].math; /* without TF32, FMA math stays */
+    for (int pass = ctx->conv_find ? 0 : 1; pass < 2 && !c->have; pass++) {
+        /* pass 0: cudnnFind's timings; pass 1 (or when Find offers none): the heuristic */
+        int n = pass == 0 ? find_algos(ctx, pl, d, in, limit, perf) : rank_algos(ctx, pl, d, perf);
+        for (int i = 0; i < n && !c->have; i++) {
+            size_t bytes = 0;
+            if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+            if (ctx->deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+            if (!ctx->tf32 && (perf[i].math == CUDNN_TENSOR_OP_MATH ||
+                               perf[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+                continue; /* a tensor-core algorithm: TF32 or lower precision */
+            if (workspace_size(ctx, pl, d, perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS ||
+                bytes > limit)
+                continue;
+            c->algo = perf[i].algo, c->ws = bytes, c->have = true;
+            if (ctx->tf32) c->math = perf[i].math; /* without TF32, FMA math stays */
+            if (ctx->conv_verbose) {
+                const rg_conv2d_shape *k = &pl->key;
+                fprintf(stderr,
+                        "ringgrad: cuda conv2d (%lld,%lld,%lld,%lld) * (%lld,%lld,%lld,%lld) "
+                        "stride %lld pad %lld: %s algorithm %d (%s, rank %d), workspace %.1f "
+                        "MiB%s\n",
+                        (long long)k->n, (long long)k->c, (long long)k->h, (long long)k->w,
+                        (long long)k->k, (long long)k->c, (long long)k->r, (long long)k->s,
+                        (long long)k->stride_h, (long long)k->pad_h, dir_name[d], c->algo,
+                        pass == 0 ? "timed by cudnnFind" : "cuDNN's heuristic", i,
+                        (double)bytes / 1048576.0, c->math == CUDNN_FMA_MATH ? "" : ", tensor ops");
+            }
+        }
     }
     RG_CHECK(c->have,
-             "cuda conv2d: cuDNN offers no usable %s algorithm for this shape (%d ranked; raise "
+             "cuda conv2d: cuDNN offers no usable %s algorithm for this shape (raise "
              "RG_CUDA_CONV_WORKSPACE_MB, or unset RG_CUDA_DETERMINISTIC?)",
-             dir_name[d], n);
+             dir_name[d]);
     return c;
 }
 
@@ -251,7 +341,7 @@ void rg_cuda_conv2d_forward(const rg_conv2d_shape *s, const float *x, const floa
     pthread_mutex_lock(&ctx->cudnn_lock);
     for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
         conv_plan *pl = plan_for(ctx, s, chunk < s->n - n0 ? chunk : s->n - n0);
-        const algo_choice *a = choose(ctx, pl, DIR_FWD);
+        const algo_choice *a = choose(ctx, pl, DIR_FWD, {x + n0 * x_img, w});
         void *ws = a->ws ? rg_cuda_scratch(ctx, a->ws) : NULL;
         RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
         RG_CUDNN_CHECK(cudnnConvolutionForward(ctx->cudnn, &one, pl->x, x + n0 * x_img, pl->w, w,
@@ -276,7 +366,7 @@ void rg_cuda_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, con
     pthread_mutex_lock(&ctx->cudnn_lock);
     for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
         conv_plan *pl = plan_for(ctx, s, chunk < s->n - n0 ? chunk : s->n - n0);
-        const algo_choice *a = choose(ctx, pl, DIR_BWD_DATA);
+        const algo_choice *a = choose(ctx, pl, DIR_BWD_DATA, {w, dy + n0 * y_img});
         void *ws = a->ws ? rg_cuda_scratch(ctx, a->ws) : NULL;
         RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
         RG_CUDNN_CHECK(cudnnConvolutionBackwardData(
@@ -304,7 +394,7 @@ void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, co
     for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
         float b = n0 == 0 ? beta : 1.0f; /* later chunks accumulate onto the first */
         conv_plan *pl = plan_for(ctx, s, chunk < s->n - n0 ? chunk : s->n - n0);
-        const algo_choice *a = choose(ctx, pl, DIR_BWD_FILTER);
+        const algo_choice *a = choose(ctx, pl, DIR_BWD_FILTER, {x + n0 * x_img, dy + n0 * y_img});
         void *ws = a->ws ? rg_cuda_scratch(ctx, a->ws) : NULL;
         RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
         RG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(

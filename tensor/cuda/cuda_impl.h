@@ -36,9 +36,12 @@ typedef struct rg_cuda_ctx {
     int sm_count;
     bool tf32;          /* RG_CUDA_TF32=1: cuBLAS and cuDNN may use TF32 tensor cores */
     bool deterministic; /* RG_CUDA_DETERMINISTIC=1: only deterministic cuDNN algorithms */
+    bool conv_find;     /* RG_CUDA_CONV_ALGO=find (default): time cuDNN's algorithms per shape */
+    bool conv_verbose;  /* RG_CUDA_CONV_VERBOSE=1: print each conv algorithm chosen */
     bool alloc_cache;   /* RG_CUDA_ALLOC_CACHE=0 turns the caching allocator off */
     cudaStream_t stream[RG_CUDA_STREAM_COUNT];
     cublasHandle_t cublas;      /* bound to stream[COMPUTE] */
+    void *cublas_ws;            /* cuBLAS's workspace (context.cu) */
     cudnnHandle_t cudnn;        /* bound to stream[COMPUTE]; used only under cudnn_lock */
     pthread_mutex_t cudnn_lock; /* a cuDNN handle must not be used by two threads at once */
     rg_cuda_conv_cache *conv;   /* per-shape descriptors and algorithms; under cudnn_lock */

@@ -32,7 +32,7 @@ static float *to_host(const rg_tensor *t) {
 /* Runs f on inputs (on the CPU) and on their cuda:0 copies; compares outputs and gradients. */
 static void compare(const char *what, op_fn f, void *ctx, int n, rg_tensor **in, double atol,
                     double rtol) {
-    rg_tensor *gin[8];
+    rg_tensor *gin[8] = {0}; /* an op may read in[n] as an absent input (conv2d's bias) */
     for (int i = 0; i < n; i++) {
         rg_zero_grad(in[i]); /* the CPU side starts from zero, the GPU side from no gradient */
         gin[i] = copy_to(in[i], RG_CUDA_DEVICE(0));

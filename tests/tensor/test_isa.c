@@ -23,6 +23,10 @@ static float *rand_floats(int64_t n, float lo, float hi, uint64_t seed) {
     return x;
 }
 
+static bool f16_nan(uint16_t h) {
+    return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu);
+}
+
 static float *zeros(int64_t n) {
     float *x = calloc((size_t)(n > 0 ? n : 1), sizeof *x);
     cr_assert(x);
@@ -201,6 +205,32 @@ Test(tensor_isa, elementwise_dropout_and_maxpool_match_generic) {
         cr_assert(!memcmp(ht, hw, n * sizeof *hw), "%s: f32_to_f16", isa);
     }
     SAME(g->f16_to_f32(n, hw, want), t->f16_to_f32(n, hw, got), "f16_to_f32");
+    /* every half, signalling NaNs included (F16C quiets them; the GPU ran the scalar formula,
+     * which did not, until the first GPU run), and float NaNs with payloads, bit for bit; 65539
+     * values: a vector tail too */
+    enum { NH = 65539 };
+    uint16_t *h_all = malloc(NH * sizeof *h_all);
+    float *fw = malloc(NH * sizeof *fw), *ft = malloc(NH * sizeof *ft);
+    cr_assert(h_all && fw && ft);
+    for (int i = 0; i < NH; i++) h_all[i] = (uint16_t)(i < 65536 ? i : 0x7C01 + i);
+    g->f16_to_f32(NH, h_all, fw);
+    uint32_t snan;
+    memcpy(&snan, &fw[0xFC01], 4);
+    cr_assert_eq(snan, 0xFFC02000u, "f16 signalling nan fc01 -> %08x, want ffc02000", snan);
+    FOR_EACH_COPY(t, isa) {
+        t->f16_to_f32(NH, h_all, ft);
+        cr_assert(!memcmp(ft, fw, NH * sizeof *fw), "%s: f16_to_f32 of every half", isa);
+    }
+    static const uint32_t nan_bits[] = {0x7F800001u, 0x7FA00000u, 0xFF812345u, 0x7FC00001u,
+                                        0x7FFFFFFFu, 0xFFC02000u, 0x7F802000u, 0x7FBFE000u};
+    for (int i = 0; i < NH; i++) memcpy(&fw[i], &nan_bits[i % 8], 4);
+    g->f32_to_f16(NH, fw, hw);
+    for (int i = 0; i < NH; i++) cr_assert(f16_nan(hw[i]) && (hw[i] & 0x200u), "quiet nan");
+    FOR_EACH_COPY(t, isa) {
+        t->f32_to_f16(NH, fw, ht);
+        cr_assert(!memcmp(ht, hw, NH * sizeof *hw), "%s: f32_to_f16 of nan payloads", isa);
+    }
+    free(h_all), free(fw), free(ft);
     /* max-pooling, 2x2 and a padded 3x3 stride 2, forward (values and argmax) and backward */
     rg_pool2d_shape ps[4] = {
         pool_shape(4, 8, 28, 28, 2, 2, 0),

@@ -3,8 +3,8 @@
  *
  * The comparison is fair on purpose: same stream (the compute stream, so the same event timers
  * bracket both), same precision (FP32 unless RG_CUDA_TF32=1, as the backend), and for cuDNN the
- * algorithm is the one cudnnFind*AlgorithmEx measured fastest — the ceiling for the backend,
- * which takes cuDNN's heuristic ranking instead (no benchmarking at run time). */
+ * algorithm is the one cudnnFind*AlgorithmEx measured fastest — what the backend picks too by
+ * default (RG_CUDA_CONV_ALGO=find), and the ceiling for its heuristic mode. */
 #include <cublas_v2.h>
 #include <cudnn.h>
 #include <stdio.h>

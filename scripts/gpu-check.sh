@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh [PKG_DIR] [OUT_DIR]: on a GPU machine, from the package that
+# scripts/gpu-pack.sh made (default .gpu), runs in this order, each under its own time limit:
+#   1. the CUDA tests (tests/cuda) and the NCCL tests in a world of one (test_nccl, mpi_nccl,
+#      mpi_nccl_ddp without mpirun);
+#   2. ringgrad-bench --device cuda (GEMM and conv against cuBLAS/cuDNN, the CNN and ResNet-50
+#      steps, NCCL), with cuDNN's algorithms timed and by its heuristic, and the same steps in
+#      PyTorch (bench/torch_*_step.py --device cuda, when the machine's python3 has it);
+#   3. ringgrad-train on the GPU for one epoch of Fashion-MNIST;
+#   4. compute-sanitizer's memcheck and racecheck over the kernel tests, while time is left.
+# Writes OUT_DIR/{summary.txt,env.log,tests.log,bench.log,train.log,sanitizer.log}; the summary
+# is printed last. GPU_CHECK_BUDGET (seconds, default 330) stops starting new steps after it;
+# GPU_CHECK_STEPS (default "tests bench torch train sanitizer") picks the steps.
+set -u
+pkg=$(cd "${1:-.gpu}" && pwd)
+out=${2:-${OUT:-/tmp/gpu-check}}
+mkdir -p "$out"
+budget=${GPU_CHECK_BUDGET:-330}
+steps=" ${GPU_CHECK_STEPS:-tests bench torch train sanitizer} "
+want() { [[ $steps == *" $1 "* ]]; }
+t0=$(date +%s)
+elapsed() { echo $(($(date +%s) - t0)); }
+summary=$out/summary.txt
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+w=/tmp/rg-gpu
+rm -rf "$w" && mkdir -p "$w/ldp"
+tar -C "$w" -xJf "$pkg/pkg.tar.xz"
+# The tests find their data files under the source tree they were built in (RG_SOURCE_DIR).
+src=$(cd "$(dirname "$0")/.." && pwd)
+built_in=$(cat "$pkg/source_dir" 2>/dev/null)
+if [ -n "$built_in" ] && [ ! -e "$built_in" ]; then mkdir -p "$(dirname "$built_in")" && ln -s "$src" "$built_in"; fi
+
+{
+    echo "== machine"; date -u; uname -a; grep -m1 'model name' /proc/cpuinfo; nproc
+    nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+    echo "== libraries"
+} >"$out/env.log" 2>&1
+# Our libraries only where the machine has none of that name.
+for f in "$w"/lib/*; do
+    n=$(basename "$f")
+    if ! ldconfig -p | awk '{print $1}' | grep -q -x -F "$n"; then ln -s "$f" "$w/ldp/$n"; echo "carried: $n" >>"$out/env.log"; fi
+done
+dirs=$w/ldp
+for n in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
+    p=$(ldconfig -p | awk -v n="$n" '$1 == n {print $NF; exit}')
+    [ -n "$p" ] || p=$(find /usr/local /opt /usr/lib -name "$n" 2>/dev/null | head -1)
+    echo "$n -> ${p:-MISSING}" >>"$out/env.log"
+    [ -n "$p" ] && dirs=$dirs:$(dirname "$(readlink -f "$p")"):$(dirname "$p")
+done
+export LD_LIBRARY_PATH=$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >>"$out/env.log"
+ldd "$w"/bin/* "$w"/tests/* 2>&1 | grep -E 'not found|cudnn|nccl|cublas|cudart' | sed 's/ (0x.*//' | sort | uniq -c >>"$out/env.log"
+export RG_NUM_THREADS=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+grep -E 'NVIDIA|Driver|MISSING|not found' "$out/env.log" | head -8 | tee -a "$summary"
+
+run() { # run NAME LIMIT CMD...: one step, its log appended to tests.log
+    local name=$1 limit=$2 s
+    shift 2
+    if [ "$(elapsed)" -gt "$budget" ]; then note "SKIP  $name (budget)"; return; fi
+    s=$(date +%s)
+    timeout -k 5 "$limit" "$@" >"$w/step.log" 2>&1
+    local rc=$?
+    local tail1
+    tail1=$(grep -E 'Synthesis|SKIPPED|FAIL|passed|failed' "$w/step.log" | tail -1)
+    { echo "==== $name: $* (rc $rc)"; cat "$w/step.log"; } >>"$out/tests.log"
+    note "$(printf '%-4s %-28s rc=%-3s %4ss  %s' "$([ $rc = 0 ] && echo ok || echo BAD)" "$name" "$rc" "$(($(date +%s) - s))" "$tail1")"
+}
+
+# 1. tests
+want tests && for t in test_cuda_link test_block_cache test_cuda_kernels test_cuda_ops test_cuda_alloc \
+         test_cuda_per_thread cuda_streams test_cuda_comm test_nccl; do
+    run "$t" 90 "$w/tests/$t" --jobs 8
+done
+if want tests; then
+    RG_CUDA_ALLOC_CACHE=0 run test_cuda_alloc_nocache 120 "$w/tests/test_cuda_alloc" --jobs 8
+    run mpi_nccl_np1 120 "$w/tests/mpi_nccl"
+    run mpi_nccl_ddp_np1 120 "$w/tests/mpi_nccl_ddp"
+fi
+
+# 2. the bench: every part (cuDNN's algorithms timed per shape, the default), then the conv and
+#    ResNet parts with cuDNN's heuristic, then ResNet-50 with TF32
+bench() { # bench LIMIT ARGS...: ringgrad-bench --device cuda, appended to bench.log
+    local limit=$1 s
+    shift
+    [ "$(elapsed)" -lt "$budget" ] || { note "SKIP  bench $* (budget)"; return; }
+    s=$(date +%s)
+    echo "==== ringgrad-bench --device cuda $* (${RG_CUDA_CONV_ALGO:-find}, TF32 ${RG_CUDA_TF32:-0})" >>"$out/bench.log"
+    timeout -k 5 "$limit" "$w/bin/ringgrad-bench" --device cuda "$@" >>"$out/bench.log" 2>&1
+    note "bench $* rc=$? $(($(date +%s) - s))s"
+}
+if want bench; then
+    RG_CUDA_CONV_VERBOSE=1 bench 240 --iters 7 --max-mb 64
+    RG_CUDA_CONV_ALGO=heuristic bench 120 --iters 7 --only conv
+    RG_CUDA_CONV_ALGO=heuristic bench 120 --iters 7 --only resnet
+    RG_CUDA_TF32=1 bench 120 --iters 7 --only resnet
+    grep -E '^raw ringgrad-cuda' "$out/bench.log" | tee -a "$summary"
+fi
+
+# 2b. the same steps in PyTorch on this GPU (the machine's python3)
+torch_step() { # torch_step SCRIPT ARGS...
+    [ "$(elapsed)" -lt "$budget" ] || { note "SKIP  torch $* (budget)"; return; }
+    env -u LD_LIBRARY_PATH timeout -k 5 90 python3 "$src/bench/$1" --device cuda --iters 7 "${@:2}" \
+        >>"$out/bench.log" 2>&1 || note "torch $* failed"
+}
+if ! want torch; then
+    :
+elif python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    torch_step torch_cnn_step.py --batch 64
+    torch_step torch_cnn_step.py --batch 128
+    torch_step torch_resnet_step.py --model resnet50 --image-size 224 --batch 32
+    torch_step torch_resnet_step.py --model resnet50 --image-size 224 --batch 32 --cudnn-benchmark
+    torch_step torch_resnet_step.py --model resnet50 --image-size 224 --batch 32 --cudnn-benchmark --tf32
+    grep -E '^raw torch' "$out/bench.log" | cut -c1-200 | tee -a "$summary"
+else
+    note "no PyTorch with CUDA here"
+fi
+
+# 3. training on the GPU, one epoch of Fashion-MNIST
+if want train && [ -f "$pkg/data/train-images-idx3-ubyte.gz" ] && [ "$(elapsed)" -lt "$budget" ]; then
+    s=$(date +%s)
+    timeout -k 5 120 "$w/bin/ringgrad-train" --device cuda --epochs 1 --data-dir "$pkg/data" \
+        --json >>"$out/train.log" 2>&1
+    note "train --device cuda rc=$? $(($(date +%s) - s))s: $(grep -E '^\{' "$out/train.log" | tail -1 | cut -c1-400)"
+    # resnet20, the recipe of docs/PERFORMANCE.md's CPU run (88.4% after one epoch there)
+    s=$(date +%s)
+    timeout -k 5 150 "$w/bin/ringgrad-train" --device cuda --model resnet20 --optim sgd --lr 0.1 \
+        --momentum 0.9 --weight-decay 5e-4 --lr-schedule cosine --warmup-steps 50 --epochs 1 \
+        --batch-size 128 --data-dir "$pkg/data" --json >>"$out/train.log" 2>&1
+    note "train resnet20 --device cuda rc=$? $(($(date +%s) - s))s: $(grep -E '^\{' "$out/train.log" | tail -1 | cut -c1-400)"
+fi
+
+# 4. compute-sanitizer, while time is left
+cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+if want sanitizer && [ -n "$cs" ]; then
+    for tool in memcheck racecheck; do
+        for t in ${GPU_CHECK_SANITIZE:-test_cuda_ops test_cuda_kernels test_cuda_comm}; do
+            [ "$(elapsed)" -lt "$budget" ] || break
+            s=$(date +%s)
+            echo "==== $tool $t" >>"$out/sanitizer.log"
+            # --report-api-errors no: NCCL probes its kernels for other GPUs with
+            # cudaFuncGetAttributes and handles the "no kernel image" errors itself (24 of them
+            # in test_cuda_comm on the first H200 run, all inside libnccl); ours are all checked
+            timeout -k 5 120 "$cs" --tool $tool --target-processes all --error-exitcode 9 \
+                --report-api-errors no \
+                "$w/tests/$t" --jobs 4 >>"$out/sanitizer.log" 2>&1
+            note "$tool $t rc=$? $(($(date +%s) - s))s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer.log" | sort | uniq -c | tr '\n' ' ' | cut -c1-160)"
+        done
+    done
+fi
+note "total $(elapsed)s"
+echo "---- bench (conv and cnn)"
+grep -E '^(r18|r50|cnn)\.|images/s' "$out/bench.log" 2>/dev/null
+echo "---- summary"
+cat "$summary"
