@@ -32,6 +32,8 @@ def main():
     ap.add_argument("--model", default="resnet18", choices=("resnet18", "resnet34", "resnet50"))
     ap.add_argument("--image-size", type=int, default=64)
     add_cuda_args(ap)
+    ap.add_argument("--phases", action="store_true",
+                    help="cuda: also time forward, backward and the optimizer step apart")
     args = ap.parse_args()
     if args.device == "cuda":
         return main_cuda(args)
@@ -77,8 +79,38 @@ def main_cuda(args):
         opt.step()
 
     ms = median_step_ms(step, args.iters)
+    if args.phases:
+        print_phases(args, model, opt, x, y)
+        torch.cuda.profiler.start()  # two steps for `ncu --profile-from-start off`
+        for _ in range(2):
+            step()
+        torch.cuda.profiler.stop()
+        torch.cuda.synchronize()
     print(f"raw torch-cuda model={args.model} size={args.image_size} batch={args.batch} "
           f"step_ms={ms:.4f} img_s={args.batch / ms * 1e3:.0f} {describe(args)}", flush=True)
+
+
+def print_phases(args, model, opt, x, y):
+    """Medians of forward (with the loss), backward and the optimizer's step, each between its
+    own CUDA events and waited for, as ringgrad-bench's resnet part prints them."""
+    times = {"forward": [], "backward": [], "optimizer": []}
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+
+    def timed(name, fn):
+        ev[0].record()
+        out = fn()
+        ev[1].record()
+        ev[1].synchronize()
+        times[name].append(ev[0].elapsed_time(ev[1]))
+        return out
+
+    opt.zero_grad()
+    for _ in range(args.iters):
+        loss = timed("forward", lambda: F.cross_entropy(model(x), y))
+        timed("backward", loss.backward)
+        timed("optimizer", lambda: (opt.step(), opt.zero_grad()))  # as ringgrad's phase
+    print("raw torch-cuda phases " + " ".join(
+        f"{k}_ms={statistics.median(v):.3f}" for k, v in times.items()), flush=True)
 
 
 if __name__ == "__main__":

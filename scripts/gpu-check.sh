@@ -7,16 +7,17 @@
 #      steps, NCCL), with cuDNN's algorithms timed and by its heuristic, and the same steps in
 #      PyTorch (bench/torch_*_step.py --device cuda, when the machine's python3 has it);
 #   3. ringgrad-train on the GPU for one epoch of Fashion-MNIST;
-#   4. compute-sanitizer's memcheck and racecheck over the kernel tests, while time is left.
-# Writes OUT_DIR/{summary.txt,env.log,tests.log,bench.log,train.log,sanitizer.log}; the summary
+#   4. compute-sanitizer's memcheck and racecheck over the kernel tests, while time is left;
+#   5. ncu's kernel times of two ResNet-50 steps, ringgrad's and PyTorch's (profile.txt).
+# Writes OUT_DIR/{summary.txt,env.log,tests.log,bench.log,train.log,sanitizer.log,profile.txt}; the summary
 # is printed last. GPU_CHECK_BUDGET (seconds, default 330) stops starting new steps after it;
-# GPU_CHECK_STEPS (default "tests bench torch train sanitizer") picks the steps.
+# GPU_CHECK_STEPS (default "tests bench torch train sanitizer profile") picks the steps.
 set -u
 pkg=$(cd "${1:-.gpu}" && pwd)
 out=${2:-${OUT:-/tmp/gpu-check}}
 mkdir -p "$out"
 budget=${GPU_CHECK_BUDGET:-330}
-steps=" ${GPU_CHECK_STEPS:-tests bench torch train sanitizer} "
+steps=" ${GPU_CHECK_STEPS:-tests bench torch train sanitizer profile} "
 want() { [[ $steps == *" $1 "* ]]; }
 t0=$(date +%s)
 elapsed() { echo $(($(date +%s) - t0)); }
@@ -110,7 +111,7 @@ elif python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; th
     torch_step torch_cnn_step.py --batch 64
     torch_step torch_cnn_step.py --batch 128
     torch_step torch_resnet_step.py --model resnet50 --image-size 224 --batch 32
-    torch_step torch_resnet_step.py --model resnet50 --image-size 224 --batch 32 --cudnn-benchmark
+    torch_step torch_resnet_step.py --model resnet50 --image-size 224 --batch 32 --cudnn-benchmark --phases
     torch_step torch_resnet_step.py --model resnet50 --image-size 224 --batch 32 --cudnn-benchmark --tf32
     grep -E '^raw torch' "$out/bench.log" | cut -c1-200 | tee -a "$summary"
 else
@@ -149,6 +150,51 @@ if want sanitizer && [ -n "$cs" ]; then
         done
     done
 fi
+# 5. kernel times of two ResNet-50 steps, ours and PyTorch's (ncu, the range each program opens
+#    with cudaProfilerStart; about a minute each)
+ncu=$(command -v ncu || find /usr/local/cuda/bin -name ncu 2>/dev/null | head -1)
+kernel_table() { # kernel_table CSV: total and the 25 largest kernels, by ncu's gpu__time_duration
+    python3 - "$1" <<'PY'
+import collections, csv, sys
+scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+tot, cnt = collections.Counter(), collections.Counter()
+with open(sys.argv[1], newline="") as f:
+    rows = [r for r in csv.reader(f) if len(r) > 5]
+head = rows[0] if rows else []
+if "Kernel Name" not in head:
+    sys.exit("no kernel rows")
+k, u, v = head.index("Kernel Name"), head.index("Metric Unit"), head.index("Metric Value")
+for r in rows[1:]:
+    try:
+        ms = float(r[v].replace(",", "")) * scale.get(r[u], float("nan"))
+    except ValueError:
+        continue
+    tot[r[k]] += ms / 2  # two steps
+    cnt[r[k]] += 1
+print(f"  {sum(tot.values()):8.2f} ms a step in {sum(cnt.values()) // 2} kernels")
+for name, ms in tot.most_common(25):
+    print(f"  {ms:8.3f} ms {cnt[name] // 2:5d}x  {name[:110]}")
+PY
+}
+if want profile && [ -n "$ncu" ]; then
+    for who in ringgrad torch; do
+        [ "$(elapsed)" -lt "$budget" ] || break
+        s=$(date +%s)
+        if [ $who = ringgrad ]; then
+            set -- "$w/bin/ringgrad-bench" --device cuda --only resnet --iters 3
+        else
+            set -- env -u LD_LIBRARY_PATH python3 "$src/bench/torch_resnet_step.py" --device cuda \
+                --model resnet50 --image-size 224 --batch 32 --cudnn-benchmark --phases --iters 3
+        fi
+        timeout -k 5 300 "$ncu" --profile-from-start off --clock-control none --target-processes all \
+            --metrics gpu__time_duration.sum --csv "$@" >"$w/prof.csv" 2>"$w/prof.err"
+        rc=$?
+        { echo "==== $who: ResNet-50, batch 32, 224 px, FP32, two steps (rc $rc)"
+          kernel_table "$w/prof.csv" 2>&1 || tail -5 "$w/prof.err"; } >>"$out/profile.txt"
+        note "profile $who rc=$rc $(($(date +%s) - s))s: $(grep 'ms a step' "$out/profile.txt" | tail -1)"
+    done
+fi
+
 note "total $(elapsed)s"
 echo "---- bench (conv and cnn)"
 grep -E '^(r18|r50|cnn)\.|images/s' "$out/bench.log" 2>/dev/null

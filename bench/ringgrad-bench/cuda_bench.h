@@ -71,5 +71,8 @@ bool rgbc_vendor_conv_plan(rgbc_vendor *v, const rg_conv2d_shape *s, float *x, f
 void rgbc_vendor_conv(rgbc_vendor *v, rgbc_pass pass, float *x, float *w, float *y);
 /* The algorithm the plan chose for a pass (cuDNN's enum value). */
 int rgbc_vendor_conv_algo(const rgbc_vendor *v, rgbc_pass pass);
+/* cudaProfilerStart / Stop: the range a profiler started with --profile-from-start off (ncu,
+ * nsys) records; without one attached, nothing. */
+void rgbc_profiler(bool on);
 
 #endif

@@ -96,6 +96,34 @@ void rgbc_run_cnn(rgbc_ctx *b) {
 
 /* ---- a ResNet's training step: the peer is bench/torch_resnet_step.py --device cuda ---- */
 
+/* Medians over b->iters steps of the forward (with the loss), the backward and the optimizer's
+ * step, each between its own events and waited for: where the step's time goes on the GPU (the
+ * host's launch time shows too where it exceeds the GPU's). torch_resnet_step.py --phases
+ * prints the same split. */
+static void resnet_phases(rgbc_ctx *b, cnn_job *j, double out[3]) {
+    double *ms = malloc(sizeof(double) * 3 * (size_t)b->iters);
+    if (!ms) abort();
+    for (int it = 0; it < b->iters; it++) {
+        rg_scope_begin();
+        rg_cuda_timer_start(b->timer);
+        rg_tensor *loss = rg_cross_entropy(rg_model_forward(j->net, j->x, RG_TRAIN), j->y);
+        rg_cuda_timer_stop(b->timer);
+        ms[it] = rg_cuda_timer_elapsed_ms(b->timer);
+        rg_cuda_timer_start(b->timer);
+        rg_backward(loss);
+        rg_cuda_timer_stop(b->timer);
+        ms[b->iters + it] = rg_cuda_timer_elapsed_ms(b->timer);
+        rg_cuda_timer_start(b->timer);
+        rg_optim_step(j->opt);
+        rg_optim_zero_grad(j->opt);
+        rg_cuda_timer_stop(b->timer);
+        ms[2 * b->iters + it] = rg_cuda_timer_elapsed_ms(b->timer);
+        rg_scope_end();
+    }
+    for (int p = 0; p < 3; p++) out[p] = rgb_median(ms + p * b->iters, b->iters);
+    free(ms);
+}
+
 void rgbc_run_resnet(rgbc_ctx *b) {
     rg_model_spec spec = {
         .channels = 3, .height = b->image_size, .width = b->image_size, .num_classes = 10};
@@ -109,13 +137,23 @@ void rgbc_run_resnet(rgbc_ctx *b) {
     if (!j.opt) abort();
     resident_batch(b, &j, 3, b->image_size, -1.0f, 1.0f);
     double alone = images_per_s(b, &j);
+    double phase[3];
+    resnet_phases(b, &j, phase);
+    rgbc_profiler(true); /* two steps for `ncu --profile-from-start off` (scripts/gpu-check.sh) */
+    for (int i = 0; i < 2; i++) cnn_step(&j);
+    rgbc_profiler(false);
     if (b->print) {
         printf("\n%s training step (3x%dx%d, batch %d, SGD momentum, data on the GPU, median of %d "
                "x 20 steps)\n  one GPU alone:        %10.0f images/s  (%.2f ms a step)\n",
                b->model, b->image_size, b->image_size, j.batch, b->iters, alone,
                j.batch / alone * 1e3);
-        printf("raw ringgrad-cuda model=%s size=%d batch=%d step_ms=%.4f img_s=%.0f\n", b->model,
-               b->image_size, j.batch, j.batch / alone * 1e3, alone);
+        printf("  phases, each timed alone (host waits between them): forward %.2f ms, backward "
+               "%.2f ms, optimizer %.2f ms\n",
+               phase[0], phase[1], phase[2]);
+        printf("raw ringgrad-cuda model=%s size=%d batch=%d step_ms=%.4f img_s=%.0f fwd_ms=%.3f "
+               "bwd_ms=%.3f opt_ms=%.3f\n",
+               b->model, b->image_size, j.batch, j.batch / alone * 1e3, alone, phase[0], phase[1],
+               phase[2]);
     }
     rg_tensor_free(j.x), rg_tensor_free(j.y);
     rg_optim_free(j.opt);

@@ -20,3 +20,5 @@ void rgbc_vendor_conv(rgbc_vendor *v, rgbc_pass pass, float *x, float *w, float 
 int rgbc_vendor_conv_algo(const rgbc_vendor *v, rgbc_pass pass) {
     return -1;
 }
+
+void rgbc_profiler(bool on) {}

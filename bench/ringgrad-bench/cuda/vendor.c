@@ -6,6 +6,7 @@
  * algorithm is the one cudnnFind*AlgorithmEx measured fastest — what the backend picks too by
  * default (RG_CUDA_CONV_ALGO=find), and the ceiling for its heuristic mode. */
 #include <cublas_v2.h>
+#include <cuda_profiler_api.h>
 #include <cudnn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,4 +157,13 @@ void rgbc_vendor_conv(rgbc_vendor *v, rgbc_pass pass, float *x, float *w, float 
 
 int rgbc_vendor_conv_algo(const rgbc_vendor *v, rgbc_pass pass) {
     return v->algo[pass];
+}
+
+/* ---- profiler range ---- */
+
+void rgbc_profiler(bool on) {
+    if (on)
+        CUDA(cudaProfilerStart());
+    else
+        CUDA(cudaProfilerStop());
 }
