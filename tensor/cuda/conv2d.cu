@@ -199,42 +199,57 @@ typedef struct {
 
 /* cudnnFind*AlgorithmEx on the call's inputs: every algorithm timed (cuDNN synchronises the
  * handle's stream), the results fastest first, into out; returns their number. The outputs go
- * to scratch, so a call with beta = 1 keeps its accumulator. */
+ * to scratch, so a call with beta = 1 keeps its accumulator. Timing is an optimisation, so
+ * nothing here stops the run: without memory for the largest workspace it asks for half, down to
+ * none (Find then times the algorithms that fit), and without memory for the output, or when
+ * Find itself fails, it returns 0 and the caller takes the heuristic's choice. */
 static int find_algos(rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, conv_inputs in,
                       size_t limit, ranked_algo *out) {
     const rg_conv2d_shape *s = &pl->key;
     int64_t elems = d == DIR_FWD        ? s->n * s->k * s->p * s->q
                     : d == DIR_BWD_DATA ? s->n * s->c * s->h * s->w
                                         : s->k * s->c * s->r * s->s;
-    float *o = (float *)rg_cuda_scratch(ctx, (size_t)elems * sizeof(float));
+    float *o = (float *)rg_block_cache_get(ctx->mem, (size_t)elems * sizeof(float),
+                                           RG_CUDA_STREAM_COMPUTE);
+    if (!o) return 0;
     size_t ws_bytes = find_workspace(ctx, pl, d, limit);
-    void *ws = ws_bytes ? rg_cuda_scratch(ctx, ws_bytes) : NULL;
+    void *ws = NULL;
+    while (ws_bytes && !(ws = rg_block_cache_get(ctx->mem, ws_bytes, RG_CUDA_STREAM_COMPUTE)))
+        ws_bytes /= 2;
     int n = 0;
+    cudnnStatus_t st;
     switch (d) {
     case DIR_FWD: {
         cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
-        RG_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
-            ctx->cudnn, pl->x, in.a, pl->w, in.b, pl->conv, pl->y, o,
-            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws, ws_bytes));
-        n = copy_ranking(perf, n, out);
+        st = cudnnFindConvolutionForwardAlgorithmEx(ctx->cudnn, pl->x, in.a, pl->w, in.b, pl->conv,
+                                                    pl->y, o, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                    &n, perf, ws, ws_bytes);
+        n = st == CUDNN_STATUS_SUCCESS ? copy_ranking(perf, n, out) : 0;
         break;
     }
     case DIR_BWD_DATA: {
         cudnnConvolutionBwdDataAlgoPerf_t perf[MAX_ALGOS];
-        RG_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+        st = cudnnFindConvolutionBackwardDataAlgorithmEx(
             ctx->cudnn, pl->w, in.a, pl->y, in.b, pl->conv, pl->x, o,
-            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws, ws_bytes));
-        n = copy_ranking(perf, n, out);
+            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws, ws_bytes);
+        n = st == CUDNN_STATUS_SUCCESS ? copy_ranking(perf, n, out) : 0;
         break;
     }
     default: {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[MAX_ALGOS];
-        RG_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        st = cudnnFindConvolutionBackwardFilterAlgorithmEx(
             ctx->cudnn, pl->x, in.a, pl->y, in.b, pl->conv, pl->w, o,
-            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws, ws_bytes));
-        n = copy_ranking(perf, n, out);
+            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws, ws_bytes);
+        n = st == CUDNN_STATUS_SUCCESS ? copy_ranking(perf, n, out) : 0;
         break;
     }
+    }
+    if (st != CUDNN_STATUS_SUCCESS) {
+        (void)cudaGetLastError(); /* a recoverable error (memory) must not fail the next launch */
+        if (ctx->conv_verbose)
+            fprintf(stderr,
+                    "ringgrad: cuda conv2d: cudnnFind for %s failed (%s); using the heuristic\n",
+                    dir_name[d], cudnnGetErrorString(st));
     }
     if (ws) rg_cuda_scratch_free(ctx, ws);
     rg_cuda_scratch_free(ctx, o);
