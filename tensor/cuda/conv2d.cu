@@ -222,8 +222,8 @@ static int find_algos(rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, conv_in
     case DIR_FWD: {
         cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
         st = cudnnFindConvolutionForwardAlgorithmEx(ctx->cudnn, pl->x, in.a, pl->w, in.b, pl->conv,
-                                                    pl->y, o, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                    &n, perf, ws, ws_bytes);
+                                                    pl->y, o, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n,
+                                                    perf, ws, ws_bytes);
         n = st == CUDNN_STATUS_SUCCESS ? copy_ranking(perf, n, out) : 0;
         break;
     }
