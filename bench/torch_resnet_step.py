@@ -81,11 +81,14 @@ def main_cuda(args):
     ms = median_step_ms(step, args.iters)
     if args.phases:
         print_phases(args, model, opt, x, y)
-        torch.cuda.profiler.start()  # two steps for `ncu --profile-from-start off`
-        for _ in range(2):
-            step()
-        torch.cuda.profiler.stop()
-        torch.cuda.synchronize()
+        try:  # two steps for `ncu --profile-from-start off`; a convenience, never fatal
+            torch.cuda.profiler.start()
+            for _ in range(2):
+                step()
+            torch.cuda.profiler.stop()
+            torch.cuda.synchronize()
+        except RuntimeError as e:
+            print(f"torch_resnet_step.py: profiler range: {e} (ignored)", flush=True)
     print(f"raw torch-cuda model={args.model} size={args.image_size} batch={args.batch} "
           f"step_ms={ms:.4f} img_s={args.batch / ms * 1e3:.0f} {describe(args)}", flush=True)
 
