@@ -2,7 +2,8 @@
 # scripts/gpu-check.sh [PKG_DIR] [OUT_DIR]: on a GPU machine, from the package that
 # scripts/gpu-pack.sh made (default .gpu), runs in this order, each under its own time limit:
 #   1. the CUDA tests (tests/cuda) and the NCCL tests in a world of one (test_nccl, mpi_nccl,
-#      mpi_nccl_ddp without mpirun);
+#      mpi_nccl_ddp without mpirun); with 2 or more GPUs and an mpirun, the NCCL tests across
+#      ranks, bus bandwidth and a data-parallel epoch;
 #   2. ringgrad-bench --device cuda (GEMM and conv against cuBLAS/cuDNN, the CNN and ResNet-50
 #      steps, NCCL), with cuDNN's algorithms timed and by its heuristic, and the same steps in
 #      PyTorch (bench/torch_*_step.py --device cuda, when the machine's python3 has it);
@@ -11,13 +12,13 @@
 #   5. ncu's kernel times of two ResNet-50 steps, ringgrad's and PyTorch's (profile.txt).
 # Writes OUT_DIR/{summary.txt,env.log,tests.log,bench.log,train.log,sanitizer.log,profile.txt}; the summary
 # is printed last. GPU_CHECK_BUDGET (seconds, default 330) stops starting new steps after it;
-# GPU_CHECK_STEPS (default "tests bench torch train sanitizer profile") picks the steps.
+# GPU_CHECK_STEPS (default "tests multigpu bench torch train sanitizer profile") picks the steps.
 set -u
 pkg=$(cd "${1:-.gpu}" && pwd)
 out=${2:-${OUT:-/tmp/gpu-check}}
 mkdir -p "$out"
 budget=${GPU_CHECK_BUDGET:-330}
-steps=" ${GPU_CHECK_STEPS:-tests bench torch train sanitizer profile} "
+steps=" ${GPU_CHECK_STEPS:-tests multigpu bench torch train sanitizer profile} "
 want() { [[ $steps == *" $1 "* ]]; }
 t0=$(date +%s)
 elapsed() { echo $(($(date +%s) - t0)); }
@@ -78,6 +79,32 @@ if want tests; then
     RG_CUDA_ALLOC_CACHE=0 run test_cuda_alloc_nocache 120 "$w/tests/test_cuda_alloc" --jobs 8
     run mpi_nccl_np1 120 "$w/tests/mpi_nccl"
     run mpi_nccl_ddp_np1 120 "$w/tests/mpi_nccl_ddp"
+fi
+
+# 1b. with 2 or more GPUs and an mpirun: the NCCL tests across ranks (2 and all GPUs), bus
+#     bandwidth, and one epoch of data-parallel training (not run yet: the GPUs lent so far came
+#     one at a time)
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if want multigpu && [ "${ngpu:-0}" -ge 2 ] && command -v mpirun >/dev/null; then
+    mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH
+         -x RG_NUM_THREADS -x NCCL_DEBUG -np)
+    for np in $(printf '%s\n' 2 "$ngpu" | sort -un); do
+        run "mpi_nccl_np$np" 180 "${mpi[@]}" "$np" "$w/tests/mpi_nccl"
+        run "mpi_nccl_ddp_np$np" 180 "${mpi[@]}" "$np" "$w/tests/mpi_nccl_ddp"
+    done
+    if [ "$(elapsed)" -lt "$budget" ]; then
+        echo "==== mpirun -np $ngpu ringgrad-bench --device cuda --only comm" >>"$out/bench.log"
+        timeout -k 5 180 "${mpi[@]}" "$ngpu" "$w/bin/ringgrad-bench" --device cuda --only comm \
+            --iters 7 >>"$out/bench.log" 2>&1
+        note "bench comm, $ngpu GPUs rc=$?"
+    fi
+    if [ -f "$pkg/data/train-images-idx3-ubyte.gz" ] && [ "$(elapsed)" -lt "$budget" ]; then
+        timeout -k 5 180 "${mpi[@]}" "$ngpu" "$w/bin/ringgrad-train" --device cuda --epochs 1 \
+            --data-dir "$pkg/data" --json >>"$out/train.log" 2>&1
+        note "train, $ngpu GPUs rc=$?: $(grep -E '^\{' "$out/train.log" | tail -1 | cut -c1-300)"
+    fi
+elif want multigpu; then
+    note "multigpu: skipped (${ngpu:-0} GPU, mpirun $(command -v mpirun >/dev/null && echo found || echo missing))"
 fi
 
 # 2. the bench: every part (cuDNN's algorithms timed per shape, the default), then the conv and
