@@ -9,9 +9,10 @@
  *     (implicit GEMM, FFT, Winograd, ...) with different speed and workspace needs. By default
  *     (RG_CUDA_CONV_ALGO=find) the first call of each shape and direction times them all with
  *     cudnnFind*AlgorithmEx on that call's own inputs, into scratch outputs, as PyTorch does with
- *     torch.backends.cudnn.benchmark = True; RG_CUDA_CONV_ALGO=heuristic takes cuDNN's heuristic
- *     ranking instead (cudnnGet*Algorithm_v7: no timing, no synchronisation). Either way the
- *     choice is the first algorithm that succeeded, fits the workspace limit
+ *     torch.backends.cudnn.benchmark = True; RG_CUDA_CONV_ALGO=heuristic (the default with
+ *     RG_CUDA_DETERMINISTIC=1, since timing may choose differently from run to run) takes cuDNN's
+ *     heuristic ranking instead (cudnnGet*Algorithm_v7: no timing, no synchronisation). Either
+ *     way the choice is the first algorithm that succeeded, fits the workspace limit
  *     (RG_CUDA_CONV_WORKSPACE_MB, default 1024), is not a tensor-core one unless RG_CUDA_TF32=1
  *     and, with RG_CUDA_DETERMINISTIC=1, is deterministic; it is made once per shape and
  *     direction, and RG_CUDA_CONV_VERBOSE=1 prints it. On the first H200 run the heuristic's
@@ -214,6 +215,9 @@ static int find_algos(rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, conv_in
     if (!o) return 0;
     size_t ws_bytes = find_workspace(ctx, pl, d, limit);
     void *ws = NULL;
+    /* the plan's math type, whatever an earlier direction's choice left on the descriptor */
+    RG_CUDNN_CHECK(
+        cudnnSetConvolutionMathType(pl->conv, ctx->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     while (ws_bytes && !(ws = rg_block_cache_get(ctx->mem, ws_bytes, RG_CUDA_STREAM_COMPUTE)))
         ws_bytes /= 2;
     int n = 0;
