@@ -7,11 +7,11 @@
 #   2. ringgrad-bench --device cuda (GEMM and conv against cuBLAS/cuDNN, the CNN and ResNet-50
 #      steps, NCCL), with cuDNN's algorithms timed and by its heuristic, and the same steps in
 #      PyTorch (bench/torch_*_step.py --device cuda, when the machine's python3 has it);
-#   3. ringgrad-train on the GPU for one epoch of Fashion-MNIST;
-#   4. compute-sanitizer's memcheck and racecheck over the kernel tests, while time is left;
+#   3. ringgrad-train on the GPU for one epoch of Fashion-MNIST, the CNN and resnet20;
+#   4. compute-sanitizer's memcheck and racecheck over the kernel, op and comm tests;
 #   5. ncu's kernel times of two ResNet-50 steps, ringgrad's and PyTorch's (profile.txt).
-# Writes OUT_DIR/{summary.txt,env.log,tests.log,bench.log,train.log,sanitizer.log,profile.txt}; the summary
-# is printed last. GPU_CHECK_BUDGET (seconds, default 330) stops starting new steps after it;
+# Writes OUT_DIR/{summary,env,tests,bench,train,sanitizer,profile}.{txt,log}; the summary is
+# printed last. GPU_CHECK_BUDGET (seconds, default 330) stops starting new steps after it;
 # GPU_CHECK_STEPS (default "tests multigpu bench torch train sanitizer profile") picks the steps.
 set -u
 pkg=$(cd "${1:-.gpu}" && pwd)
@@ -71,11 +71,11 @@ run() { # run NAME LIMIT CMD...: one step, its log appended to tests.log
 }
 
 # 1. tests
-want tests && for t in test_cuda_link test_block_cache test_cuda_kernels test_cuda_ops test_cuda_alloc \
-         test_cuda_per_thread cuda_streams test_cuda_comm test_nccl; do
-    run "$t" 90 "$w/tests/$t" --jobs 8
-done
 if want tests; then
+    for t in test_cuda_link test_block_cache test_cuda_kernels test_cuda_ops test_cuda_alloc \
+             test_cuda_per_thread cuda_streams test_cuda_comm test_nccl; do
+        run "$t" 90 "$w/tests/$t" --jobs 8
+    done
     RG_CUDA_ALLOC_CACHE=0 run test_cuda_alloc_nocache 120 "$w/tests/test_cuda_alloc" --jobs 8
     run mpi_nccl_np1 120 "$w/tests/mpi_nccl"
     run mpi_nccl_ddp_np1 120 "$w/tests/mpi_nccl_ddp"
@@ -166,17 +166,18 @@ if want sanitizer && [ -n "$cs" ]; then
         for t in ${GPU_CHECK_SANITIZE:-test_cuda_ops test_cuda_kernels test_cuda_comm}; do
             [ "$(elapsed)" -lt "$budget" ] || break
             s=$(date +%s)
-            echo "==== $tool $t" >>"$out/sanitizer.log"
             # --report-api-errors no: NCCL probes its kernels for other GPUs with
             # cudaFuncGetAttributes and handles the "no kernel image" errors itself (24 of them
             # in test_cuda_comm on the first H200 run, all inside libnccl); ours are all checked
             timeout -k 5 120 "$cs" --tool $tool --target-processes all --error-exitcode 9 \
-                --report-api-errors no \
-                "$w/tests/$t" --jobs 4 >>"$out/sanitizer.log" 2>&1
-            note "$tool $t rc=$? $(($(date +%s) - s))s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer.log" | sort | uniq -c | tr '\n' ' ' | cut -c1-160)"
+                --report-api-errors no "$w/tests/$t" --jobs 4 >"$w/step.log" 2>&1
+            rc=$?
+            { echo "==== $tool $t (rc $rc)"; cat "$w/step.log"; } >>"$out/sanitizer.log"
+            note "$tool $t rc=$rc $(($(date +%s) - s))s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$w/step.log" | sort | uniq -c | tr '\n' ' ' | cut -c1-160)"
         done
     done
 fi
+
 # 5. kernel times of two ResNet-50 steps, ours and PyTorch's (ncu, the range each program opens
 #    with cudaProfilerStart; about a minute each)
 ncu=$(command -v ncu || find /usr/local/cuda/bin -name ncu 2>/dev/null | head -1)
@@ -187,11 +188,12 @@ scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
 tot, cnt = collections.Counter(), collections.Counter()
 with open(sys.argv[1], newline="") as f:
     rows = [r for r in csv.reader(f) if len(r) > 5]
-head = rows[0] if rows else []
-if "Kernel Name" not in head:
+first = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
+if first is None:
     sys.exit("no kernel rows")
+head = rows[first]
 k, u, v = head.index("Kernel Name"), head.index("Metric Unit"), head.index("Metric Value")
-for r in rows[1:]:
+for r in rows[first + 1:]:
     try:
         ms = float(r[v].replace(",", "")) * scale.get(r[u], float("nan"))
     except ValueError:
@@ -214,7 +216,7 @@ if want profile && [ -n "$ncu" ]; then
                 --model resnet50 --image-size 224 --batch 32 --cudnn-benchmark --phases --iters 3
         fi
         timeout -k 5 300 "$ncu" --profile-from-start off --clock-control none --target-processes all \
-            --metrics gpu__time_duration.sum --csv "$@" >"$w/prof.csv" 2>"$w/prof.err"
+            --metrics gpu__time_duration.sum --csv --log-file "$w/prof.csv" "$@" >"$w/prof.err" 2>&1
         rc=$?
         { echo "==== $who: ResNet-50, batch 32, 224 px, FP32, two steps (rc $rc)"
           kernel_table "$w/prof.csv" 2>&1 || tail -5 "$w/prof.err"; } >>"$out/profile.txt"

@@ -22,10 +22,10 @@ typedef struct {
     rg_ddp *ddp;
     rg_tensor *x, *y; /* (batch,C,H,W) and (batch): one resident batch */
     int batch;
-} cnn_job;
+} train_job;
 
-static void cnn_step(void *p) {
-    cnn_job *j = p;
+static void train_step(void *p) {
+    train_job *j = p;
     rg_scope_begin();
     rg_backward(rg_cross_entropy(rg_model_forward(j->net, j->x, RG_TRAIN), j->y));
     if (j->ddp && rg_ddp_wait(j->ddp) != RG_OK) {
@@ -38,18 +38,18 @@ static void cnn_step(void *p) {
 }
 
 /* Median images/s of this rank over b->iters measurements of 20 steps. */
-static double images_per_s(rgbc_ctx *b, cnn_job *j) {
-    for (int i = 0; i < 3; i++) cnn_step(j); /* cuDNN plans, allocator cache */
+static double images_per_s(rgbc_ctx *b, train_job *j) {
+    for (int i = 0; i < 3; i++) train_step(j); /* cuDNN plans, allocator cache */
     double *ms = malloc(sizeof(double) * (size_t)b->iters);
     if (!ms) abort();
-    for (int i = 0; i < b->iters; i++) ms[i] = rgbc_time_ms(b, cnn_step, j, 20) / 20;
+    for (int i = 0; i < b->iters; i++) ms[i] = rgbc_time_ms(b, train_step, j, 20) / 20;
     double step_ms = rgb_median(ms, b->iters);
     free(ms);
     return j->batch / (step_ms * 1e-3);
 }
 
 /* A resident batch of random images in [lo, hi) and labels (i * 7) % 10 on b->dev. */
-static void resident_batch(rgbc_ctx *b, cnn_job *j, int64_t c, int64_t hw, float lo, float hi) {
+static void resident_batch(rgbc_ctx *b, train_job *j, int64_t c, int64_t hw, float lo, float hi) {
     j->x = rg_tensor_new(RG_F32, RG_SHAPE(j->batch, c, hw, hw), b->dev);
     j->y = rg_tensor_new(RG_I64, RG_SHAPE(j->batch), b->dev);
     int64_t *labels = malloc((size_t)j->batch * sizeof *labels);
@@ -65,7 +65,7 @@ static void resident_batch(rgbc_ctx *b, cnn_job *j, int64_t c, int64_t hw, float
 }
 
 void rgbc_run_cnn(rgbc_ctx *b) {
-    cnn_job j = {.net = rg_model_cnn(1), .batch = b->batch};
+    train_job j = {.net = rg_model_cnn(1), .batch = b->batch};
     if (!j.net || rg_model_to_device(j.net, b->dev) != RG_OK) {
         fprintf(stderr, "ringgrad-bench: cnn: %s\n", rg_last_error());
         exit(1);
@@ -100,7 +100,7 @@ void rgbc_run_cnn(rgbc_ctx *b) {
  * step, each between its own events and waited for: where the step's time goes on the GPU (the
  * host's launch time shows too where it exceeds the GPU's). torch_resnet_step.py --phases
  * prints the same split. */
-static void resnet_phases(rgbc_ctx *b, cnn_job *j, double out[3]) {
+static void resnet_phases(rgbc_ctx *b, train_job *j, double out[3]) {
     double *ms = malloc(sizeof(double) * 3 * (size_t)b->iters);
     if (!ms) abort();
     for (int it = 0; it < b->iters; it++) {
@@ -127,7 +127,7 @@ static void resnet_phases(rgbc_ctx *b, cnn_job *j, double out[3]) {
 void rgbc_run_resnet(rgbc_ctx *b) {
     rg_model_spec spec = {
         .channels = 3, .height = b->image_size, .width = b->image_size, .num_classes = 10};
-    cnn_job j = {.batch = b->resnet_batch};
+    train_job j = {.batch = b->resnet_batch};
     if (rg_model_new_for(b->model, 42, &spec, &j.net) != RG_OK ||
         rg_model_to_device(j.net, b->dev) != RG_OK) {
         fprintf(stderr, "ringgrad-bench: resnet: %s\n", rg_last_error());
@@ -140,7 +140,7 @@ void rgbc_run_resnet(rgbc_ctx *b) {
     double phase[3];
     resnet_phases(b, &j, phase);
     rgbc_profiler(true); /* two steps for `ncu --profile-from-start off` (scripts/gpu-check.sh) */
-    for (int i = 0; i < 2; i++) cnn_step(&j);
+    for (int i = 0; i < 2; i++) train_step(&j);
     rgbc_profiler(false);
     if (b->print) {
         printf("\n%s training step (3x%dx%d, batch %d, SGD momentum, data on the GPU, median of %d "
