@@ -29,6 +29,8 @@ def main():
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall time, or this thread's CPU time (meaningful at one thread)")
     ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=128, help="images a step (ringgrad-bench's "
+                    "CPU job uses 128, its CUDA job 64)")
     add_cuda_args(ap)
     args = ap.parse_args()
     if args.device == "cuda":
@@ -40,8 +42,8 @@ def main():
                           nn.ReLU(), nn.Dropout(0.5), nn.Linear(128, 10))
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x = torch.rand(128, 1, 28, 28)
-    y = torch.arange(128) * 7 % 10
+    x = torch.rand(args.batch, 1, 28, 28)
+    y = torch.arange(args.batch) * 7 % 10
 
     def step():
         opt.zero_grad()

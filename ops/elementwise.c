@@ -78,9 +78,13 @@ static void binary_backward(rg_node *n) {
     rg_bcast_plan(big, small, &bc);
     if (rg_needs_grad(big)) big_grad(op, big, small, &bc, dy);
     if (rg_needs_grad(small)) {
+        const rg_backend *be = rg_backend_for(dy->device);
         float beta = rg_grad_begin(small);
-        rg_backend_for(dy->device)->reduce_bcast(&bc, dy->data, op == RG_BINARY_MUL ? big->data : NULL,
-                                                 beta, small->grad->data);
+        if (op == RG_BINARY_ADD && bc.nb == bc.n) /* same shapes (a residual add): nothing to sum */
+            be->axpby(dy->numel, 1.0f, dy->data, beta, small->grad->data);
+        else
+            be->reduce_bcast(&bc, dy->data, op == RG_BINARY_MUL ? big->data : NULL, beta,
+                             small->grad->data);
     }
 }
 

@@ -12,7 +12,8 @@
 #   5. ncu's kernel times of two ResNet-50 steps, ringgrad's and PyTorch's (profile.txt).
 # Writes OUT_DIR/{summary,env,tests,bench,train,sanitizer,profile}.{txt,log}; the summary is
 # printed last. GPU_CHECK_BUDGET (seconds, default 330) stops starting new steps after it;
-# GPU_CHECK_STEPS (default "tests multigpu bench torch train sanitizer profile") picks the steps.
+# GPU_CHECK_STEPS (default "tests multigpu bench torch train sanitizer profile") picks the steps;
+# GPU_CHECK_PROFILE (default "ringgrad torch") whose steps the profile step times.
 set -u
 pkg=$(cd "${1:-.gpu}" && pwd)
 out=${2:-${OUT:-/tmp/gpu-check}}
@@ -184,7 +185,8 @@ ncu=$(command -v ncu || find /usr/local/cuda/bin -name ncu 2>/dev/null | head -1
 kernel_table() { # kernel_table CSV: total and the 25 largest kernels, by ncu's gpu__time_duration
     python3 - "$1" <<'PY'
 import collections, csv, sys
-scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+scale = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0,
+         "second": 1e3, "s": 1e3}
 tot, cnt = collections.Counter(), collections.Counter()
 with open(sys.argv[1], newline="") as f:
     rows = [r for r in csv.reader(f) if len(r) > 5]
@@ -194,8 +196,10 @@ if first is None:
 head = rows[first]
 k, u, v = head.index("Kernel Name"), head.index("Metric Unit"), head.index("Metric Value")
 for r in rows[first + 1:]:
+    if r[u] not in scale:
+        sys.exit(f"unknown time unit {r[u]!r} in ncu's CSV")
     try:
-        ms = float(r[v].replace(",", "")) * scale.get(r[u], float("nan"))
+        ms = float(r[v].replace(",", "")) * scale[r[u]]
     except ValueError:
         continue
     tot[r[k]] += ms / 2  # two steps
@@ -206,7 +210,7 @@ for name, ms in tot.most_common(25):
 PY
 }
 if want profile && [ -n "$ncu" ]; then
-    for who in ringgrad torch; do
+    for who in ${GPU_CHECK_PROFILE:-ringgrad torch}; do
         [ "$(elapsed)" -lt "$budget" ] || break
         s=$(date +%s)
         if [ $who = ringgrad ]; then
@@ -220,6 +224,7 @@ if want profile && [ -n "$ncu" ]; then
         rc=$?
         { echo "==== $who: ResNet-50, batch 32, 224 px, FP32, two steps (rc $rc)"
           kernel_table "$w/prof.csv" 2>&1 || tail -5 "$w/prof.err"; } >>"$out/profile.txt"
+        gzip -c "$w/prof.csv" >"$out/profile-$who.csv.gz" 2>/dev/null
         note "profile $who rc=$rc $(($(date +%s) - s))s: $(grep 'ms a step' "$out/profile.txt" | tail -1)"
     done
 fi

@@ -3,12 +3,28 @@
  *
  * Why not cuDNN's cudnnBatchNormalizationForwardTraining: it fuses statistics and normalisation
  * in one call, so SyncBatchNorm could not sum the statistics across ranks between the two. One
- * set of split kernels serves both BatchNorm and SyncBatchNorm, and matches the CPU's passes:
- * the reductions give one block per channel (a fixed-order block sum in double, so a run has the
- * same bits every time), the elementwise passes are grid-stride loops. */
+ * set of split kernels serves both BatchNorm and SyncBatchNorm, and matches the CPU's passes.
+ *
+ * How the kernels walk (N,C,H,W): channel ch is N planes of HW contiguous floats, C*HW apart.
+ * Each plane is cut into chunks of BN_CHUNK = 32 * BN_VEC elements, and a warp takes a chunk
+ * with BN_VEC coalesced loads per lane, all issued before any is used. Nothing divides per
+ * element: the plane and channel come once per chunk. A warp, not a block, per chunk keeps the
+ * lanes busy on small planes (7x7 = 49 in a ResNet's last stage: one chunk, 49 of 128 slots, of
+ * which the last two loads per lane are skipped as a whole).
+ *
+ * The two reductions (statistics, backward sums) give each channel S blocks (S from the shape
+ * alone: enough blocks to fill a large GPU even when C is 64), each block sums its chunks in
+ * double with a fixed tree, and a second launch adds the S partials of a channel in order. The
+ * grid never depends on the GPU model or on timing, so a run has the same bits every time and on
+ * every GPU. The first version gave one block per channel with a 64-bit division per element:
+ * 13.0 ms of a ResNet-50 step (batch 32, H200) against cuDNN's 5.4 ms in PyTorch. */
 #include "tensor/cuda/cuda_impl.h"
 
-#define BN_BLOCK 256
+#define BN_BLOCK 256           /* threads per block */
+#define BN_VEC 4               /* elements a lane takes from one chunk */
+#define BN_CHUNK (32 * BN_VEC) /* elements a warp takes at a time, all from one plane */
+#define BN_WARPS (BN_BLOCK / 32)
+#define BN_REDUCE_BLOCKS 1024 /* the reductions aim for about this many blocks in all */
 
 /* Sum over the block in double, returned to every thread (blockDim.x == BN_BLOCK). */
 static __device__ double bn_block_sum(double v) {
@@ -29,27 +45,92 @@ static __device__ double bn_block_sum(double v) {
     return r;
 }
 
-/* one block per channel: stats (2C+1) = (sum x, sum x^2, N*HW) */
-__global__ void bn_stats_kernel(int64_t n, int64_t c, int64_t hw, const float *x, float *stats) {
-    int64_t ch = blockIdx.x, m = n * hw;
-    double s = 0.0, ss = 0.0;
-    for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
-        float v = x[((k / hw) * c + ch) * hw + k % hw];
-        s += v, ss += (double)v * v;
+/* a / b for non-negative a, b, in 32 bits when both fit (a 64-bit division is a long software
+ * routine on the GPU; this runs once per chunk) */
+static __device__ __forceinline__ int64_t bn_div(int64_t a, int64_t b) {
+    return ((a | b) >> 31) == 0 ? (int64_t)((uint32_t)a / (uint32_t)b) : a / b;
+}
+
+/* chunks per plane */
+static int64_t chunks(int64_t hw) {
+    return (hw + BN_CHUNK - 1) / BN_CHUNK;
+}
+
+/* ---- the reductions ------------------------------------------------------------------------ */
+
+/* part (2, C, S): over the chunks of channel blockIdx.x that block s = blockIdx.y takes,
+ * statistics (BWD false): sum x and sum x^2; backward (BWD true): sum dy and sum dy*(x - mean) */
+template <bool BWD>
+__global__ void bn_reduce_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, const float *x,
+                                 const float *dy, const float *mean, double *part) {
+    int64_t ch = blockIdx.x, s = blockIdx.y, nblk = gridDim.y, items = n * q;
+    int lane = threadIdx.x & 31;
+    float mu = BWD ? mean[ch] : 0.0f;
+    double a = 0.0, b = 0.0;
+    for (int64_t t = s * BN_WARPS + (threadIdx.x >> 5); t < items; t += nblk * BN_WARPS) {
+        int64_t p = q == 1 ? t : bn_div(t, q), j0 = (t - p * q) * BN_CHUNK + lane;
+        int64_t at = (p * c + ch) * hw;
+        float v[BN_VEC], g[BN_VEC];
+#pragma unroll
+        for (int k = 0; k < BN_VEC; k++) { /* all loads first, so they are in flight together */
+            int64_t j = j0 + k * 32;
+            v[k] = j < hw ? x[at + j] : 0.0f;
+            if (BWD) g[k] = j < hw ? dy[at + j] : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < BN_VEC; k++) {
+            if (BWD) {
+                a += g[k], b += (double)g[k] * (v[k] - mu); /* 0 past the plane's end */
+            } else {
+                a += v[k], b += (double)v[k] * v[k];
+            }
+        }
     }
-    s = bn_block_sum(s);
-    ss = bn_block_sum(ss);
-    if (threadIdx.x == 0) {
-        stats[ch] = (float)s, stats[c + ch] = (float)ss;
-        if (ch == 0) stats[2 * c] = (float)m;
+    a = bn_block_sum(a);
+    b = bn_block_sum(b);
+    if (threadIdx.x == 0) part[ch * nblk + s] = a, part[(c + ch) * nblk + s] = b;
+}
+
+/* out (2C+1) = the S partials of each channel added in order, the second sum times
+ * invstd(var[ch]) when var is given (backward), and the count m */
+__global__ void bn_combine_kernel(int64_t c, int64_t nblk, int64_t m, const double *part,
+                                  const float *var, float eps, float *out) {
+    RG_CUDA_FOR(ch, c) {
+        double a = 0.0, b = 0.0;
+        for (int64_t s = 0; s < nblk; s++) a += part[ch * nblk + s], b += part[(c + ch) * nblk + s];
+        out[ch] = (float)a;
+        out[c + ch] = (float)(var ? b * rg_bn_invstd(var[ch], eps) : b);
+        if (ch == 0) out[2 * c] = (float)m;
     }
 }
 
+/* The two launches of one reduction; dy and mean are NULL for the statistics. */
+static void bn_reduce(int64_t n, int64_t c, int64_t hw, const float *x, const float *dy,
+                      const float *mean, const float *var, float eps, float *out) {
+    rg_cuda_ctx *ctx = rg_cuda_ctx_current();
+    cudaStream_t st = rg_cuda_compute(ctx);
+    int64_t q = chunks(hw), items = n * q;
+    int64_t nblk = (BN_REDUCE_BLOCKS + c - 1) / c, most = (items + BN_WARPS - 1) / BN_WARPS;
+    nblk = nblk < most ? nblk : most; /* every warp gets a chunk */
+    nblk = nblk < 1 ? 1 : nblk < 65535 ? nblk : 65535;
+    double *part = (double *)rg_cuda_scratch(ctx, (size_t)(2 * c * nblk) * sizeof(double));
+    dim3 grid((unsigned)c, (unsigned)nblk);
+    bool bwd = dy != NULL;
+    if (bwd)
+        bn_reduce_kernel<true><<<grid, BN_BLOCK, 0, st>>>(n, c, hw, q, x, dy, mean, part);
+    else
+        bn_reduce_kernel<false><<<grid, BN_BLOCK, 0, st>>>(n, c, hw, q, x, dy, mean, part);
+    RG_CUDA_CHECK_LAUNCH();
+    bn_combine_kernel<<<rg_cuda_grid(ctx, c), RG_CUDA_BLOCK, 0, st>>>(c, nblk, n * hw, part,
+                                                                      bwd ? var : NULL, eps, out);
+    RG_CUDA_CHECK_LAUNCH();
+    rg_cuda_scratch_free(ctx, part);
+}
+
+/* stats (2C+1) = (sum x, sum x^2, N*HW) per channel */
 void rg_cuda_batchnorm_stats(int64_t n, int64_t c, int64_t hw, const float *x, float *stats) {
     if (c <= 0) return;
-    rg_cuda_ctx *ctx = rg_cuda_ctx_current();
-    bn_stats_kernel<<<(unsigned)c, BN_BLOCK, 0, rg_cuda_compute(ctx)>>>(n, c, hw, x, stats);
-    RG_CUDA_CHECK_LAUNCH();
+    bn_reduce(n, c, hw, x, NULL, NULL, NULL, 0.0f, stats);
 }
 
 __global__ void bn_finalize_kernel(int64_t c, float momentum, const float *stats, float *meanvar,
@@ -67,69 +148,93 @@ void rg_cuda_batchnorm_finalize(int64_t c, float momentum, const float *stats, f
     RG_CUDA_CHECK_LAUNCH();
 }
 
-__global__ void bn_apply_kernel(int64_t total, int64_t c, int64_t hw, const float *x,
-                                const float *mean, const float *var, float eps,
-                                const float *weight, const float *bias, float *y) {
-    RG_CUDA_FOR(i, total) {
-        int64_t ch = (i / hw) % c;
-        float a = (weight ? weight[ch] : 1.0f) * rg_bn_invstd(var[ch], eps);
-        y[i] = a * (x[i] - mean[ch]) + (bias ? bias[ch] : 0.0f);
+/* sums (2C+1) = (sum dy, sum dy*xhat, N*HW) per channel */
+void rg_cuda_batchnorm_backward_reduce(int64_t n, int64_t c, int64_t hw, const float *x,
+                                       const float *dy, const float *mean, const float *var,
+                                       float eps, float *sums) {
+    if (c <= 0) return;
+    bn_reduce(n, c, hw, x, dy, mean, var, eps, sums);
+}
+
+/* ---- the elementwise passes: a grid-stride loop over the N*C*Q chunks ----------------------- */
+
+/* Blocks for a walk over items chunks, a warp each (capped like rg_cuda_grid). */
+static unsigned walk_grid(const rg_cuda_ctx *ctx, int64_t items) {
+    int64_t blocks = (items + BN_WARPS - 1) / BN_WARPS;
+    int64_t cap = (int64_t)ctx->sm_count * 32;
+    return (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
+}
+
+/* y = weight * (x - mean) * invstd(var) + bias */
+__global__ void bn_apply_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, const float *x,
+                                const float *mean, const float *var, float eps, const float *weight,
+                                const float *bias, float *y) {
+    int lane = threadIdx.x & 31;
+    for (int64_t t = (int64_t)blockIdx.x * BN_WARPS + (threadIdx.x >> 5), items = n * c * q;
+         t < items; t += (int64_t)gridDim.x * BN_WARPS) {
+        int64_t pc = q == 1 ? t : bn_div(t, q), ch = pc - bn_div(pc, c) * c;
+        int64_t j0 = (t - pc * q) * BN_CHUNK + lane;
+        float a = (weight ? weight[ch] : 1.0f) * rg_bn_invstd(var[ch], eps), mu = mean[ch];
+        float b = bias ? bias[ch] : 0.0f;
+        const float *xp = x + pc * hw;
+        float *yp = y + pc * hw;
+        float v[BN_VEC];
+#pragma unroll
+        for (int k = 0; k < BN_VEC; k++) { /* loads first (y may be x: each j is its own) */
+            int64_t j = j0 + k * 32;
+            v[k] = j < hw ? xp[j] : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < BN_VEC; k++) {
+            int64_t j = j0 + k * 32;
+            if (j < hw) yp[j] = a * (v[k] - mu) + b;
+        }
     }
 }
 
 void rg_cuda_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, const float *mean,
                              const float *var, float eps, const float *weight, const float *bias,
                              float *y) {
-    int64_t total = n * c * hw;
-    if (total <= 0) return;
+    if (n * c * hw <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
-    bn_apply_kernel<<<rg_cuda_grid(ctx, total), RG_CUDA_BLOCK, 0, rg_cuda_compute(ctx)>>>(
-        total, c, hw, x, mean, var, eps, weight, bias, y);
+    int64_t q = chunks(hw);
+    bn_apply_kernel<<<walk_grid(ctx, n * c * q), BN_BLOCK, 0, rg_cuda_compute(ctx)>>>(
+        n, c, hw, q, x, mean, var, eps, weight, bias, y);
     RG_CUDA_CHECK_LAUNCH();
 }
 
-/* one block per channel: sums (2C+1) = (sum dy, sum dy*xhat, N*HW) */
-__global__ void bn_backward_reduce_kernel(int64_t n, int64_t c, int64_t hw, const float *x,
-                                          const float *dy, const float *mean, const float *var,
-                                          float eps, float *sums) {
-    int64_t ch = blockIdx.x, m = n * hw;
-    float mu = mean[ch];
-    double sd = 0.0, sdx = 0.0;
-    for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
-        int64_t i = ((k / hw) * c + ch) * hw + k % hw;
-        sd += dy[i], sdx += (double)dy[i] * (x[i] - mu);
-    }
-    sd = bn_block_sum(sd);
-    sdx = bn_block_sum(sdx);
-    if (threadIdx.x == 0) {
-        sums[ch] = (float)sd, sums[c + ch] = (float)(sdx * rg_bn_invstd(var[ch], eps));
-        if (ch == 0) sums[2 * c] = (float)m;
-    }
-}
-
-void rg_cuda_batchnorm_backward_reduce(int64_t n, int64_t c, int64_t hw, const float *x,
-                                       const float *dy, const float *mean, const float *var,
-                                       float eps, float *sums) {
-    if (c <= 0) return;
-    rg_cuda_ctx *ctx = rg_cuda_ctx_current();
-    bn_backward_reduce_kernel<<<(unsigned)c, BN_BLOCK, 0, rg_cuda_compute(ctx)>>>(
-        n, c, hw, x, dy, mean, var, eps, sums);
-    RG_CUDA_CHECK_LAUNCH();
-}
-
-__global__ void bn_backward_data_kernel(int64_t total, int64_t c, int64_t hw, const float *x,
+/* dx = beta*dx + weight*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)); without sums (evaluation)
+ * the two means are 0 */
+__global__ void bn_backward_data_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, const float *x,
                                         const float *dy, const float *mean, const float *var,
                                         float eps, const float *weight, const float *sums,
                                         float beta, float *dx) {
-    RG_CUDA_FOR(i, total) {
-        int64_t ch = (i / hw) % c;
-        float inv = rg_bn_invstd(var[ch], eps);
-        float count = sums ? sums[2 * c] : 1.0f;
+    int lane = threadIdx.x & 31;
+    float count = sums ? sums[2 * c] : 1.0f;
+    for (int64_t t = (int64_t)blockIdx.x * BN_WARPS + (threadIdx.x >> 5), items = n * c * q;
+         t < items; t += (int64_t)gridDim.x * BN_WARPS) {
+        int64_t pc = q == 1 ? t : bn_div(t, q), ch = pc - bn_div(pc, c) * c;
+        int64_t j0 = (t - pc * q) * BN_CHUNK + lane;
+        float inv = rg_bn_invstd(var[ch], eps), mu = mean[ch];
+        float w_inv = (weight ? weight[ch] : 1.0f) * inv;
         float mean_dy = sums ? sums[ch] / count : 0.0f;
         float mean_dy_xhat = sums ? sums[c + ch] / count : 0.0f;
-        float v = rg_bn_dx(dy[i], (x[i] - mean[ch]) * inv, (weight ? weight[ch] : 1.0f) * inv,
-                           mean_dy, mean_dy_xhat);
-        dx[i] = beta == 0.0f ? v : v + beta * dx[i];
+        const float *xp = x + pc * hw, *gp = dy + pc * hw;
+        float *dp = dx + pc * hw;
+        float v[BN_VEC], g[BN_VEC], d[BN_VEC];
+#pragma unroll
+        for (int k = 0; k < BN_VEC; k++) { /* loads first (dx may be dy: each j is its own) */
+            int64_t j = j0 + k * 32;
+            v[k] = j < hw ? xp[j] : 0.0f;
+            g[k] = j < hw ? gp[j] : 0.0f;
+            d[k] = j < hw && beta != 0.0f ? dp[j] : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < BN_VEC; k++) {
+            int64_t j = j0 + k * 32;
+            float r = rg_bn_dx(g[k], (v[k] - mu) * inv, w_inv, mean_dy, mean_dy_xhat);
+            if (j < hw) dp[j] = beta == 0.0f ? r : r + beta * d[k];
+        }
     }
 }
 
@@ -137,10 +242,10 @@ void rg_cuda_batchnorm_backward_data(int64_t n, int64_t c, int64_t hw, const flo
                                      const float *dy, const float *mean, const float *var,
                                      float eps, const float *weight, const float *sums,
                                      float beta, float *dx) {
-    int64_t total = n * c * hw;
-    if (total <= 0) return;
+    if (n * c * hw <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
-    bn_backward_data_kernel<<<rg_cuda_grid(ctx, total), RG_CUDA_BLOCK, 0, rg_cuda_compute(ctx)>>>(
-        total, c, hw, x, dy, mean, var, eps, weight, sums, beta, dx);
+    int64_t q = chunks(hw);
+    bn_backward_data_kernel<<<walk_grid(ctx, n * c * q), BN_BLOCK, 0, rg_cuda_compute(ctx)>>>(
+        n, c, hw, q, x, dy, mean, var, eps, weight, sums, beta, dx);
     RG_CUDA_CHECK_LAUNCH();
 }

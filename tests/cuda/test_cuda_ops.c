@@ -254,17 +254,36 @@ static rg_tensor *f_bn_train(rg_tensor *const *in, void *ctx) {
     return rg_batch_norm2d(in[0], in[1], in[2], NULL, NULL, NULL, true, 0.1f, 1e-5f, NULL);
 }
 
+/* Evaluation-mode batch norm: in[3], in[4] are the running mean and variance */
+static rg_tensor *f_bn_eval(rg_tensor *const *in, void *ctx) {
+    return rg_batch_norm2d(in[0], in[1], in[2], in[3], in[4], NULL, false, 0.1f, 1e-5f, NULL);
+}
+/* ... without weight and bias: in[1], in[2] are the running statistics (dx needs no sums) */
+static rg_tensor *f_bn_eval_x(rg_tensor *const *in, void *ctx) {
+    return rg_batch_norm2d(in[0], NULL, NULL, in[1], in[2], NULL, false, 0.1f, 1e-5f, NULL);
+}
+
+/* The shapes cover the kernels' walk: planes of one chunk (7x7, 1x1, 1x3), planes that end
+ * inside a chunk (11x13 = 143), planes of many chunks with few channels (40x40 with C = 8: the
+ * reductions split each channel over several blocks), and a batch larger than a block. */
 Test(cuda_ops, batch_norm_and_global_avg_pool_match_the_cpu) {
     RGT_REQUIRE_CUDA();
-    int64_t shapes[][4] = {{2, 3, 4, 5}, {8, 64, 7, 7}, {4, 16, 1, 1}};
-    for (int t = 0; t < 3; t++) {
+    int64_t shapes[][4] = {{2, 3, 4, 5},   {8, 64, 7, 7},  {4, 16, 1, 1},
+                           {4, 8, 40, 40}, {3, 5, 11, 13}, {300, 2, 1, 3}};
+    for (int t = 0; t < 6; t++) {
         int64_t *s = shapes[t];
         rg_tensor *x = rgt_param(RG_SHAPE(s[0], s[1], s[2], s[3]), -2, 3, 150 + t);
         rg_tensor *g = rgt_param(RG_SHAPE(s[1]), 0.5, 2, 160 + t);
         rg_tensor *b = rgt_param(RG_SHAPE(s[1]), -1, 1, 170 + t);
         compare("batch_norm2d train", f_bn_train, NULL, 3, (rg_tensor *[]){x, g, b}, 1e-4, 1e-4);
         compare("global_avg_pool2d", f_avgpool, NULL, 1, &x, 1e-5, 1e-5);
-        rgt_free_all(3, (rg_tensor *[]){x, g, b});
+        rg_tensor *rm = rgt_uniform(RG_SHAPE(s[1]), -1, 1, 175 + t);
+        rg_tensor *rv = rgt_uniform(RG_SHAPE(s[1]), 0.5, 2, 178 + t);
+        compare("batch_norm2d eval", f_bn_eval, NULL, 5, (rg_tensor *[]){x, g, b, rm, rv}, 1e-4,
+                1e-4);
+        compare("batch_norm2d eval, no affine", f_bn_eval_x, NULL, 3, (rg_tensor *[]){x, rm, rv},
+                1e-4, 1e-4);
+        rgt_free_all(5, (rg_tensor *[]){x, g, b, rm, rv});
     }
 }
 
