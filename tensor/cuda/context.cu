@@ -100,6 +100,7 @@ static rg_cuda_ctx *ctx_create(int device) {
      * run that asks to be reproducible takes the heuristic's fixed choice unless told to time. */
     ctx->conv_find = algo && *algo ? !strcmp(algo, "find") : !ctx->deterministic;
     ctx->conv_verbose = env_flag("RG_CUDA_CONV_VERBOSE", false);
+    ctx->wgrad_separate = env_flag("RG_CUDA_WGRAD_SEPARATE", true);
     ctx->alloc_cache = env_flag("RG_CUDA_ALLOC_CACHE", true);
     int prev = rg_cuda_swap_device(device);
     RG_CUDA_CHECK(cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, device));

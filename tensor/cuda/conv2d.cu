@@ -409,22 +409,36 @@ void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, co
     }
     int64_t chunk = batch_chunk(s), x_img = s->c * s->h * s->w, y_img = s->k * s->p * s->q;
     float *dz = relu_masked_dy(ctx, s, &dy);
+    /* Accumulating (beta != 0, every step when gradients are zeroed rather than dropped): cuDNN
+     * writes a fresh dw (beta 0) into scratch and an axpby adds it, unless
+     * RG_CUDA_WGRAD_SEPARATE=0. cuDNN's own beta != 0 path adds a scaling pass over dw per call
+     * (scalePackedTensor, 94 a ResNet-50 step) and cudnnFind timed the algorithms at beta 0. */
+    int64_t wn = s->k * s->c * s->r * s->s;
+    float *acc = beta != 0.0f && ctx->wgrad_separate
+                     ? (float *)rg_cuda_scratch(ctx, (size_t)wn * sizeof(float))
+                     : NULL;
+    float *out = acc ? acc : dw;
     pthread_mutex_lock(&ctx->cudnn_lock);
     for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
         float b = n0 == 0 ? beta : 1.0f; /* later chunks accumulate onto the first */
+        float bw = n0 == 0 && acc ? 0.0f : b;
         conv_plan *pl = plan_for(ctx, s, chunk < s->n - n0 ? chunk : s->n - n0);
         const algo_choice *a = choose(ctx, pl, DIR_BWD_FILTER, {x + n0 * x_img, dy + n0 * y_img});
         void *ws = a->ws ? rg_cuda_scratch(ctx, a->ws) : NULL;
         RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
         RG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
             ctx->cudnn, &one, pl->x, x + n0 * x_img, pl->y, dy + n0 * y_img, pl->conv,
-            (cudnnConvolutionBwdFilterAlgo_t)a->algo, ws, a->ws, &b, pl->w, dw));
+            (cudnnConvolutionBwdFilterAlgo_t)a->algo, ws, a->ws, &bw, pl->w, out));
         if (ws) rg_cuda_scratch_free(ctx, ws);
         if (db)
             RG_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx->cudnn, &one, pl->y, dy + n0 * y_img,
                                                         &b, pl->bias, db));
     }
     pthread_mutex_unlock(&ctx->cudnn_lock);
+    if (acc) {
+        rg_cuda_axpby(wn, 1.0f, acc, beta, dw); /* dw = fresh + beta*dw */
+        rg_cuda_scratch_free(ctx, acc);
+    }
     if (dz) rg_cuda_scratch_free(ctx, dz);
 }
 

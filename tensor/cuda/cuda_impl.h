@@ -38,6 +38,7 @@ typedef struct rg_cuda_ctx {
     bool deterministic; /* RG_CUDA_DETERMINISTIC=1: only deterministic cuDNN algorithms */
     bool conv_find;     /* RG_CUDA_CONV_ALGO=find (default): time cuDNN's algorithms per shape */
     bool conv_verbose;  /* RG_CUDA_CONV_VERBOSE=1: print each conv algorithm chosen */
+    bool wgrad_separate; /* RG_CUDA_WGRAD_SEPARATE=0: cuDNN accumulates dw itself (conv2d.cu) */
     bool alloc_cache;   /* RG_CUDA_ALLOC_CACHE=0 turns the caching allocator off */
     cudaStream_t stream[RG_CUDA_STREAM_COUNT];
     cublasHandle_t cublas;      /* bound to stream[COMPUTE] */
