@@ -101,6 +101,15 @@ static rg_cuda_ctx *ctx_create(int device) {
     ctx->conv_find = algo && *algo ? !strcmp(algo, "find") : !ctx->deterministic;
     ctx->conv_verbose = env_flag("RG_CUDA_CONV_VERBOSE", false);
     ctx->wgrad_separate = env_flag("RG_CUDA_WGRAD_SEPARATE", true);
+    const char *api = getenv("RG_CUDA_CONV_API");
+    RG_CHECK(!api || !*api || !strcmp(api, "graph") || !strcmp(api, "graph-only") ||
+                 !strcmp(api, "legacy"),
+             "RG_CUDA_CONV_API is '%s'; it takes legacy (cudnnFind's algorithms, the default), "
+             "graph (also time cuDNN's graph-API engines and take the faster) or graph-only (take "
+             "the graph API's plan wherever there is one: for tests)",
+             api);
+    ctx->conv_graph = api && !strncmp(api, "graph", 5);
+    ctx->conv_graph_only = api && !strcmp(api, "graph-only");
     ctx->alloc_cache = env_flag("RG_CUDA_ALLOC_CACHE", true);
     int prev = rg_cuda_swap_device(device);
     RG_CUDA_CHECK(cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, device));

@@ -33,18 +33,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "tensor/cuda/cuda_impl.h"
+#include "tensor/cuda/conv2d_graph.h"
 
-/* The three directions of a convolution, each with its own algorithm family in cuDNN. */
-typedef enum { DIR_FWD, DIR_BWD_DATA, DIR_BWD_FILTER, DIR_COUNT } conv_dir;
 static const char *const dir_name[DIR_COUNT] = {"forward", "backward-data", "backward-filter"};
 
-/* The algorithm chosen for one direction: the cuDNN enum of that direction, held as an int. */
+/* The algorithm chosen for one direction: the cuDNN enum of that direction, held as an int; with
+ * RG_CUDA_CONV_API=graph also the graph API's plan where it timed faster (conv2d_graph.cu). */
 typedef struct {
     bool have;
     int algo;
     cudnnMathType_t math;
-    size_t ws; /* workspace bytes */
+    size_t ws;            /* workspace bytes */
+    float ms;             /* cudnnFind's time for algo (-1: not timed) */
+    rg_conv_graph *graph; /* NULL: the legacy algorithm */
 } algo_choice;
 
 typedef struct conv_plan {
@@ -63,6 +64,10 @@ struct rg_cuda_conv_cache {
 };
 
 static const float one = 1.0f, zero = 0.0f;
+
+static bool aligned16(const void *p) {
+    return ((uintptr_t)p & 15u) == 0;
+}
 
 static bool same_shape(const rg_conv2d_shape *a, const rg_conv2d_shape *b) {
     return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->k == b->k &&
@@ -115,6 +120,7 @@ typedef struct {
     cudnnStatus_t status;
     cudnnDeterminism_t determinism;
     cudnnMathType_t math;
+    float ms; /* cudnnFind's time; the heuristic's ranking has none (-1) */
 } ranked_algo;
 
 static constexpr int MAX_ALGOS = 16;
@@ -124,9 +130,11 @@ static_assert((int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= MAX_ALGOS &&
               "MAX_ALGOS must hold every direction's ranking");
 
 /* cuDNN's heuristic ranking for direction d (cudnnGet*Algorithm_v7), into out; returns its length. */
-template <typename Perf> static int copy_ranking(const Perf *perf, int n, ranked_algo *out) {
+template <typename Perf>
+static int copy_ranking(const Perf *perf, int n, bool timed, ranked_algo *out) {
     for (int i = 0; i < n; i++)
-        out[i] = {(int)perf[i].algo, perf[i].status, perf[i].determinism, perf[i].mathType};
+        out[i] = {(int)perf[i].algo, perf[i].status, perf[i].determinism, perf[i].mathType,
+                  timed ? perf[i].time : -1.0f};
     return n;
 }
 
@@ -137,21 +145,21 @@ static int rank_algos(const rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, r
         cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
         RG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
             ctx->cudnn, pl->x, pl->w, pl->conv, pl->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
-        return copy_ranking(perf, n, out);
+        return copy_ranking(perf, n, false, out);
     }
     case DIR_BWD_DATA: {
         cudnnConvolutionBwdDataAlgoPerf_t perf[MAX_ALGOS];
         RG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
             ctx->cudnn, pl->w, pl->y, pl->conv, pl->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
             perf));
-        return copy_ranking(perf, n, out);
+        return copy_ranking(perf, n, false, out);
     }
     case DIR_BWD_FILTER: {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[MAX_ALGOS];
         RG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
             ctx->cudnn, pl->x, pl->y, pl->conv, pl->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
             perf));
-        return copy_ranking(perf, n, out);
+        return copy_ranking(perf, n, false, out);
     }
     default:
         RG_CHECK(false, "cuda conv2d: direction %d", (int)d);
@@ -228,7 +236,7 @@ static int find_algos(rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, conv_in
         st = cudnnFindConvolutionForwardAlgorithmEx(ctx->cudnn, pl->x, in.a, pl->w, in.b, pl->conv,
                                                     pl->y, o, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n,
                                                     perf, ws, ws_bytes);
-        n = st == CUDNN_STATUS_SUCCESS ? copy_ranking(perf, n, out) : 0;
+        n = st == CUDNN_STATUS_SUCCESS ? copy_ranking(perf, n, true, out) : 0;
         break;
     }
     case DIR_BWD_DATA: {
@@ -236,7 +244,7 @@ static int find_algos(rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, conv_in
         st = cudnnFindConvolutionBackwardDataAlgorithmEx(
             ctx->cudnn, pl->w, in.a, pl->y, in.b, pl->conv, pl->x, o,
             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws, ws_bytes);
-        n = st == CUDNN_STATUS_SUCCESS ? copy_ranking(perf, n, out) : 0;
+        n = st == CUDNN_STATUS_SUCCESS ? copy_ranking(perf, n, true, out) : 0;
         break;
     }
     default: {
@@ -244,7 +252,7 @@ static int find_algos(rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, conv_in
         st = cudnnFindConvolutionBackwardFilterAlgorithmEx(
             ctx->cudnn, pl->x, in.a, pl->y, in.b, pl->conv, pl->w, o,
             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws, ws_bytes);
-        n = st == CUDNN_STATUS_SUCCESS ? copy_ranking(perf, n, out) : 0;
+        n = st == CUDNN_STATUS_SUCCESS ? copy_ranking(perf, n, true, out) : 0;
         break;
     }
     }
@@ -282,7 +290,7 @@ static const algo_choice *choose(rg_cuda_ctx *ctx, conv_plan *pl, conv_dir d, co
             if (workspace_size(ctx, pl, d, perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS ||
                 bytes > limit)
                 continue;
-            c->algo = perf[i].algo, c->ws = bytes, c->have = true;
+            c->algo = perf[i].algo, c->ws = bytes, c->have = true, c->ms = perf[i].ms;
             if (ctx->tf32) c->math = perf[i].math; /* without TF32, FMA math stays */
             if (ctx->conv_verbose) {
                 const rg_conv2d_shape *k = &pl->key;
@@ -302,7 +310,37 @@ static const algo_choice *choose(rg_cuda_ctx *ctx, conv_plan *pl, conv_dir d, co
              "cuda conv2d: cuDNN offers no usable %s algorithm for this shape (raise "
              "RG_CUDA_CONV_WORKSPACE_MB, or unset RG_CUDA_DETERMINISTIC?)",
              dir_name[d]);
+    /* RG_CUDA_CONV_API=graph: the graph API's fastest plan, where it beats cudnnFind's pick */
+    if (ctx->conv_graph && c->ms > 0.0f && aligned16(in.a) && aligned16(in.b)) {
+        float ms = 0.0f;
+        rg_conv_graph *g = rg_conv_graph_tune(ctx, &pl->key, d, in.a, in.b, limit, &ms);
+        bool take = g && (ms < c->ms || ctx->conv_graph_only);
+        if (g && ctx->conv_verbose)
+            fprintf(stderr,
+                    "ringgrad: cuda conv2d %s: graph engine %lld %.3f ms, legacy algorithm %d "
+                    "%.3f ms: %s\n",
+                    dir_name[d], (long long)rg_conv_graph_engine(g), (double)ms, c->algo,
+                    (double)c->ms, take ? "graph" : "legacy");
+        if (take)
+            c->graph = g;
+        else
+            rg_conv_graph_release(g);
+    }
     return c;
+}
+
+/* The graph plan for a call of this choice: only with beta 0 (the plan has it built in) and
+ * 16-byte aligned pointers (what the plan's tensors promise); NULL for the legacy algorithm. */
+static const rg_conv_graph *graph_for(const algo_choice *a, float beta, const void *p,
+                                      const void *q, const void *r) {
+    return a->graph && beta == 0.0f && aligned16(p) && aligned16(q) && aligned16(r) ? a->graph
+                                                                                    : NULL;
+}
+
+/* Workspace for a call that runs g if not NULL, else the legacy algorithm. */
+static void *call_workspace(rg_cuda_ctx *ctx, const algo_choice *a, const rg_conv_graph *g) {
+    size_t bytes = g ? rg_conv_graph_workspace(g) : a->ws;
+    return bytes ? rg_cuda_scratch(ctx, bytes) : NULL;
 }
 
 /* The plan for shape s with a chunk of n images; caller holds cudnn_lock. */
@@ -318,6 +356,16 @@ static conv_plan *plan_for(rg_cuda_ctx *ctx, const rg_conv2d_shape *s, int64_t n
     conv_plan *pl = plan_new(ctx, &key);
     pl->next = ctx->conv->plans, ctx->conv->plans = pl;
     return pl;
+}
+
+int rg_cuda_conv_graph_count(void) {
+    rg_cuda_ctx *ctx = rg_cuda_ctx_current();
+    int n = 0;
+    pthread_mutex_lock(&ctx->cudnn_lock);
+    for (conv_plan *pl = ctx->conv ? ctx->conv->plans : NULL; pl; pl = pl->next)
+        for (int d = 0; d < DIR_COUNT; d++) n += pl->dir[d].graph != NULL;
+    pthread_mutex_unlock(&ctx->cudnn_lock);
+    return n;
 }
 
 /* Images per cuDNN call, so that no tensor of a call reaches 2^31 elements. */
@@ -361,11 +409,16 @@ void rg_cuda_conv2d_forward(const rg_conv2d_shape *s, const float *x, const floa
     for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
         conv_plan *pl = plan_for(ctx, s, chunk < s->n - n0 ? chunk : s->n - n0);
         const algo_choice *a = choose(ctx, pl, DIR_FWD, {x + n0 * x_img, w});
-        void *ws = a->ws ? rg_cuda_scratch(ctx, a->ws) : NULL;
-        RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
-        RG_CUDNN_CHECK(cudnnConvolutionForward(ctx->cudnn, &one, pl->x, x + n0 * x_img, pl->w, w,
-                                               pl->conv, (cudnnConvolutionFwdAlgo_t)a->algo, ws,
-                                               a->ws, &zero, pl->y, y + n0 * y_img));
+        const rg_conv_graph *g = graph_for(a, 0.0f, x + n0 * x_img, w, y + n0 * y_img);
+        void *ws = call_workspace(ctx, a, g);
+        if (g) {
+            rg_conv_graph_run(ctx, g, x + n0 * x_img, w, y + n0 * y_img, ws);
+        } else {
+            RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
+            RG_CUDNN_CHECK(cudnnConvolutionForward(ctx->cudnn, &one, pl->x, x + n0 * x_img, pl->w,
+                                                   w, pl->conv, (cudnnConvolutionFwdAlgo_t)a->algo,
+                                                   ws, a->ws, &zero, pl->y, y + n0 * y_img));
+        }
         if (ws) rg_cuda_scratch_free(ctx, ws);
         if (b)
             RG_CUDNN_CHECK(
@@ -386,11 +439,16 @@ void rg_cuda_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, con
     for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
         conv_plan *pl = plan_for(ctx, s, chunk < s->n - n0 ? chunk : s->n - n0);
         const algo_choice *a = choose(ctx, pl, DIR_BWD_DATA, {w, dy + n0 * y_img});
-        void *ws = a->ws ? rg_cuda_scratch(ctx, a->ws) : NULL;
-        RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
-        RG_CUDNN_CHECK(cudnnConvolutionBackwardData(
-            ctx->cudnn, &one, pl->w, w, pl->y, dy + n0 * y_img, pl->conv,
-            (cudnnConvolutionBwdDataAlgo_t)a->algo, ws, a->ws, &beta, pl->x, dx + n0 * x_img));
+        const rg_conv_graph *g = graph_for(a, beta, w, dy + n0 * y_img, dx + n0 * x_img);
+        void *ws = call_workspace(ctx, a, g);
+        if (g) {
+            rg_conv_graph_run(ctx, g, w, dy + n0 * y_img, dx + n0 * x_img, ws);
+        } else {
+            RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
+            RG_CUDNN_CHECK(cudnnConvolutionBackwardData(
+                ctx->cudnn, &one, pl->w, w, pl->y, dy + n0 * y_img, pl->conv,
+                (cudnnConvolutionBwdDataAlgo_t)a->algo, ws, a->ws, &beta, pl->x, dx + n0 * x_img));
+        }
         if (ws) rg_cuda_scratch_free(ctx, ws);
     }
     pthread_mutex_unlock(&ctx->cudnn_lock);
@@ -424,11 +482,16 @@ void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, co
         float bw = n0 == 0 && acc ? 0.0f : b;
         conv_plan *pl = plan_for(ctx, s, chunk < s->n - n0 ? chunk : s->n - n0);
         const algo_choice *a = choose(ctx, pl, DIR_BWD_FILTER, {x + n0 * x_img, dy + n0 * y_img});
-        void *ws = a->ws ? rg_cuda_scratch(ctx, a->ws) : NULL;
-        RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
-        RG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-            ctx->cudnn, &one, pl->x, x + n0 * x_img, pl->y, dy + n0 * y_img, pl->conv,
-            (cudnnConvolutionBwdFilterAlgo_t)a->algo, ws, a->ws, &bw, pl->w, out));
+        const rg_conv_graph *g = graph_for(a, bw, x + n0 * x_img, dy + n0 * y_img, out);
+        void *ws = call_workspace(ctx, a, g);
+        if (g) {
+            rg_conv_graph_run(ctx, g, x + n0 * x_img, dy + n0 * y_img, out, ws);
+        } else {
+            RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
+            RG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+                ctx->cudnn, &one, pl->x, x + n0 * x_img, pl->y, dy + n0 * y_img, pl->conv,
+                (cudnnConvolutionBwdFilterAlgo_t)a->algo, ws, a->ws, &bw, pl->w, out));
+        }
         if (ws) rg_cuda_scratch_free(ctx, ws);
         if (db)
             RG_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx->cudnn, &one, pl->y, dy + n0 * y_img,

@@ -15,6 +15,9 @@ const rg_backend *rg_cuda_backend_for(int index);
 const rg_backend *rg_cuda_backend_table(int index);
 /* cudaGetDeviceCount, or 0 when no driver or device is present. */
 int rg_cuda_backend_device_count(void);
+/* Convolution plans and directions on the calling thread's current GPU that run a graph-API plan
+ * (RG_CUDA_CONV_API=graph or graph-only; conv2d_graph.cu). For the tests. */
+int rg_cuda_conv_graph_count(void);
 
 #ifdef __cplusplus
 }

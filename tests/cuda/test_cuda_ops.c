@@ -7,10 +7,18 @@
  *   elementwise (add, mul, relu, scale, dropout, max pool)   1e-6 + 1e-6  (one rounding; FMA)
  *   reductions (sum, broadcast gradients, cross entropy)     1e-5 + 1e-5  (another summation order)
  *   matmul, linear (K <= 100)                                1e-4 + 1e-4  (cuBLAS blocking order)
- *   conv2d                                                   1e-3 + 1e-3  (cuDNN may pick FFT or
+ *   conv2d                                                   1e-2 + 1e-3  (cuDNN may pick FFT or
  *                                                                          Winograd algorithms)
+ * The convolution's absolute bound is for its FFT algorithms, whose error grows with the sum of
+ * the magnitudes of the terms rather than with the result: the H200 gave 0.0067 against the CPU
+ * on a 5x5 filter gradient of 2.84 that sums 1568 products of [-1, 1] values (1.7e-5 of their
+ * magnitudes), when cudnnFind happened to time an FFT algorithm fastest. A wrong index or a lost
+ * accumulation is off by O(1), far outside it.
  * TF32 is off unless RG_CUDA_TF32=1, which these bounds do not allow for. */
 #include "cudatest.h"
+#ifdef RG_CUDA
+#include "tensor/cuda/cuda_backend.h" /* rg_cuda_conv_graph_count */
+#endif
 
 typedef rg_tensor *(*op_fn)(rg_tensor *const *in, void *ctx);
 
@@ -141,8 +149,7 @@ static rg_tensor *f_conv_relu(rg_tensor *const *in, void *ctx) {
     return rg_conv2d_relu(in[0], in[1], in[2], c->stride, c->pad);
 }
 
-Test(cuda_ops, conv2d_matches_the_cpu) {
-    RGT_REQUIRE_CUDA();
+static void conv_cases(void) {
     struct {
         int64_t n, c, h, w, k, r;
         conv_cfg cfg;
@@ -159,11 +166,31 @@ Test(cuda_ops, conv2d_matches_the_cpu) {
         rg_tensor *w =
             rgt_param(RG_SHAPE(cases[t].k, cases[t].c, cases[t].r, cases[t].r), -1, 1, 70 + t);
         rg_tensor *b = cases[t].bias ? rgt_param(RG_SHAPE(cases[t].k), -1, 1, 80 + t) : NULL;
-        compare("conv2d", f_conv, &cases[t].cfg, b ? 3 : 2, (rg_tensor *[]){x, w, b}, 1e-3, 1e-3);
+        compare("conv2d", f_conv, &cases[t].cfg, b ? 3 : 2, (rg_tensor *[]){x, w, b}, 1e-2, 1e-3);
         compare("conv2d_relu", f_conv_relu, &cases[t].cfg, b ? 3 : 2, (rg_tensor *[]){x, w, b},
-                1e-3, 1e-3);
+                1e-2, 1e-3);
         rgt_free_all(3, (rg_tensor *[]){x, w, b});
     }
+}
+
+Test(cuda_ops, conv2d_matches_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    conv_cases();
+}
+
+/* The same cases through cuDNN's graph API (tensor/cuda/conv2d_graph.cu): graph-only takes its
+ * plan wherever one was built; each test runs in a process of its own, whose GPU context reads
+ * the variable when it is made. The forward and weight-gradient passes run with beta 0, so every
+ * case must have put at least those two directions on a graph plan. */
+Test(cuda_ops, conv2d_through_the_graph_api_matches_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    setenv("RG_CUDA_CONV_API", "graph-only", 1);
+    conv_cases();
+#ifdef RG_CUDA /* (a build without CUDA skipped above) */
+    int plans = rg_cuda_conv_graph_count();
+    cr_assert_geq(plans, 2 * 4,
+                  "%d directions on graph-API plans (RG_CUDA_CONV_VERBOSE=1 says why)", plans);
+#endif
 }
 
 static rg_tensor *f_pool(rg_tensor *const *in, void *ctx) {
