@@ -27,7 +27,9 @@
  * processed in chunks of images.
  *
  * The legacy convolution API used here is deprecated in cuDNN 9 in favour of the graph API; it is
- * still supported, and it is the readable one. All cuDNN calls run under the context's cudnn_lock
+ * still supported, and it is the readable one. RG_CUDA_CONV_API=graph also times the graph API's
+ * engine configurations for each shape and direction (conv2d_graph.cu) and runs its plan where
+ * it beat cudnnFind's pick. All cuDNN calls run under the context's cudnn_lock
  * (a handle must not be used by two threads at once). */
 #include <limits.h>
 #include <stdio.h>
