@@ -215,7 +215,7 @@ if want profile && [ -n "$ncu" ]; then
     for who in ${GPU_CHECK_PROFILE:-ringgrad torch}; do
         [ "$(elapsed)" -lt "$budget" ] || break
         s=$(date +%s)
-        if [ $who = ringgrad ]; then
+        if [ "$who" = ringgrad ]; then
             set -- "$w/bin/ringgrad-bench" --device cuda --only resnet --iters 3
         else
             set -- env -u LD_LIBRARY_PATH python3 "$src/bench/torch_resnet_step.py" --device cuda \
