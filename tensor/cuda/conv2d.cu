@@ -37,8 +37,6 @@
 
 #include "tensor/cuda/conv2d_graph.h"
 
-static const char *const dir_name[DIR_COUNT] = {"forward", "backward-data", "backward-filter"};
-
 /* The algorithm chosen for one direction: the cuDNN enum of that direction, held as an int; with
  * RG_CUDA_CONV_API=graph also the graph API's plan where it timed faster (conv2d_graph.cu). */
 typedef struct {
@@ -66,10 +64,6 @@ struct rg_cuda_conv_cache {
 };
 
 static const float one = 1.0f, zero = 0.0f;
-
-static bool aligned16(const void *p) {
-    return ((uintptr_t)p & 15u) == 0;
-}
 
 static bool same_shape(const rg_conv2d_shape *a, const rg_conv2d_shape *b) {
     return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->k == b->k &&
@@ -217,9 +211,7 @@ typedef struct {
 static int find_algos(rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, conv_inputs in,
                       size_t limit, ranked_algo *out) {
     const rg_conv2d_shape *s = &pl->key;
-    int64_t elems = d == DIR_FWD        ? s->n * s->k * s->p * s->q
-                    : d == DIR_BWD_DATA ? s->n * s->c * s->h * s->w
-                                        : s->k * s->c * s->r * s->s;
+    int64_t elems = conv_out_elems(s, d);
     float *o = (float *)rg_block_cache_get(ctx->mem, (size_t)elems * sizeof(float),
                                            RG_CUDA_STREAM_COMPUTE);
     if (!o) return 0;
@@ -263,7 +255,7 @@ static int find_algos(rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, conv_in
         if (ctx->conv_verbose)
             fprintf(stderr,
                     "ringgrad: cuda conv2d: cudnnFind for %s failed (%s); using the heuristic\n",
-                    dir_name[d], cudnnGetErrorString(st));
+                    conv_dir_name(d), cudnnGetErrorString(st));
     }
     if (ws) rg_cuda_scratch_free(ctx, ws);
     rg_cuda_scratch_free(ctx, o);
@@ -302,7 +294,7 @@ static const algo_choice *choose(rg_cuda_ctx *ctx, conv_plan *pl, conv_dir d, co
                         "MiB%s\n",
                         (long long)k->n, (long long)k->c, (long long)k->h, (long long)k->w,
                         (long long)k->k, (long long)k->c, (long long)k->r, (long long)k->s,
-                        (long long)k->stride_h, (long long)k->pad_h, dir_name[d], c->algo,
+                        (long long)k->stride_h, (long long)k->pad_h, conv_dir_name(d), c->algo,
                         pass == 0 ? "timed by cudnnFind" : "cuDNN's heuristic", i,
                         (double)bytes / 1048576.0, c->math == CUDNN_FMA_MATH ? "" : ", tensor ops");
             }
@@ -311,9 +303,9 @@ static const algo_choice *choose(rg_cuda_ctx *ctx, conv_plan *pl, conv_dir d, co
     RG_CHECK(c->have,
              "cuda conv2d: cuDNN offers no usable %s algorithm for this shape (raise "
              "RG_CUDA_CONV_WORKSPACE_MB, or unset RG_CUDA_DETERMINISTIC?)",
-             dir_name[d]);
+             conv_dir_name(d));
     /* RG_CUDA_CONV_API=graph: the graph API's fastest plan, where it beats cudnnFind's pick */
-    if (ctx->conv_graph && c->ms > 0.0f && aligned16(in.a) && aligned16(in.b)) {
+    if (ctx->conv_graph && c->ms > 0.0f && rg_cuda_aligned16(in.a) && rg_cuda_aligned16(in.b)) {
         float ms = 0.0f;
         rg_conv_graph *g = rg_conv_graph_tune(ctx, &pl->key, d, in.a, in.b, limit, &ms);
         bool take = g && (ms < c->ms || ctx->conv_graph_only);
@@ -321,7 +313,7 @@ static const algo_choice *choose(rg_cuda_ctx *ctx, conv_plan *pl, conv_dir d, co
             fprintf(stderr,
                     "ringgrad: cuda conv2d %s: graph engine %lld %.3f ms, legacy algorithm %d "
                     "%.3f ms: %s\n",
-                    dir_name[d], (long long)rg_conv_graph_engine(g), (double)ms, c->algo,
+                    conv_dir_name(d), (long long)rg_conv_graph_engine(g), (double)ms, c->algo,
                     (double)c->ms, take ? "graph" : "legacy");
         if (take)
             c->graph = g;
@@ -335,8 +327,10 @@ static const algo_choice *choose(rg_cuda_ctx *ctx, conv_plan *pl, conv_dir d, co
  * 16-byte aligned pointers (what the plan's tensors promise); NULL for the legacy algorithm. */
 static const rg_conv_graph *graph_for(const algo_choice *a, float beta, const void *p,
                                       const void *q, const void *r) {
-    return a->graph && beta == 0.0f && aligned16(p) && aligned16(q) && aligned16(r) ? a->graph
-                                                                                    : NULL;
+    return a->graph && beta == 0.0f && rg_cuda_aligned16(p) && rg_cuda_aligned16(q) &&
+                   rg_cuda_aligned16(r)
+               ? a->graph
+               : NULL;
 }
 
 /* Workspace for a call that runs g if not NULL, else the legacy algorithm. */

@@ -308,7 +308,6 @@ static void graph_free(rg_conv_graph *g) {
 
 rg_conv_graph *rg_conv_graph_tune(rg_cuda_ctx *ctx, const rg_conv2d_shape *s, conv_dir d,
                                   const float *a, const float *b, size_t limit, float *ms) {
-    static const char *const name[DIR_COUNT] = {"forward", "backward-data", "backward-filter"};
     build_error e = {CUDNN_STATUS_SUCCESS, NULL};
     rg_conv_graph *g = (rg_conv_graph *)calloc(1, sizeof *g);
     RG_CHECK(g, "cuda conv2d: out of host memory for a graph plan");
@@ -322,9 +321,7 @@ rg_conv_graph *rg_conv_graph_tune(rg_cuda_ctx *ctx, const rg_conv2d_shape *s, co
         n += heuristic_configs(&g->keep, graph, CUDNN_HEUR_MODE_FALLBACK, cfg + n,
                                GRAPH_MAX_CONFIGS - n, &e);
     }
-    int64_t elems = d == DIR_FWD        ? s->n * s->k * s->p * s->q
-                    : d == DIR_BWD_DATA ? s->n * s->c * s->h * s->w
-                                        : s->k * s->c * s->r * s->s;
+    int64_t elems = conv_out_elems(s, d);
     float *o = n ? (float *)rg_block_cache_get(ctx->mem, (size_t)elems * sizeof(float),
                                                RG_CUDA_STREAM_COMPUTE)
                  : NULL;
@@ -373,7 +370,7 @@ rg_conv_graph *rg_conv_graph_tune(rg_cuda_ctx *ctx, const rg_conv2d_shape *s, co
                 "ringgrad: cuda conv2d: no graph-API plan for %s (%d configurations: %d not "
                 "allowed, %d not built or over the workspace limit, %d timed; first failure: %s: "
                 "%s)\n",
-                name[d], n, barred, unbuilt, tried, e.what ? e.what : "none",
+                conv_dir_name(d), n, barred, unbuilt, tried, e.what ? e.what : "none",
                 e.what ? cudnnGetErrorString(e.st) : "-");
         graph_free(g);
         return NULL;

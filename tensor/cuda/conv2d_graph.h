@@ -8,6 +8,17 @@
 /* The three directions of a convolution, each with its own algorithms in cuDNN. */
 typedef enum { DIR_FWD, DIR_BWD_DATA, DIR_BWD_FILTER, DIR_COUNT } conv_dir;
 
+static inline const char *conv_dir_name(conv_dir d) {
+    return d == DIR_FWD ? "forward" : d == DIR_BWD_DATA ? "backward-data" : "backward-filter";
+}
+
+/* Elements of direction d's output: y (N,K,P,Q), dx (N,C,H,W) or dw (K,C,R,S). */
+static inline int64_t conv_out_elems(const rg_conv2d_shape *s, conv_dir d) {
+    return d == DIR_FWD        ? s->n * s->k * s->p * s->q
+           : d == DIR_BWD_DATA ? s->n * s->c * s->h * s->w
+                               : s->k * s->c * s->r * s->s;
+}
+
 typedef struct rg_conv_graph rg_conv_graph;
 
 /* The fastest execution plan cuDNN's graph API has for direction d of shape s (alpha 1, beta 0):

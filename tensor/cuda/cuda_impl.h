@@ -105,6 +105,11 @@ static inline unsigned rg_cuda_warp_grid(const rg_cuda_ctx *ctx, int64_t rows) {
     for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < (rows);            \
          r += ((int64_t)gridDim.x * blockDim.x) >> 5)
 
+/* Whether p may be read as float4 (and promised to cuDNN as 16-byte aligned). */
+static inline bool rg_cuda_aligned16(const void *p) {
+    return ((uintptr_t)p & 15u) == 0;
+}
+
 static inline cudaStream_t rg_cuda_compute(const rg_cuda_ctx *ctx) {
     return ctx->stream[RG_CUDA_STREAM_COMPUTE];
 }

@@ -39,13 +39,9 @@ void rg_cuda_scale(rg_cuda_ctx *ctx, int64_t n, float beta, float *y) {
  * at an odd offset is not): a quarter of the load and store instructions for the same bytes.
  * n4 is the count of float4s (0 when not aligned); the last n - 4*n4 floats go one by one. */
 
-static bool aligned16(const void *p) {
-    return ((uintptr_t)p & 15u) == 0;
-}
-
 /* float4s of a stream of n floats whose pointers are all aligned, 0 if one is not */
 static int64_t vec4_count(int64_t n, const void *a, const void *b, const void *c) {
-    return aligned16(a) && aligned16(b) && (!c || aligned16(c)) ? n / 4 : 0;
+    return rg_cuda_aligned16(a) && rg_cuda_aligned16(b) && (!c || rg_cuda_aligned16(c)) ? n / 4 : 0;
 }
 
 /* blocks for n floats of which n4 float4s */
