@@ -102,19 +102,37 @@ static RG_HOSTDEV float rg_bn_dx(float dy, float xhat, float w_invstd, float mea
     return w_invstd * (dy - mean_dy - xhat * mean_dy_xhat);
 }
 
-/* ---- dropout: y = keep(i) ? x / (1 - p) : 0, keep(i) = u(seed, offset + i) >= p --------------- */
+/* ---- dropout: y = keep(i) ? x / (1 - p) : 0, keep(i) = u(seed, offset + i) >= p ---------------
+ * Dropout draws two decisions from each 32-bit Philox word, so one counter covers eight stream
+ * positions: position i reads the 16-bit half i % 2 (0: the low half) of word (i / 2) % 4 of
+ * counter i / 8, as the uniform u = half * 2^-16. A 24-bit uniform per element made the CPU's
+ * forward pass Philox-bound (ten rounds per four elements); sixteen bits halve the rounds and
+ * quantise p to 2^-16 (the kept fraction is exactly (65536 - ceil(p * 65536)) / 65536). The
+ * compare is exact in float: half * 2^-16 has at most 16 significant bits. */
+#define RG_DROPOUT_PER_COUNTER 8
+
+/* The 16-bit uniform of stream position i, from r = rg_philox(seed, i / 8). */
+static RG_HOSTDEV uint32_t rg_dropout_half(rg_philox4 r, uint64_t i) {
+    return (r.v[(i >> 1) & 3] >> (16 * (i & 1))) & 0xFFFFu;
+}
+
+/* Whether a drawn half keeps its element. */
+static RG_HOSTDEV bool rg_dropout_keeps(float p, uint32_t half) {
+    return (float)half * (1.0f / 65536.0f) >= p;
+}
+
 static RG_HOSTDEV bool rg_dropout_keep(float p, uint64_t seed, uint64_t i) {
-    return rg_philox_uniform(seed, i) >= p;
+    return rg_dropout_keeps(p, rg_dropout_half(rg_philox(seed, i >> 3), i));
 }
 
 /* The mask dropout's forward may store for its backward, as bits: bit b of the mask (bit b % 32 of
- * 32-bit word b / 32) is keep(4 * (offset / 4) + b), word b % 4 of the (b / 4)-th Philox counter
- * covering the n elements, so element i is bit i + offset % 4, and each counter's four keeps are
- * one nibble. Bits of positions outside [offset, offset + n) are 0. This many words: */
+ * 32-bit word b / 32) is keep(8 * (offset / 8) + b), position b % 8 of the (b / 8)-th Philox
+ * counter covering the n elements, so element i is bit i + offset % 8, and each counter's eight
+ * keeps are one byte. Bits of positions outside [offset, offset + n) are 0. This many words: */
 static RG_HOSTDEV int64_t rg_dropout_mask_words(int64_t n, uint64_t offset) {
     if (n <= 0) return 0;
-    uint64_t counters = ((offset + (uint64_t)n - 1) >> 2) - (offset >> 2) + 1;
-    return (int64_t)((counters + 7) / 8);
+    uint64_t counters = ((offset + (uint64_t)n - 1) >> 3) - (offset >> 3) + 1;
+    return (int64_t)((counters + 3) / 4);
 }
 
 /* ---- optimizer updates (exactly torch.optim's single-tensor rules) -------------------------- */

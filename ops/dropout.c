@@ -20,7 +20,8 @@ rg_tensor *rg_dropout(rg_tensor *x, float p, bool train, uint64_t seed, uint64_t
     if (!train || p == 0.0f) return x;
     RG_CHECK(offset, "dropout: NULL offset");
     uint64_t off = *offset;
-    *offset += ((uint64_t)x->numel + 3) & ~(uint64_t)3;
+    *offset +=
+        ((uint64_t)x->numel + RG_DROPOUT_PER_COUNTER - 1) & ~(uint64_t)(RG_DROPOUT_PER_COUNTER - 1);
     rg_tensor *y = rg_tensor_empty_like(x);
     /* the mask only where backward will run (rg_tape_record's test) */
     rg_tensor *mask = NULL;

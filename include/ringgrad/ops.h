@@ -81,8 +81,9 @@ RG_API rg_tensor *rg_batch_norm2d(rg_tensor *x, rg_tensor *weight, rg_tensor *bi
                                   float eps, const rg_bn_sync *sync);
 
 /* ---- regularisation (ops/dropout.c) ---- */
-/* Training: y = keep ? x / (1-p) : 0 with P(keep) = 1-p, the mask drawn from Philox stream
- * (seed, *offset) (*offset advances); evaluation (train false) or p == 0: y = x. */
+/* Training: y = keep ? x / (1-p) : 0 with P(keep) = 1-p (p quantised to 2^-16), the mask drawn
+ * from Philox stream (seed, *offset); *offset advances by numel rounded up to a multiple of 8 (a
+ * Philox counter's eight decisions). Evaluation (train false) or p == 0: y = x. */
 RG_API rg_tensor *rg_dropout(rg_tensor *x, float p, bool train, uint64_t seed, uint64_t *offset);
 
 /* ---- loss (ops/cross_entropy.c) ---- */

@@ -1,23 +1,26 @@
 /* dropout.c — inverted dropout on the CPU; the mask comes from rg_dropout_keep (kernels.h).
  *
- * One Philox call yields four 32-bit words, the uniforms of four consecutive stream elements, so
- * the kernels draw a block of counters at a time into a small buffer (a loop the compiler
- * vectorises) and then apply the mask element by element. The AVX2 and AVX-512 copies take
- * the blocks that lie inside the tensor on a fused path instead: Philox in registers, the words
- * transposed into stream order and compared, and the scaled input masked, a vector at a time
- * (draw_groups). Element i keeps exactly rg_dropout_keep(p, seed, offset + i): the same mask as
- * the per-element formula and as CUDA.
+ * One Philox call yields four 32-bit words, and each word two 16-bit uniforms: the decisions of
+ * eight consecutive stream elements (core/kernels.h). The kernels draw a block of counters at a
+ * time into a small buffer (a loop the compiler vectorises) and then apply the mask element by
+ * element. The AVX2 and AVX-512 copies take the blocks that lie inside the tensor on a fused path
+ * instead: Philox in registers, the words transposed into stream order, their 16-bit halves
+ * compared, and the scaled input masked, a vector at a time (draw_groups). Element i keeps exactly
+ * rg_dropout_keep(p, seed, offset + i): the same mask as the per-element formula and as CUDA.
  *
- * Forward also writes the keeps as bits (a block of 4 * COUNTERS positions is 8 whole words of the
- * mask, core/kernels.h), and backward given that mask reads it instead of drawing again: it then
- * moves dy, dx and 1/32 of their bytes in bits, a copy's work, where drawing made it as slow as
- * forward (Philox is 5-6 vector operations per element in AVX2). */
+ * Forward also writes the keeps as bits (a block of 8 * COUNTERS positions is 16 whole words of
+ * the mask, core/kernels.h), and backward given that mask reads it instead of drawing again: it
+ * then moves dy, dx and 1/32 of their bytes in bits, a copy's work, where drawing made it nearly as
+ * slow as forward. */
 #include <math.h>
 #include <string.h>
 
 #include "tensor/cpu/cpu.h"
 
-#define COUNTERS 64 /* Philox counters per block: 4 * COUNTERS stream elements */
+#define COUNTERS 64                /* Philox counters per block */
+#define PER RG_DROPOUT_PER_COUNTER /* stream elements per counter: 8 */
+#define BLOCK (PER * COUNTERS)     /* stream elements per block */
+#define BLOCK_WORDS (BLOCK / 32)   /* mask words per block: 16 */
 
 static float keep_scale(float p) {
     return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
@@ -86,8 +89,8 @@ static inline pvec mulhilo(pvec c, pvec m, pvec *lo) {
     return P_ODD(P_SRL64(even, 32), odd);
 }
 
-/* u[4j + w] = word w of Philox(seed, ctr0 + j): stream elements 4*ctr0 ... 4*ctr0 + 4*COUNTERS-1;
- * the same words as rg_philox (core/kernels.h), PV counters at a time. */
+/* u[4j + w] = word w of Philox(seed, ctr0 + j), the decisions of stream elements 8*ctr0 + 8j + 2w
+ * and + 1; the same words as rg_philox (core/kernels.h), PV counters at a time. */
 static void draw_words(uint64_t seed, uint64_t ctr0, uint32_t *restrict u) {
     const pvec m0 = P_SET1(0xD2511F53u), m1 = P_SET1(0xCD9E8D57u);
     for (int j = 0; j < COUNTERS; j += PV) {
@@ -113,9 +116,10 @@ static void draw_words(uint64_t seed, uint64_t ctr0, uint32_t *restrict u) {
 
 /* The fused path: the words of PV counters straight into registers in stream order, no buffer.
  * Packed lane 4q + r (q: the 128-bit lane, r: the 32-bit word within it) draws counter
- * ctr0 + (PV/4)*r + q, so that the in-lane 4x4 transposes (two rounds of unpacks) leave word w of
- * counters ctr0 + (PV/4)*k ... ctr0 + (PV/4)*k + PV/4 - 1, in order, in vector k: stream elements
- * 4*ctr0 + PV*k ... 4*ctr0 + PV*k + PV - 1.
+ * ctr0 + (PV/4)*r + q, so that the in-lane 4x4 transposes (two rounds of unpacks) leave the four
+ * words of counters ctr0 + (PV/4)*k ... ctr0 + (PV/4)*k + PV/4 - 1, in order, in vector k: the
+ * PV words of stream elements 8*ctr0 + 2*PV*k ... 8*ctr0 + 2*PV*k + 2*PV - 1, whose 16-bit lanes
+ * are those elements' uniforms in stream order.
  * The rounds run on the even and the odd packed lanes as two separate vectors of 64-bit lanes, each
  * word in the low half of its lane: vpmuludq reads only the low halves and leaves lo in the low,
  * hi in the high half of its product, so a round is 2 multiplies, 1 shift (hi down) and 2 xors
@@ -155,11 +159,14 @@ static void philox_keys_init(uint64_t seed, philox_keys *ks) {
 /* G groups of PV counters at once, ctr0 + PV*g for group g, their rounds interleaved (more
  * independent chains to hide the multiplies' latency): w[4*g + k] as described above. Counters
  * ctr0 ... ctr0 + G*PV - 1 must share their upper 32 bits (the caller checks). On Zen 3 (AVX2,
- * 16384 floats in L2, one thread) G = 2 draws and masks in 0.67 ns per element, G = 1 in 0.84
- * and G = 4 in 0.76 (it spills); the rounds must be unrolled for the halves to stay in registers.
+ * 16384 floats in L2, one thread, one decision a word) G = 2 drew and masked in 0.67 ns per
+ * element, G = 1 in 0.84 and G = 4 in 0.76 (it spills); on Zen 5 with two decisions a word,
+ * AVX-512 G = 2 0.115-0.123 ns, G = 1 0.142-0.157, G = 4 0.118-0.120. The rounds must be unrolled
+ * for the halves to stay in registers. (Peeling rounds 0 and 1, whose upper counter words are
+ * constant, saves 2 of 20 products a half and measured no faster.)
  * AVX-512 transposes with vpermt2d (any 16 of two vectors' 32 lanes, one instruction): per half,
  * words 0/1 and 2/3 paired per counter, then counters 0-3 and 4-7 in stream order, 4 permutes per
- * 32 elements where AVX2 needs 8 shifts, blends and unpacks; its halves hold consecutive
+ * 32 words where AVX2 needs 8 shifts, blends and unpacks; its halves hold consecutive
  * counters, so half h yields w[2h] and w[2h + 1].
  */
 #define G 2
@@ -201,24 +208,30 @@ static inline __attribute__((always_inline)) void draw_groups(const philox_keys 
 #endif
 }
 
-/* v where word w >= T (unsigned; T = threshold << 8), else +0.0f; the keeps into the PV bits at
- * bits (lane l in bit l, little-endian), stored straight from the compare */
-static inline pfvec keep_or_zero_v(pfvec v, pvec w, pvec T, unsigned char *bits) {
+/* The 2*PV elements whose uniforms are the 16-bit lanes of w: v0 and v1 (their first and last PV)
+ * where the lane >= T (unsigned; T: the threshold in every 16-bit lane), else +0.0f; the keeps
+ * into the 2*PV bits at bits (element l in bit l, little-endian), stored straight from the compare
+ */
+static inline void keep_or_zero_v(pfvec *v0, pfvec *v1, pvec w, pvec T, unsigned char *bits) {
 #if defined(__AVX512F__)
-    __mmask16 keep = _mm512_cmpge_epu32_mask(w, T);
-    memcpy(bits, &keep, 2);
-    return _mm512_maskz_mov_ps(keep, v);
+    __mmask32 keep = _mm512_cmpge_epu16_mask(w, T);
+    memcpy(bits, &keep, 4);
+    *v0 = _mm512_maskz_mov_ps((__mmask16)keep, *v0);
+    *v1 = _mm512_maskz_mov_ps((__mmask16)(keep >> 16), *v1);
 #else
-    pvec keep = _mm256_cmpeq_epi32(_mm256_max_epu32(w, T), w);
-    *bits = (unsigned char)_mm256_movemask_ps(_mm256_castsi256_ps(keep));
-    return _mm256_and_ps(v, _mm256_castsi256_ps(keep));
+    pvec keep = _mm256_cmpeq_epi16(_mm256_max_epu16(w, T), w); /* 0xFFFF where kept */
+    __m256 k0 = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(keep)));
+    __m256 k1 = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(keep, 1)));
+    bits[0] = (unsigned char)_mm256_movemask_ps(k0);
+    bits[1] = (unsigned char)_mm256_movemask_ps(k1);
+    *v0 = _mm256_and_ps(*v0, k0), *v1 = _mm256_and_ps(*v1, k1);
 #endif
 }
 #define HAVE_FUSED 1
 typedef const philox_keys *philox_keys_arg;
 #else
 typedef int philox_keys_arg; /* no fused path: unused */
-/* u[4j + w] = word w of Philox(seed, ctr0 + j): stream elements 4*ctr0 ... 4*ctr0 + 4*COUNTERS-1 */
+/* u[4j + w] = word w of Philox(seed, ctr0 + j) */
 static void draw_words(uint64_t seed, uint64_t ctr0, uint32_t *restrict u) {
     for (int j = 0; j < COUNTERS; j++) {
         rg_philox4 r = rg_philox(seed, ctr0 + (uint64_t)j);
@@ -227,8 +240,6 @@ static void draw_words(uint64_t seed, uint64_t ctr0, uint32_t *restrict u) {
 }
 #endif
 
-/* rg_dropout_keep as an integer test on an already drawn word: the uniform (w >> 8) * 2^-24 is
- * exact, so "uniform >= p" is "(w >> 8) >= keep_threshold(p)". */
 /* v where keep is 1, else +0.0f: as bits, so that the masking loops below vectorise in every copy
  * (GCC sank the multiply into a branch on the compare, which only the AVX-512 copy's masked moves
  * could vectorise: 6% of a copy's speed in the others). */
@@ -240,60 +251,65 @@ static inline float keep_or_zero(float v, uint32_t keep) {
     return v;
 }
 
-/* whether drawn word w keeps its element */
-static inline uint32_t keeps(uint32_t w, uint32_t threshold) {
-    return (uint32_t)((w >> 8) >= threshold);
+/* rg_dropout_keeps as an integer test: the uniform h * 2^-16 of a 16-bit half h is exact, so
+ * "uniform >= p" is "h >= keep_threshold(p)". Whether block element k (u: the block's words)
+ * keeps: */
+static inline uint32_t keeps(const uint32_t *u, int64_t k, uint32_t threshold) {
+    return (uint32_t)(((u[k >> 1] >> (16 * (k & 1))) & 0xFFFFu) >= threshold);
 }
 
 static uint32_t keep_threshold(float p) {
-    if (!(p <= 1.0f)) return 1u << 25;             /* p > 1 or NaN: the float test keeps nothing */
-    if (!(p > 0.0f)) return 0;                     /* p <= 0: keeps everything */
-    return (uint32_t)ceil((double)p * 16777216.0); /* exact: p has 24 significant bits */
+    if (!(p <= 1.0f)) return 1u << 17;          /* p > 1 or NaN: the float test keeps nothing */
+    if (!(p > 0.0f)) return 0;                  /* p <= 0: keeps everything */
+    return (uint32_t)ceil((double)p * 65536.0); /* exact: p * 2^16 is a double */
 }
 
 #ifdef HAVE_FUSED
 /* A block takes the fused path when it lies wholly inside the tensor, its counters share their
  * upper 32 bits (draw_groups' condition; COUNTERS divides 2^32, so only blocks that start
- * unaligned can straddle), and the threshold fits the word compare (t < 2^24: p < 1). */
+ * unaligned can straddle), and the threshold fits the 16-bit compare (t < 2^16). */
 #define FUSED_OK(lo, hi, ctr0, t)                                                                  \
-    ((lo) == 0 && (hi) == 4 * COUNTERS && (uint32_t)(ctr0) <= UINT32_MAX - (COUNTERS - 1) &&       \
-     (t) < (1u << 24))
+    ((lo) == 0 && (hi) == BLOCK && (uint32_t)(ctr0) <= UINT32_MAX - (COUNTERS - 1) &&              \
+     (t) < (1u << 16))
 #endif
 
-/* The stream elements of block b cover tensor elements [e0, e0 + 4*COUNTERS) (clipped to [0, n)).
- */
+/* The stream elements of block b cover tensor elements [e0, e0 + BLOCK) (clipped to [0, n)). */
 #define FOR_BLOCKS(n, offset)                                                                      \
-    uint64_t c_first = (offset) >> 2, c_end = ((offset) + (uint64_t)(n) + 3) >> 2;                 \
+    uint64_t c_first = (offset) >> 3, c_end = ((offset) + (uint64_t)(n) + PER - 1) >> 3;           \
     int64_t nblocks = (int64_t)((c_end - c_first + COUNTERS - 1) / COUNTERS);                      \
     _Pragma("omp parallel for if (n > RG_CPU_PAR_MIN / 8) schedule(static)") for (int64_t b = 0;   \
                                                                                   b < nblocks;     \
                                                                                   b++)
 
 #ifdef HAVE_FUSED
-/* One block on the fused path: out[e] = mask(in[e]) * scale + beta * out[e] for its 4 * COUNTERS
+/* One block on the fused path: out[e] = mask(in[e]) * scale + beta * out[e] for its BLOCK
  * elements (in, out: the block's first element), the keep of element e in bit e % 8 of bits[e / 8].
  * Always inlined, and called with a constant beta = 0 where beta is 0: a test of beta left in the
  * loop cost 40% (0.68 -> 0.95 ns per element). */
 static inline __attribute__((always_inline)) void
 fused_block(const philox_keys *ks, uint64_t ctr0, float scale, uint32_t t, const float *in,
-            float beta, float *out, unsigned char bits[4 * COUNTERS / 8]) {
+            float beta, float *out, unsigned char bits[BLOCK / 8]) {
     const pfvec s = PF_SET1(scale), bv = PF_SET1(beta);
-    const pvec T = P_SET1(t << 8);
+    const pvec T = P_SET1(t * 0x10001u); /* t in both 16-bit halves */
     for (int j = 0; j < COUNTERS; j += G * PV) {
         pvec w[4 * G];
         draw_groups(ks, ctr0 + (uint64_t)j, w);
         for (int k = 0; k < 4 * G; k++) {
-            int64_t e = 4 * j + PV * k;
-            pfvec r = keep_or_zero_v(PF_MUL(PF_LOAD(&in[e]), s), w[k], T, &bits[e / 8]);
-            if (beta != 0.0f) r = PF_ADD(r, PF_MUL(bv, PF_LOAD(&out[e])));
-            PF_STORE(&out[e], r);
+            int64_t e = PER * j + 2 * PV * k;
+            pfvec r0 = PF_MUL(PF_LOAD(&in[e]), s), r1 = PF_MUL(PF_LOAD(&in[e + PV]), s);
+            keep_or_zero_v(&r0, &r1, w[k], T, &bits[e / 8]);
+            if (beta != 0.0f) {
+                r0 = PF_ADD(r0, PF_MUL(bv, PF_LOAD(&out[e])));
+                r1 = PF_ADD(r1, PF_MUL(bv, PF_LOAD(&out[e + PV])));
+            }
+            PF_STORE(&out[e], r0), PF_STORE(&out[e + PV], r1);
         }
     }
 }
 #endif
 
 /* Block b of a call (counters ctr0 ...): out = mask(in) * scale + beta * out over its elements
- * of [0, n), and its keeps into words 8b ... 8b + 7 of mask (those below words) unless mask is
+ * of [0, n), and its keeps into words BLOCK_WORDS*b ... of mask (those below words) unless mask is
  * NULL. Always inlined, in forward with a constant beta = 0 and in backward once per case of beta,
  * so that each parallel loop (its own function under OpenMP) has no test of beta inside: one left
  * in the fused loop cost 40% (0.68 -> 0.95 ns per element). */
@@ -302,9 +318,10 @@ dropout_block(int64_t n, uint64_t seed, uint64_t offset, int64_t b, uint64_t ctr
               const philox_keys_arg ks, float scale, uint32_t t, const float *in, float beta,
               float *out, uint32_t *mask, int64_t words) {
     uint32_t u[4 * COUNTERS];
-    unsigned char bits[4 * COUNTERS / 8];
-    int64_t e0 = (int64_t)(4 * ctr0 - offset); /* tensor element of u[0]; may be negative */
-    int64_t lo = e0 < 0 ? -e0 : 0, hi = n - e0 < 4 * COUNTERS ? n - e0 : 4 * COUNTERS;
+    unsigned char bits[BLOCK / 8];
+    /* the tensor element of the block's first position; may be negative */
+    int64_t e0 = (int64_t)(PER * ctr0 - offset);
+    int64_t lo = e0 < 0 ? -e0 : 0, hi = n - e0 < BLOCK ? n - e0 : BLOCK;
 #ifdef HAVE_FUSED
     if (FUSED_OK(lo, hi, ctr0, t)) {
         fused_block(ks, ctr0, scale, t, &in[e0], beta, &out[e0], bits);
@@ -314,24 +331,25 @@ dropout_block(int64_t n, uint64_t seed, uint64_t offset, int64_t b, uint64_t ctr
         draw_words(seed, ctr0, u);
         if (beta == 0.0f) {
             for (int64_t k = lo; k < hi; k++)
-                out[e0 + k] = keep_or_zero(in[e0 + k] * scale, keeps(u[k], t));
+                out[e0 + k] = keep_or_zero(in[e0 + k] * scale, keeps(u, k, t));
         } else {
             for (int64_t k = lo; k < hi; k++)
-                out[e0 + k] = keep_or_zero(in[e0 + k] * scale, keeps(u[k], t)) + beta * out[e0 + k];
+                out[e0 + k] = keep_or_zero(in[e0 + k] * scale, keeps(u, k, t)) + beta * out[e0 + k];
         }
         if (mask) {
             memset(bits, 0, sizeof bits);
             for (int64_t k = lo; k < hi; k++)
-                bits[k >> 3] |= (unsigned char)(keeps(u[k], t) << (k & 7));
+                bits[k >> 3] |= (unsigned char)(keeps(u, k, t) << (k & 7));
         }
     }
     if (mask)
-        for (int64_t w = 0; w < 4 * COUNTERS / 32 && 8 * b + w < words; w++)
-            mask[8 * b + w] = (uint32_t)bits[4 * w] | (uint32_t)bits[4 * w + 1] << 8 |
-                              (uint32_t)bits[4 * w + 2] << 16 | (uint32_t)bits[4 * w + 3] << 24;
+        for (int64_t w = 0; w < BLOCK_WORDS && BLOCK_WORDS * b + w < words; w++)
+            mask[BLOCK_WORDS * b + w] = (uint32_t)bits[4 * w] | (uint32_t)bits[4 * w + 1] << 8 |
+                                        (uint32_t)bits[4 * w + 2] << 16 |
+                                        (uint32_t)bits[4 * w + 3] << 24;
 }
 
-/* dx = (bit e + offset % 4 of mask ? dy * scale : 0) + beta * dx for the 32 * (w1 - w0) elements
+/* dx = (bit e + offset % 8 of mask ? dy * scale : 0) + beta * dx for the 32 * (w1 - w0) elements
  * of words w0 ... w1 - 1 (those in [0, n)). Inlined with a constant beta = 0 where it is 0. */
 static inline __attribute__((always_inline)) void
 masked_words(int64_t n, int64_t s, const uint32_t *mask, int64_t w0, int64_t w1, float scale,
@@ -382,7 +400,7 @@ void rg_cpu_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset,
                              const uint32_t *mask, const float *dy, float beta, float *dx) {
     float scale = keep_scale(p);
     if (mask) {
-        int64_t words = rg_dropout_mask_words(n, offset), s = (int64_t)(offset & 3);
+        int64_t words = rg_dropout_mask_words(n, offset), s = (int64_t)(offset & (PER - 1));
         int64_t chunks = (words + MASK_CHUNK - 1) / MASK_CHUNK;
 #pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)
         for (int64_t c = 0; c < chunks; c++) {

@@ -6,12 +6,12 @@
  * the launch shape. Forward can store the mask as bits (the op asks for it when backward will
  * run), and backward then reads it instead of recomputing it.
  *
- * One Philox call yields four stream positions (4c .. 4c+3), so a thread owns one counter c and
- * the (up to four) elements at its positions (rg_philox_position, per_thread.h). The four
- * rg_dropout_keep calls are made unconditionally, with positions written (c << 2) | j: the
- * compiler then sees that they share one counter and computes Philox once instead of four times
- * (checked in the PTX: 22 multiplies per thread, not 80). The bounds checks come after, on the
- * stores. */
+ * One Philox call yields the decisions of eight stream positions (8c .. 8c+7: two 16-bit halves
+ * of each of its four words), so a thread owns one counter c, draws it once, and takes the (up
+ * to eight) elements at its positions (rg_stream_position, per_thread.h). When the offset is a
+ * multiple of 4 and the pointers 16-byte aligned (the allocator's blocks are), a counter whose
+ * eight elements all lie in the tensor moves them as two float4s; the one or two counters at the
+ * ends go element by element with bounds checks. */
 #include "tensor/cuda/cuda_impl.h"
 
 /* 1/(1-p) for the kept elements; p == 1 drops everything */
@@ -19,32 +19,64 @@ static float keep_scale(float p) {
     return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
 }
 
+/* Element index of counter g's first position, and whether its eight elements are [0, n)'s */
+static __device__ __forceinline__ int64_t counter_first(uint64_t offset, int64_t g, int64_t n,
+                                                        bool *whole) {
+    int64_t first =
+        (int64_t)((((offset >> RG_DROPOUT_SHIFT) + (uint64_t)g) << RG_DROPOUT_SHIFT) - offset);
+    *whole = first >= 0 && first + RG_DROPOUT_PER_COUNTER <= n;
+    return first;
+}
+
+/* v masked by bits 0-3 of byte (a float4's four keeps) and scaled */
+static __device__ __forceinline__ float4 keep4(float4 v, uint32_t byte, float scale) {
+    return make_float4(byte & 1u ? v.x * scale : 0.0f, byte & 2u ? v.y * scale : 0.0f,
+                       byte & 4u ? v.z * scale : 0.0f, byte & 8u ? v.w * scale : 0.0f);
+}
+
+/* Whether whole counters may move as float4s: element 8c - offset is then a multiple of 4 */
+static bool vec_ok(uint64_t offset, const void *a, const void *b) {
+    return (offset & 3u) == 0 && rg_cuda_aligned16(a) && rg_cuda_aligned16(b);
+}
+
 /* y (n) = keep(i) ? x * scale : 0;  x (n). With mask, the keeps as bits too (core/kernels.h):
  * a warp takes 32 consecutive counters (a warp-stride loop, so its lanes stay together), lane l's
- * four keeps are bits 4(l % 8) ... of word l / 8 of the warp's four, and three xor-shuffles gather
- * each word, which its first lane stores: no atomics, no zeroing. */
+ * eight keeps are byte l % 4 of word l / 4 of the warp's eight, and two xor-shuffles gather each
+ * word, which its first lane stores: no atomics, no zeroing. */
 __global__ void dropout_forward_kernel(int64_t n, float p, float scale, uint64_t seed,
-                                       uint64_t offset, const float *x, float *y, uint32_t *mask) {
-    int64_t counters = rg_philox_counters(n, offset), words = rg_dropout_mask_words(n, offset);
+                                       uint64_t offset, bool vec, const float *x, float *y,
+                                       uint32_t *mask) {
+    int64_t counters = rg_stream_counters(n, offset, RG_DROPOUT_SHIFT);
+    int64_t words = rg_dropout_mask_words(n, offset);
     int lane = (int)(threadIdx.x & 31);
     RG_CUDA_FOR_WARP(r, (counters + 31) / 32) {
-        int64_t g = 32 * r + lane; /* past the last counter: no element is in[] */
-        bool keep[4], in[4];
-        int64_t idx[4];
-        for (uint64_t j = 0; j < 4; j++) /* unconditional: one shared Philox call */
-            keep[j] =
-                rg_dropout_keep(p, seed, rg_philox_position(offset, n, g, j, &idx[j], &in[j]));
-        uint32_t nibble = 0;
-        for (int j = 0; j < 4; j++)
-            if (in[j]) {
-                y[idx[j]] = keep[j] ? x[idx[j]] * scale : 0.0f;
-                nibble |= (uint32_t)keep[j] << j;
+        int64_t g = 32 * r + lane; /* past the last counter: no element is in range */
+        rg_philox4 draw = rg_philox(seed, (offset >> RG_DROPOUT_SHIFT) + (uint64_t)g);
+        uint32_t byte = 0;
+        bool whole;
+        int64_t first = counter_first(offset, g, n, &whole);
+        if (vec && whole) {
+            for (uint64_t j = 0; j < RG_DROPOUT_PER_COUNTER; j++)
+                byte |= (uint32_t)rg_dropout_keeps(p, rg_dropout_half(draw, j)) << j;
+            const float4 *x4 = reinterpret_cast<const float4 *>(x + first);
+            float4 *y4 = reinterpret_cast<float4 *>(y + first);
+            y4[0] = keep4(x4[0], byte, scale), y4[1] = keep4(x4[1], byte >> 4, scale);
+        } else {
+            for (uint64_t j = 0; j < RG_DROPOUT_PER_COUNTER; j++) {
+                int64_t idx;
+                bool in;
+                rg_stream_position(offset, n, g, j, RG_DROPOUT_SHIFT, &idx, &in);
+                if (!in) continue;
+                bool keep = rg_dropout_keeps(p, rg_dropout_half(draw, j));
+                y[idx] = keep ? x[idx] * scale : 0.0f;
+                byte |= (uint32_t)keep << j;
             }
+        }
         if (mask) { /* the same for the whole grid: every lane takes part in the shuffles */
-            uint32_t v = nibble << (4 * (lane & 7));
-            for (int d = 1; d < 8; d <<= 1) v |= __shfl_xor_sync(0xffffffffu, v, d);
-            int64_t word = 4 * r + (lane >> 3);
-            if ((lane & 7) == 0 && word < words) mask[word] = v;
+            uint32_t v = byte << (8 * (lane & 3));
+            for (int d = 1; d < 4; d <<= 1) v |= __shfl_xor_sync(0xffffffffu, v, d);
+            int64_t word = 8 * r + (lane >> 2);
+            if ((lane & 3) == 0 && word < words) mask[word] = v;
         }
     }
 }
@@ -53,36 +85,51 @@ void rg_cuda_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset,
                              float *y, uint32_t *mask) {
     if (n <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
-    int64_t warps = (rg_philox_counters(n, offset) + 31) / 32; /* of 32 counters */
+    int64_t warps = (rg_stream_counters(n, offset, RG_DROPOUT_SHIFT) + 31) / 32; /* 32 counters */
     dropout_forward_kernel<<<rg_cuda_warp_grid(ctx, warps), RG_CUDA_BLOCK, 0,
-                             rg_cuda_compute(ctx)>>>(n, p, keep_scale(p), seed, offset, x, y, mask);
+                             rg_cuda_compute(ctx)>>>(n, p, keep_scale(p), seed, offset,
+                                                     vec_ok(offset, x, y), x, y, mask);
     RG_CUDA_CHECK_LAUNCH();
 }
 
 /* dx (n) = beta*dx + (keep(i) ? dy * scale : 0);  dy (n); the keeps from mask when given (the
- * thread's nibble of it), else drawn again */
+ * thread's byte of it), else drawn again */
 __global__ void dropout_backward_kernel(int64_t n, float p, float scale, uint64_t seed,
-                                        uint64_t offset, const uint32_t *mask, const float *dy,
-                                        float beta, float *dx) {
-    int64_t counters = rg_philox_counters(n, offset);
+                                        uint64_t offset, bool vec, const uint32_t *mask,
+                                        const float *dy, float beta, float *dx) {
+    int64_t counters = rg_stream_counters(n, offset, RG_DROPOUT_SHIFT);
     RG_CUDA_FOR(g, counters) {
-        bool keep[4], in[4];
-        int64_t idx[4];
+        uint32_t byte;
         if (mask) {
-            uint32_t nibble = mask[g >> 3] >> (4 * (g & 7));
-            for (uint64_t j = 0; j < 4; j++) {
-                rg_philox_position(offset, n, g, j, &idx[j], &in[j]);
-                keep[j] = (nibble >> j) & 1u;
+            byte = (mask[g >> 2] >> (8 * (g & 3))) & 0xFFu;
+        } else {
+            rg_philox4 draw = rg_philox(seed, (offset >> RG_DROPOUT_SHIFT) + (uint64_t)g);
+            byte = 0;
+            for (uint64_t j = 0; j < RG_DROPOUT_PER_COUNTER; j++)
+                byte |= (uint32_t)rg_dropout_keeps(p, rg_dropout_half(draw, j)) << j;
+        }
+        bool whole;
+        int64_t first = counter_first(offset, g, n, &whole);
+        if (vec && whole) {
+            const float4 *dy4 = reinterpret_cast<const float4 *>(dy + first);
+            float4 *dx4 = reinterpret_cast<float4 *>(dx + first);
+            for (int h = 0; h < 2; h++) {
+                float4 v = keep4(dy4[h], byte >> (4 * h), scale);
+                if (beta != 0.0f) {
+                    float4 o = dx4[h];
+                    v.x += beta * o.x, v.y += beta * o.y, v.z += beta * o.z, v.w += beta * o.w;
+                }
+                dx4[h] = v;
             }
         } else {
-            for (uint64_t j = 0; j < 4; j++)
-                keep[j] =
-                    rg_dropout_keep(p, seed, rg_philox_position(offset, n, g, j, &idx[j], &in[j]));
-        }
-        for (int j = 0; j < 4; j++) {
-            if (!in[j]) continue;
-            float v = keep[j] ? dy[idx[j]] * scale : 0.0f;
-            dx[idx[j]] = beta == 0.0f ? v : v + beta * dx[idx[j]];
+            for (uint64_t j = 0; j < RG_DROPOUT_PER_COUNTER; j++) {
+                int64_t idx;
+                bool in;
+                rg_stream_position(offset, n, g, j, RG_DROPOUT_SHIFT, &idx, &in);
+                if (!in) continue;
+                float v = (byte >> j) & 1u ? dy[idx] * scale : 0.0f;
+                dx[idx] = beta == 0.0f ? v : v + beta * dx[idx];
+            }
         }
     }
 }
@@ -91,8 +138,9 @@ void rg_cuda_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset
                               const uint32_t *mask, const float *dy, float beta, float *dx) {
     if (n <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
-    dropout_backward_kernel<<<rg_cuda_grid(ctx, rg_philox_counters(n, offset)), RG_CUDA_BLOCK, 0,
-                              rg_cuda_compute(ctx)>>>(n, p, keep_scale(p), seed, offset, mask, dy,
-                                                      beta, dx);
+    int64_t counters = rg_stream_counters(n, offset, RG_DROPOUT_SHIFT);
+    dropout_backward_kernel<<<rg_cuda_grid(ctx, counters), RG_CUDA_BLOCK, 0,
+                              rg_cuda_compute(ctx)>>>(n, p, keep_scale(p), seed, offset,
+                                                      vec_ok(offset, dy, dx), mask, dy, beta, dx);
     RG_CUDA_CHECK_LAUNCH();
 }

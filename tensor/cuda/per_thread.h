@@ -131,22 +131,36 @@ static RG_HOSTDEV bool rg_argmax_better(float vb, int64_t ib, float va, int64_t 
 }
 
 /* ---- Philox counters ------------------------------------------------------------------------
- * Stream positions [offset, offset + n) for elements 0..n-1. One Philox call yields positions
- * 4c .. 4c+3, so a thread takes one counter and up to four elements. */
+ * Stream positions [offset, offset + n) for elements 0..n-1. One Philox call covers 2^shift
+ * consecutive positions (4 uniforms: shift 2; 8 dropout decisions: shift 3, core/kernels.h), so a
+ * thread takes one counter and up to 2^shift elements. */
+#define RG_UNIFORM_SHIFT 2
+#define RG_DROPOUT_SHIFT 3
 
 /* Counters that cover the positions (n > 0). */
-static RG_HOSTDEV int64_t rg_philox_counters(int64_t n, uint64_t offset) {
-    return (int64_t)(((offset + (uint64_t)n - 1) >> 2) - (offset >> 2) + 1);
+static RG_HOSTDEV int64_t rg_stream_counters(int64_t n, uint64_t offset, int shift) {
+    return (int64_t)(((offset + (uint64_t)n - 1) >> shift) - (offset >> shift) + 1);
 }
 
-/* Position j (0..3) of the g-th covering counter, written (c << 2) | j so that the compiler sees
- * the four share counter c; its element index in *i, and whether it is one of the n elements. */
-static RG_HOSTDEV uint64_t rg_philox_position(uint64_t offset, int64_t n, int64_t g, uint64_t j,
-                                              int64_t *i, bool *valid) {
-    uint64_t pos = (((offset >> 2) + (uint64_t)g) << 2) | j;
+/* Position j (0 .. 2^shift - 1) of the g-th covering counter, written (c << shift) | j so that the
+ * compiler sees they share counter c; its element index in *i, and whether it is one of the n
+ * elements. */
+static RG_HOSTDEV uint64_t rg_stream_position(uint64_t offset, int64_t n, int64_t g, uint64_t j,
+                                              int shift, int64_t *i, bool *valid) {
+    uint64_t pos = (((offset >> shift) + (uint64_t)g) << shift) | j;
     *i = (int64_t)(pos - offset);
     *valid = pos >= offset && *i < n;
     return pos;
+}
+
+/* The uniform stream's (rg_philox_uniform): four positions a counter. */
+static RG_HOSTDEV int64_t rg_philox_counters(int64_t n, uint64_t offset) {
+    return rg_stream_counters(n, offset, RG_UNIFORM_SHIFT);
+}
+
+static RG_HOSTDEV uint64_t rg_philox_position(uint64_t offset, int64_t n, int64_t g, uint64_t j,
+                                              int64_t *i, bool *valid) {
+    return rg_stream_position(offset, n, g, j, RG_UNIFORM_SHIFT, i, valid);
 }
 
 #endif

@@ -73,13 +73,13 @@ static bool *mask_of(const rg_tensor *y) {
 }
 
 Test(tensor_dropout, same_seed_and_offset_give_the_same_mask_and_the_offset_moves_on) {
-    int64_t n = 1001; /* not a multiple of 4 */
+    int64_t n = 1001; /* not a multiple of 8 */
     rg_tensor *x = rgt_uniform(RG_SHAPE(n), 1, 2, 5);
     rg_scope_begin();
     uint64_t o1 = 40, o2 = 40;
     bool *a = mask_of(rg_dropout(x, 0.5f, true, 7, &o1));
     bool *b = mask_of(rg_dropout(x, 0.5f, true, 7, &o2));
-    cr_assert_eq(o1, 40 + 1004, "the offset advances by whole Philox counters: %llu",
+    cr_assert_eq(o1, 40 + 1008, "the offset advances by whole Philox counters: %llu",
                  (unsigned long long)o1);
     cr_assert_eq(o1, o2);
     for (int64_t i = 0; i < n; i++)
@@ -128,7 +128,7 @@ Test(tensor_dropout, backward_applies_the_forward_mask) {
  * drawing again: with the stored bits cleared, every gradient is 0 although the draw keeps most. */
 Test(tensor_dropout, backward_reads_the_mask_forward_stored) {
     rg_tensor *x = rgt_param(RG_SHAPE(5, 101), 1, 2, 6);
-    uint64_t off = 6; /* not a multiple of 4: element i is bit i + 2 */
+    uint64_t off = 6; /* not a multiple of 8: element i is bit i + 6 */
     rg_scope_begin();
     rg_tensor *y = rg_dropout(x, 0.25f, true, 9, &off);
     int64_t len;
@@ -141,7 +141,7 @@ Test(tensor_dropout, backward_reads_the_mask_forward_stored) {
     const uint32_t *bits = mask->data;
     const float *yp = rg_tensor_f32(y);
     for (int64_t i = 0; i < 505; i++)
-        cr_assert_eq((bits[(i + 2) / 32] >> ((i + 2) % 32)) & 1u, yp[i] != 0.0f, "bit of %lld",
+        cr_assert_eq((bits[(i + 6) / 32] >> ((i + 6) % 32)) & 1u, yp[i] != 0.0f, "bit of %lld",
                      (long long)i);
     memset(mask->data, 0, (size_t)mask->numel * 4);
     rg_backward(rg_sum(y));

@@ -303,13 +303,15 @@ Test(tensor_isa, reductions_match_generic_within_rounding) {
 
 /* The dropout kernels test the drawn words against an integer threshold; every copy keeps exactly
  * the elements rg_dropout_keep (the formula the CUDA kernel uses) keeps, at awkward p too, in
- * forward, in the mask forward stores (bit i + offset % 4; the bits around the elements 0), in
+ * forward, in the mask forward stores (bit i + offset % 8; the bits around the elements 0), in
  * backward drawing again and in backward reading that mask, also where the Philox counter's lower
- * word wraps (offset near 2^34: the AVX2 and AVX-512 copies' fused blocks need one upper word, and
- * fall back around the wrap). */
+ * word wraps (offset near 2^35, eight positions a counter: the AVX2 and AVX-512 copies' fused
+ * blocks need one upper word, and fall back around the wrap). p = 1 - 2^-16 is the largest that the
+ * fused blocks' 16-bit compare takes; 0.9999999 rounds up to 1 and keeps nothing. */
 Test(tensor_isa, dropout_masks_are_the_formula_on_every_copy) {
-    const float ps[] = {0.0f, 5.9604645e-08f, 0.1f, 0.25f, 1.0f / 3.0f, 0.5f, 0.9999999f, 1.0f};
-    const uint64_t offs[] = {13, ((uint64_t)1 << 34) - 4 * 1000 - 2, 1024, 2};
+    const float ps[] = {0.0f, 5.9604645e-08f,         0.1f,       0.25f, 1.0f / 3.0f,
+                        0.5f, 1.0f - 1.0f / 65536.0f, 0.9999999f, 1.0f};
+    const uint64_t offs[] = {13, ((uint64_t)1 << 35) - 8 * 1000 - 2, 1024, 2, 7};
     const char *all[] = {"generic", "avx2", "avx512", "native"};
     const int64_t n = 4099;
     float *x = zeros(n), *y = zeros(n);
@@ -319,7 +321,7 @@ Test(tensor_isa, dropout_masks_are_the_formula_on_every_copy) {
         if (!t) continue;
         for (size_t k = 0; k < sizeof ps / sizeof *ps; k++) {
             for (size_t o = 0; o < sizeof offs / sizeof *offs; o++) {
-                int64_t words = rg_dropout_mask_words(n, offs[o]), s = (int64_t)(offs[o] & 3);
+                int64_t words = rg_dropout_mask_words(n, offs[o]), s = (int64_t)(offs[o] & 7);
                 cr_assert_eq(words, (s + n + 31) / 32, "%lld words", (long long)words);
                 uint32_t *mask = malloc((size_t)words * sizeof *mask);
                 memset(mask, 0xA5, (size_t)words * sizeof *mask); /* all written? */

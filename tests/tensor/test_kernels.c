@@ -71,6 +71,29 @@ Test(tensor_kernels, uniform_is_in_0_1_with_the_right_mean_and_variance) {
     cr_assert_eq(rg_philox_uniform(42, 6), (float)(rg_philox(42, 1).v[2] >> 8) / 16777216.0f);
 }
 
+/* Dropout's decisions: position 8c + 2w + h reads the 16-bit half h of word w of counter c, as the
+ * uniform half * 2^-16, so every half of every word is used once and the kept fraction is exactly
+ * (65536 - ceil(p * 2^16)) / 65536 over whole counters' worth of halves. */
+Test(tensor_kernels, dropout_reads_each_16_bit_half_once) {
+    const float ps[] = {0.1f, 0.5f, 1.0f / 3.0f};
+    for (int k = 0; k < 3; k++) {
+        uint32_t threshold = (uint32_t)ceil((double)ps[k] * 65536.0);
+        for (uint64_t c = 0; c < 4096; c++) {
+            rg_philox4 r = rg_philox(17, c);
+            for (uint64_t j = 0; j < 8; j++) {
+                uint32_t half = (r.v[j / 2] >> (j % 2 ? 16 : 0)) & 0xFFFFu;
+                cr_assert_eq(rg_dropout_keep(ps[k], 17, 8 * c + j), half >= threshold,
+                             "p %g counter %llu position %llu", (double)ps[k],
+                             (unsigned long long)c, (unsigned long long)j);
+            }
+        }
+    }
+    /* every threshold: a full sweep of the 65536 halves keeps 65536 - threshold of them */
+    int64_t kept = 0;
+    for (uint32_t h = 0; h < 65536; h++) kept += rg_dropout_keeps(0.1f, h);
+    cr_assert_eq(kept, 65536 - (int64_t)ceil((double)0.1f * 65536.0), "kept %lld", (long long)kept);
+}
+
 Test(tensor_kernels, normal_has_mean_0_and_std_1) {
     int64_t n = 1 << 20;
     double s = 0, s2 = 0, s4 = 0;
