@@ -9,6 +9,11 @@
  * For each size (float32, SUM) it times these methods, interleaved round by round so that
  * noise from the machine hits them alike:
  *   raw   MPI_Allreduce on MPI_COMM_WORLD, called from the main thread: the baseline;
+ *   rawsync  MPI_Barrier, then MPI_Allreduce: raw with the ranks lined up before every call, as
+ *         the join (dist/join.c) lines them up before every collective of an mpi comm. Back to
+ *         back, raw's calls drift apart and overlap one rank's copying with the other's summing;
+ *         lined up, both do the same phase at once: a barrier alone cost 20-25% at 1-4 MiB on 2
+ *         ranks of a 2-vCPU Zen 5 (docs/PERFORMANCE.md, tenth session);
  *   mpi   rg_comm_allreduce on an mpi comm: queue, comm thread, join, MPI_Allreduce;
  *   ring  rg_comm_allreduce on a ring comm: queue, comm thread, join, our ring;
  *   avg   as mpi, with RG_REDUCE_AVG: the 1/N scale after the sum is one more pass over the
@@ -70,6 +75,11 @@ typedef struct {
 
 static void run_raw(void *ctx, float *buf, int64_t count) {
     MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+static void run_rawsync(void *ctx, float *buf, int64_t count) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    run_raw(ctx, buf, count);
 }
 
 static void die_unless_ok(rg_status s) {
@@ -394,6 +404,7 @@ int main(int argc, char **argv) {
     ps_bench ps = {.rank = rank, .size = size, .chunk = o.ps_chunk / 4};
     const method all[] = {
         {.name = "raw", .run = run_raw},
+        {.name = "rawsync", .run = run_rawsync},
         {.name = "mpi", .run = run_comm, .ctx = mpi},
         {.name = "ring", .run = run_comm, .ctx = ring},
         {.name = "avg", .run = run_comm_avg, .ctx = mpi, .average = true},
