@@ -109,7 +109,8 @@ static RG_HOSTDEV float rg_bn_dx(float dy, float xhat, float w_invstd, float mea
  * forward pass Philox-bound (ten rounds per four elements); sixteen bits halve the rounds and
  * quantise p to 2^-16 (the kept fraction is exactly (65536 - ceil(p * 65536)) / 65536). The
  * compare is exact in float: half * 2^-16 has at most 16 significant bits. */
-#define RG_DROPOUT_PER_COUNTER 8
+#define RG_DROPOUT_SHIFT 3
+#define RG_DROPOUT_PER_COUNTER (1 << RG_DROPOUT_SHIFT)
 
 /* The 16-bit uniform of stream position i, from r = rg_philox(seed, i / 8). */
 static RG_HOSTDEV uint32_t rg_dropout_half(rg_philox4 r, uint64_t i) {
@@ -122,7 +123,7 @@ static RG_HOSTDEV bool rg_dropout_keeps(float p, uint32_t half) {
 }
 
 static RG_HOSTDEV bool rg_dropout_keep(float p, uint64_t seed, uint64_t i) {
-    return rg_dropout_keeps(p, rg_dropout_half(rg_philox(seed, i >> 3), i));
+    return rg_dropout_keeps(p, rg_dropout_half(rg_philox(seed, i >> RG_DROPOUT_SHIFT), i));
 }
 
 /* The mask dropout's forward may store for its backward, as bits: bit b of the mask (bit b % 32 of
@@ -131,7 +132,8 @@ static RG_HOSTDEV bool rg_dropout_keep(float p, uint64_t seed, uint64_t i) {
  * keeps are one byte. Bits of positions outside [offset, offset + n) are 0. This many words: */
 static RG_HOSTDEV int64_t rg_dropout_mask_words(int64_t n, uint64_t offset) {
     if (n <= 0) return 0;
-    uint64_t counters = ((offset + (uint64_t)n - 1) >> 3) - (offset >> 3) + 1;
+    uint64_t counters =
+        ((offset + (uint64_t)n - 1) >> RG_DROPOUT_SHIFT) - (offset >> RG_DROPOUT_SHIFT) + 1;
     return (int64_t)((counters + 3) / 4);
 }
 

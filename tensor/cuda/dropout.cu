@@ -8,24 +8,16 @@
  *
  * One Philox call yields the decisions of eight stream positions (8c .. 8c+7: two 16-bit halves
  * of each of its four words), so a thread owns one counter c, draws it once, and takes the (up
- * to eight) elements at its positions (rg_stream_position, per_thread.h). When the offset is a
- * multiple of 4 and the pointers 16-byte aligned (the allocator's blocks are), a counter whose
- * eight elements all lie in the tensor moves them as two float4s; the one or two counters at the
- * ends go element by element with bounds checks. */
+ * to eight) elements at its positions (rg_dropout_counter_*, per_thread.h, which
+ * tests/cuda/test_cuda_per_thread.c runs on the host for every counter against the CPU's mask).
+ * When the offset is a multiple of 4 and the pointers 16-byte aligned (the allocator's blocks
+ * are), a counter whose eight elements all lie in the tensor moves them as two float4s; the one or
+ * two counters at the ends go element by element with bounds checks. */
 #include "tensor/cuda/cuda_impl.h"
 
 /* 1/(1-p) for the kept elements; p == 1 drops everything */
 static float keep_scale(float p) {
     return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-}
-
-/* Element index of counter g's first position, and whether its eight elements are [0, n)'s */
-static __device__ __forceinline__ int64_t counter_first(uint64_t offset, int64_t g, int64_t n,
-                                                        bool *whole) {
-    int64_t first =
-        (int64_t)((((offset >> RG_DROPOUT_SHIFT) + (uint64_t)g) << RG_DROPOUT_SHIFT) - offset);
-    *whole = first >= 0 && first + RG_DROPOUT_PER_COUNTER <= n;
-    return first;
 }
 
 /* v masked by bits 0-3 of byte (a float4's four keeps) and scaled */
@@ -51,25 +43,18 @@ __global__ void dropout_forward_kernel(int64_t n, float p, float scale, uint64_t
     int lane = (int)(threadIdx.x & 31);
     RG_CUDA_FOR_WARP(r, (counters + 31) / 32) {
         int64_t g = 32 * r + lane; /* past the last counter: no element is in range */
-        rg_philox4 draw = rg_philox(seed, (offset >> RG_DROPOUT_SHIFT) + (uint64_t)g);
-        uint32_t byte = 0;
         bool whole;
-        int64_t first = counter_first(offset, g, n, &whole);
+        int64_t first = rg_dropout_counter_first(offset, g, n, &whole);
+        uint32_t byte = rg_dropout_counter_keeps(p, seed, offset, g);
         if (vec && whole) {
-            for (uint64_t j = 0; j < RG_DROPOUT_PER_COUNTER; j++)
-                byte |= (uint32_t)rg_dropout_keeps(p, rg_dropout_half(draw, j)) << j;
             const float4 *x4 = reinterpret_cast<const float4 *>(x + first);
             float4 *y4 = reinterpret_cast<float4 *>(y + first);
             y4[0] = keep4(x4[0], byte, scale), y4[1] = keep4(x4[1], byte >> 4, scale);
         } else {
-            for (uint64_t j = 0; j < RG_DROPOUT_PER_COUNTER; j++) {
-                int64_t idx;
-                bool in;
-                rg_stream_position(offset, n, g, j, RG_DROPOUT_SHIFT, &idx, &in);
-                if (!in) continue;
-                bool keep = rg_dropout_keeps(p, rg_dropout_half(draw, j));
-                y[idx] = keep ? x[idx] * scale : 0.0f;
-                byte |= (uint32_t)keep << j;
+            byte &= rg_dropout_counter_range(offset, g, n); /* the mask's bits outside are 0 */
+            for (int64_t j = 0; j < RG_DROPOUT_PER_COUNTER; j++) {
+                int64_t i = first + j;
+                if (i >= 0 && i < n) y[i] = (byte >> j) & 1u ? x[i] * scale : 0.0f;
             }
         }
         if (mask) { /* the same for the whole grid: every lane takes part in the shuffles */
@@ -99,17 +84,10 @@ __global__ void dropout_backward_kernel(int64_t n, float p, float scale, uint64_
                                         const float *dy, float beta, float *dx) {
     int64_t counters = rg_stream_counters(n, offset, RG_DROPOUT_SHIFT);
     RG_CUDA_FOR(g, counters) {
-        uint32_t byte;
-        if (mask) {
-            byte = (mask[g >> 2] >> (8 * (g & 3))) & 0xFFu;
-        } else {
-            rg_philox4 draw = rg_philox(seed, (offset >> RG_DROPOUT_SHIFT) + (uint64_t)g);
-            byte = 0;
-            for (uint64_t j = 0; j < RG_DROPOUT_PER_COUNTER; j++)
-                byte |= (uint32_t)rg_dropout_keeps(p, rg_dropout_half(draw, j)) << j;
-        }
+        uint32_t byte = mask ? (mask[g >> 2] >> (8 * (g & 3))) & 0xFFu
+                             : rg_dropout_counter_keeps(p, seed, offset, g);
         bool whole;
-        int64_t first = counter_first(offset, g, n, &whole);
+        int64_t first = rg_dropout_counter_first(offset, g, n, &whole);
         if (vec && whole) {
             const float4 *dy4 = reinterpret_cast<const float4 *>(dy + first);
             float4 *dx4 = reinterpret_cast<float4 *>(dx + first);
@@ -122,13 +100,11 @@ __global__ void dropout_backward_kernel(int64_t n, float p, float scale, uint64_
                 dx4[h] = v;
             }
         } else {
-            for (uint64_t j = 0; j < RG_DROPOUT_PER_COUNTER; j++) {
-                int64_t idx;
-                bool in;
-                rg_stream_position(offset, n, g, j, RG_DROPOUT_SHIFT, &idx, &in);
-                if (!in) continue;
-                float v = (byte >> j) & 1u ? dy[idx] * scale : 0.0f;
-                dx[idx] = beta == 0.0f ? v : v + beta * dx[idx];
+            for (int64_t j = 0; j < RG_DROPOUT_PER_COUNTER; j++) {
+                int64_t i = first + j;
+                if (i < 0 || i >= n) continue;
+                float v = (byte >> j) & 1u ? dy[i] * scale : 0.0f;
+                dx[i] = beta == 0.0f ? v : v + beta * dx[i];
             }
         }
     }

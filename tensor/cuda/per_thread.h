@@ -134,23 +134,11 @@ static RG_HOSTDEV bool rg_argmax_better(float vb, int64_t ib, float va, int64_t 
  * Stream positions [offset, offset + n) for elements 0..n-1. One Philox call covers 2^shift
  * consecutive positions (4 uniforms: shift 2; 8 dropout decisions: shift 3, core/kernels.h), so a
  * thread takes one counter and up to 2^shift elements. */
-#define RG_UNIFORM_SHIFT 2
-#define RG_DROPOUT_SHIFT 3
+#define RG_UNIFORM_SHIFT 2 /* RG_DROPOUT_SHIFT: core/kernels.h */
 
 /* Counters that cover the positions (n > 0). */
 static RG_HOSTDEV int64_t rg_stream_counters(int64_t n, uint64_t offset, int shift) {
     return (int64_t)(((offset + (uint64_t)n - 1) >> shift) - (offset >> shift) + 1);
-}
-
-/* Position j (0 .. 2^shift - 1) of the g-th covering counter, written (c << shift) | j so that the
- * compiler sees they share counter c; its element index in *i, and whether it is one of the n
- * elements. */
-static RG_HOSTDEV uint64_t rg_stream_position(uint64_t offset, int64_t n, int64_t g, uint64_t j,
-                                              int shift, int64_t *i, bool *valid) {
-    uint64_t pos = (((offset >> shift) + (uint64_t)g) << shift) | j;
-    *i = (int64_t)(pos - offset);
-    *valid = pos >= offset && *i < n;
-    return pos;
 }
 
 /* The uniform stream's (rg_philox_uniform): four positions a counter. */
@@ -158,9 +146,49 @@ static RG_HOSTDEV int64_t rg_philox_counters(int64_t n, uint64_t offset) {
     return rg_stream_counters(n, offset, RG_UNIFORM_SHIFT);
 }
 
+/* Position j (0..3) of the g-th covering counter, written (c << 2) | j so that the compiler sees
+ * the four share counter c; its element index in *i, and whether it is one of the n elements. */
 static RG_HOSTDEV uint64_t rg_philox_position(uint64_t offset, int64_t n, int64_t g, uint64_t j,
                                               int64_t *i, bool *valid) {
-    return rg_stream_position(offset, n, g, j, RG_UNIFORM_SHIFT, i, valid);
+    uint64_t pos = (((offset >> RG_UNIFORM_SHIFT) + (uint64_t)g) << RG_UNIFORM_SHIFT) | j;
+    *i = (int64_t)(pos - offset);
+    *valid = pos >= offset && *i < n;
+    return pos;
+}
+
+/* ---- dropout: one thread per Philox counter (tensor/cuda/dropout.cu) ----
+ * Counter g of a call covers stream positions 8((offset / 8) + g) ... + 7, elements first ...
+ * first + 7 with first = that position - offset. Its eight keeps make one byte, bit j for position
+ * j, and that byte is byte g % 4 of mask word g / 4 (core/kernels.h's layout): the word a group of
+ * four lanes gathers. */
+
+/* Element index of counter g's first position, and whether all eight lie in [0, n). */
+static RG_HOSTDEV int64_t rg_dropout_counter_first(uint64_t offset, int64_t g, int64_t n,
+                                                   bool *whole) {
+    int64_t first =
+        (int64_t)((((offset >> RG_DROPOUT_SHIFT) + (uint64_t)g) << RG_DROPOUT_SHIFT) - offset);
+    *whole = first >= 0 && first + RG_DROPOUT_PER_COUNTER <= n;
+    return first;
+}
+
+/* Bit j set where counter g's position j is one of the n elements. */
+static RG_HOSTDEV uint32_t rg_dropout_counter_range(uint64_t offset, int64_t g, int64_t n) {
+    bool whole;
+    int64_t first = rg_dropout_counter_first(offset, g, n, &whole);
+    uint32_t bits = 0;
+    for (int j = 0; j < RG_DROPOUT_PER_COUNTER; j++)
+        bits |= (uint32_t)(first + j >= 0 && first + j < n) << j;
+    return bits;
+}
+
+/* Counter g's eight keeps (positions outside the elements included), from its one Philox call. */
+static RG_HOSTDEV uint32_t rg_dropout_counter_keeps(float p, uint64_t seed, uint64_t offset,
+                                                    int64_t g) {
+    rg_philox4 draw = rg_philox(seed, (offset >> RG_DROPOUT_SHIFT) + (uint64_t)g);
+    uint32_t byte = 0;
+    for (uint64_t j = 0; j < RG_DROPOUT_PER_COUNTER; j++)
+        byte |= (uint32_t)rg_dropout_keeps(p, rg_dropout_half(draw, j)) << j;
+    return byte;
 }
 
 #endif

@@ -194,3 +194,49 @@ Test(cuda_per_thread, philox_counters_cover_each_element_once) {
                              (unsigned long long)offset, (long long)n, (long long)i);
         }
 }
+
+/* ---- dropout: a thread per counter ----
+ * dropout.cu's forward as this machine can run it: every counter's thread computes its byte of
+ * keeps (all eight when the counter lies inside the tensor, those in range otherwise), writes its
+ * elements (as the two float4s of a whole counter or one by one), and its byte lands in byte g % 4
+ * of mask word g / 4, as the warp's shuffles gather it. The result must be the CPU backend's, y
+ * and mask, bit for bit, for every offset modulo 8 and the lengths around a counter and a word. */
+Test(cuda_per_thread, dropout_threads_give_the_cpu_result) {
+    const float ps[] = {0.1f, 0.5f, 1.0f - 1.0f / 65536.0f};
+    float x[80], want[80], got[80];
+    uint32_t want_mask[4], got_mask[4];
+    for (int i = 0; i < 80; i++) x[i] = 1.0f + (float)i;
+    for (int k = 0; k < 3; k++)
+        for (uint64_t offset = 0; offset < 24; offset++)
+            for (int64_t n = 1; n <= 70; n++) {
+                int64_t words = rg_dropout_mask_words(n, offset);
+                cr_assert(words <= 4);
+                rg_cpu_backend.dropout_forward(n, ps[k], 31, offset, x, want, want_mask);
+                float scale = 1.0f / (1.0f - ps[k]);
+                memset(got_mask, 0, sizeof got_mask);
+                int64_t counters = rg_stream_counters(n, offset, RG_DROPOUT_SHIFT);
+                for (int64_t g = 0; g < counters; g++) {
+                    bool whole;
+                    int64_t first = rg_dropout_counter_first(offset, g, n, &whole);
+                    uint32_t byte = rg_dropout_counter_keeps(ps[k], 31, offset, g);
+                    if (!whole)
+                        byte &= rg_dropout_counter_range(offset, g, n);
+                    else
+                        cr_assert_eq(rg_dropout_counter_range(offset, g, n), 0xFFu);
+                    for (int64_t j = 0; j < RG_DROPOUT_PER_COUNTER; j++) {
+                        int64_t i = first + j;
+                        if (i >= 0 && i < n) got[i] = (byte >> j) & 1u ? x[i] * scale : 0.0f;
+                    }
+                    got_mask[g >> 2] |= byte << (8 * (g & 3));
+                }
+                for (int64_t i = 0; i < n; i++)
+                    cr_assert_eq(got[i], want[i], "p %g offset %llu n %lld: element %lld",
+                                 (double)ps[k], (unsigned long long)offset, (long long)n,
+                                 (long long)i);
+                for (int64_t w = 0; w < words; w++)
+                    cr_assert_eq(got_mask[w], want_mask[w],
+                                 "p %g offset %llu n %lld: mask word %lld: %08x, want %08x",
+                                 (double)ps[k], (unsigned long long)offset, (long long)n,
+                                 (long long)w, got_mask[w], want_mask[w]);
+            }
+}
