@@ -122,6 +122,11 @@ static RG_HOSTDEV bool rg_dropout_keeps(float p, uint32_t half) {
     return (float)half * (1.0f / 65536.0f) >= p;
 }
 
+/* What a kept element is multiplied by: 1/(1-p); p == 1 drops everything. */
+static RG_HOSTDEV float rg_dropout_scale(float p) {
+    return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+}
+
 static RG_HOSTDEV bool rg_dropout_keep(float p, uint64_t seed, uint64_t i) {
     return rg_dropout_keeps(p, rg_dropout_half(rg_philox(seed, i >> RG_DROPOUT_SHIFT), i));
 }

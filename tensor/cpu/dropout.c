@@ -22,10 +22,6 @@
 #define BLOCK (PER * COUNTERS)     /* stream elements per block */
 #define BLOCK_WORDS (BLOCK / 32)   /* mask words per block: 16 */
 
-static float keep_scale(float p) {
-    return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-}
-
 #if defined(__AVX2__)
 /* The AVX2 and AVX-512 copies: Philox on 8 or 16 counters per vector, by hand. GCC vectorises
  * the scalar loop below with an emulated 64-bit multiply and gains little over scalar code; the
@@ -387,7 +383,7 @@ masked_words(int64_t n, int64_t s, const uint32_t *mask, int64_t w0, int64_t w1,
 
 void rg_cpu_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,
                             float *y, uint32_t *mask) {
-    float scale = keep_scale(p);
+    float scale = rg_dropout_scale(p);
     uint32_t t = keep_threshold(p);
     int64_t words = rg_dropout_mask_words(n, offset);
     KEYS(seed);
@@ -399,7 +395,7 @@ void rg_cpu_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset, 
 
 void rg_cpu_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset,
                              const uint32_t *mask, const float *dy, float beta, float *dx) {
-    float scale = keep_scale(p);
+    float scale = rg_dropout_scale(p);
     if (mask) {
         int64_t words = rg_dropout_mask_words(n, offset), s = (int64_t)(offset & (PER - 1));
         int64_t chunks = (words + MASK_CHUNK - 1) / MASK_CHUNK;

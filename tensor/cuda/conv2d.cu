@@ -467,7 +467,7 @@ void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, co
      * writes a fresh dw (beta 0) into scratch and an axpby adds it, unless
      * RG_CUDA_WGRAD_SEPARATE=0. cuDNN's own beta != 0 path adds a scaling pass over dw per call
      * (scalePackedTensor, 94 a ResNet-50 step) and cudnnFind timed the algorithms at beta 0. */
-    int64_t wn = s->k * s->c * s->r * s->s;
+    int64_t wn = conv_out_elems(s, DIR_BWD_FILTER);
     float *acc = beta != 0.0f && ctx->wgrad_separate
                      ? (float *)rg_cuda_scratch(ctx, (size_t)wn * sizeof(float))
                      : NULL;

@@ -15,11 +15,6 @@
  * two counters at the ends go element by element with bounds checks. */
 #include "tensor/cuda/cuda_impl.h"
 
-/* 1/(1-p) for the kept elements; p == 1 drops everything */
-static float keep_scale(float p) {
-    return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-}
-
 /* v masked by bits 0-3 of byte (a float4's four keeps) and scaled */
 static __device__ __forceinline__ float4 keep4(float4 v, uint32_t byte, float scale) {
     return make_float4(byte & 1u ? v.x * scale : 0.0f, byte & 2u ? v.y * scale : 0.0f,
@@ -72,7 +67,7 @@ void rg_cuda_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset,
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
     int64_t warps = (rg_stream_counters(n, offset, RG_DROPOUT_SHIFT) + 31) / 32; /* 32 counters */
     dropout_forward_kernel<<<rg_cuda_warp_grid(ctx, warps), RG_CUDA_BLOCK, 0,
-                             rg_cuda_compute(ctx)>>>(n, p, keep_scale(p), seed, offset,
+                             rg_cuda_compute(ctx)>>>(n, p, rg_dropout_scale(p), seed, offset,
                                                      vec_ok(offset, x, y), x, y, mask);
     RG_CUDA_CHECK_LAUNCH();
 }
@@ -116,7 +111,7 @@ void rg_cuda_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
     int64_t counters = rg_stream_counters(n, offset, RG_DROPOUT_SHIFT);
     dropout_backward_kernel<<<rg_cuda_grid(ctx, counters), RG_CUDA_BLOCK, 0,
-                              rg_cuda_compute(ctx)>>>(n, p, keep_scale(p), seed, offset,
+                              rg_cuda_compute(ctx)>>>(n, p, rg_dropout_scale(p), seed, offset,
                                                       vec_ok(offset, dy, dx), mask, dy, beta, dx);
     RG_CUDA_CHECK_LAUNCH();
 }
