@@ -6,7 +6,8 @@
  * every parameter). If the two drift apart, this one is the copy to fix.
  *
  * The GEMM floor is the time of the matrix products an im2col implementation of the step needs,
- * timed alone through cblas_sgemm over the whole batch (the largest and fastest form): conv2
+ * timed alone through cblas_sgemm over the whole batch (the largest and fastest form; at several
+ * threads one slice of C per thread, rgb_sgemm in util.c, as the library does): conv2
  * forward, weight gradient and input gradient; conv1 forward and weight gradient (its input needs
  * no gradient); fc1 forward and both gradients. A step that reaches 100% of the floor would do
  * everything else (im2col, ReLU, pooling, dropout, loss, Adam) for free. */

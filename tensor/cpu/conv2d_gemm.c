@@ -72,13 +72,20 @@ static bool strided(const rg_conv2d_shape *s) {
 }
 
 /* An image with fewer than ALONE_PIXELS output pixels goes into a product with the next ones, G
- * images side by side, G * P*Q >= BLOCK_COLUMNS columns: one product per image of ResNet-50's
- * last stage at 64x64 input (2x2 outputs) would be 4 columns wide, and in the filter pass would
- * read and write the whole of dw for every 4 columns of its reduction. Measured on ResNet-50's
- * shapes: at 7x7 blocks of 6 images beat blocks of 3 (1.05-1.15x), at 14x14 one image alone
- * beat blocks of 2 (1.05-1.15x: the copies cost more than the wider product gains). */
+ * images side by side, G * P*Q >= BLOCK_COLUMNS columns (FILTER_COLUMNS in the filter pass):
+ * one product per image of ResNet-50's last stage at 64x64 input (2x2 outputs) would be 4
+ * columns wide, and in the filter pass would read and write the whole of dw for every 4 columns
+ * of its reduction. Measured on ResNet-50's shapes: at 7x7 blocks of 6 images beat blocks of 3
+ * (1.05-1.15x), at 14x14 one image alone beat blocks of 2 (1.05-1.15x: the copies cost more than
+ * the wider product gains). The forward and data passes copy the same bytes whatever the block,
+ * so at 7x7 theirs take the whole batch (16 images, 784 columns) at one thread and half of it
+ * each at two: ResNet-50's stage-4 1x1s took 0.93-0.98x the time of blocks of 6 at one thread.
+ * The filter pass keeps blocks of 6 (FILTER_COLUMNS): its products reduce over the block's
+ * columns, and whole-batch blocks took 1.05-1.2x as long at two threads (Zen 5,
+ * docs/PERFORMANCE.md). */
 #define ALONE_PIXELS 128
-#define BLOCK_COLUMNS 256
+#define BLOCK_COLUMNS 1024
+#define FILTER_COLUMNS 256
 
 typedef struct {
     int64_t g;     /* images a block (the last may have fewer) */
@@ -87,14 +94,15 @@ typedef struct {
     bool in_place; /* one image a block and a 1x1 kernel at stride 1: x, y, dy, dx as they are */
 } image_blocks;
 
-/* The blocks of a pass shared out among `threads` threads: when there are several blocks, a
- * multiple of `threads` of them (ResNet-50's 7x7 planes, 16 images: 4 blocks of 4 rather than 3
- * of 6, one thread with two and the other one). */
-static image_blocks blocks_of(const rg_conv2d_shape *s, int threads) {
+/* The blocks of a pass shared out among `threads` threads: a multiple of `threads` of them when
+ * there are at least as many images as threads (ResNet-50's 7x7 planes, 16 images, two threads:
+ * 2 blocks of 8, a product per thread, rather than one block whose product rg_cpu_gemm_blas would
+ * cut in two after a copy by one thread, or 3 blocks, one thread with two and the other one). */
+static image_blocks blocks_of(const rg_conv2d_shape *s, int threads, int64_t columns) {
     int64_t n = s->n > 0 ? s->n : 1, pq = s->p * s->q;
-    int64_t g = pq >= ALONE_PIXELS ? 1 : (BLOCK_COLUMNS + pq - 1) / pq;
+    int64_t g = pq >= ALONE_PIXELS ? 1 : (columns + pq - 1) / pq;
     int64_t count = (n + g - 1) / g;
-    if (count > 1 && threads > 1) count = (count + threads - 1) / threads * threads;
+    if (threads > 1 && n >= threads) count = (count + threads - 1) / threads * threads;
     g = (n + count - 1) / count;
     image_blocks b = {.g = g, .count = (n + g - 1) / g, .cols = g * pq};
     b.in_place = g == 1 && one_by_one(s) && !strided(s);
@@ -167,7 +175,7 @@ static void finish_output(const rg_conv2d_shape *s, const float *b, float *out, 
 void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
                           float *y) {
     int64_t pq = s->p * s->q, chw = s->c * s->h * s->w;
-    image_blocks ib = blocks_of(s, omp_get_max_threads());
+    image_blocks ib = blocks_of(s, omp_get_max_threads(), BLOCK_COLUMNS);
     int32_t *off = ib.in_place ? NULL : tap_table(s);
 #pragma omp parallel if (ib.count > 1)
     {
@@ -210,7 +218,7 @@ static void write_dx(const rg_conv2d_shape *s, const float *dcol, int64_t ld, fl
 static void backward_data(const rg_conv2d_shape *s, const float *dy, const float *w, float beta,
                           float *dx) {
     int64_t pq = s->p * s->q, chw = s->c * s->h * s->w;
-    image_blocks ib = blocks_of(s, omp_get_max_threads());
+    image_blocks ib = blocks_of(s, omp_get_max_threads(), BLOCK_COLUMNS);
 #pragma omp parallel if (ib.count > 1)
     {
         float *dcol = ib.in_place ? NULL : rg_conv_scratch(s->c * ib.cols);
@@ -261,7 +269,7 @@ static double row_sum(const float *row, int64_t len) {
 static void backward_filter(const rg_conv2d_shape *s, const float *x, const float *dy, float beta,
                             float *dw, float *db) {
     int64_t pq = s->p * s->q, chw = s->c * s->h * s->w, crs = s->c * s->r * s->s;
-    image_blocks ib = blocks_of(s, 1);
+    image_blocks ib = blocks_of(s, 1, FILTER_COLUMNS);
     int nt = omp_get_max_threads();
     int64_t step = (crs + nt - 1) / nt;
     step = (step + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;

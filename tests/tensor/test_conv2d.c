@@ -39,7 +39,7 @@ static const conv_case cases[] = {
     {48, 32, 14, 14, 64, 3, 3, 2, 1, false},
     {6, 16, 28, 28, 32, 3, 3, 2, 1, false},
     /* 1x1 without padding: OpenBLAS products (conv2d_gemm.c), on blocks of images side by side
-     * where an image has fewer than 256 output pixels */
+     * where an image has fewer than 128 output pixels (tensor/cpu/conv2d_gemm.c) */
     {2, 24, 10, 12, 40, 1, 1, 1, 0, true},
     {1, 16, 11, 10, 33, 1, 1, 1, 0, true}, /* one image: the product itself shared by threads */
     {3, 20, 7, 7, 36, 1, 1, 1, 0, false},  /* 7x7: all three images in one product */
@@ -47,6 +47,7 @@ static const conv_case cases[] = {
     {2, 5, 32, 31, 7, 1, 1, 3, 0, true},   /* stride 3: input rows and columns no window reads */
     {2, 6, 16, 17, 20, 1, 1, 1, 0, true},  /* straight from x and dy, no copies */
     {5, 4, 9, 9, 18, 1, 1, 1, 0, true},    /* blocks of 4 images, the last short */
+    {22, 3, 7, 7, 5, 1, 1, 1, 0, true},    /* forward: blocks of 21, 1; filter: of 6, 4 last */
     /* small planes and C*R*S >= 2048: the filter pass through im2col and a product */
     {2, 240, 8, 8, 20, 3, 3, 2, 1, true}, /* stride 2, 4x4 outputs */
     {3, 230, 7, 7, 17, 3, 3, 1, 1, true}, /* 7x7 outputs, padding */
