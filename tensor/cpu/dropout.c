@@ -13,6 +13,7 @@
  * then moves dy, dx and 1/32 of their bytes in bits, a copy's work, where drawing made it nearly as
  * slow as forward. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "tensor/cpu/cpu.h"
@@ -279,6 +280,16 @@ static uint32_t keep_threshold(float p) {
                                                                                   b++)
 
 #ifdef HAVE_FUSED
+/* The fused loop asks for the lines of in and out PF_DIST floats (two blocks) ahead: the draw
+ * keeps the core busy between the block's loads and stores, and on its own the hardware prefetcher
+ * did not overlap the two (L3-resident 4.7 MB, Zen 5, one thread: 62-67 GB/s drawn and masked
+ * without, 73-76 with any distance from 512 to 4096 floats; in L1 the draw alone runs at about the
+ * same 0.11 ns per element, so the forward pass is now the draw's speed). */
+#define PF_DIST 1024
+/* Asks for the line PF_DIST floats past p (for writing when w is 1). The address is computed as an
+ * integer: near the end of the tensor it lies past the array (a prefetch never faults). */
+#define prefetch_ahead(p, w)                                                                       \
+    __builtin_prefetch((const void *)((uintptr_t)(p) + PF_DIST * sizeof(float)), w, 3)
 /* One block on the fused path: out[e] = mask(in[e]) * scale + beta * out[e] for its BLOCK
  * elements (in, out: the block's first element), the keep of element e in bit e % 8 of bits[e / 8].
  * Always inlined, and called with a constant beta = 0 where beta is 0: a test of beta left in the
@@ -293,6 +304,8 @@ fused_block(const philox_keys *ks, uint64_t ctr0, float scale, uint32_t t, const
         draw_groups(ks, ctr0 + (uint64_t)j, w);
         for (int k = 0; k < 4 * G; k++) {
             int64_t e = PER * j + 2 * PV * k;
+            prefetch_ahead(&in[e], 0), prefetch_ahead(&in[e + PV], 0);
+            prefetch_ahead(&out[e], 1), prefetch_ahead(&out[e + PV], 1);
             pfvec r0 = PF_MUL(PF_LOAD(&in[e]), s), r1 = PF_MUL(PF_LOAD(&in[e + PV]), s);
             keep_or_zero_v(&r0, &r1, w[k], T, &bits[e / 8]);
             if (beta != 0.0f) {
