@@ -55,9 +55,9 @@ void rgb_free(void *p) {
  * single-threaded cblas_sgemm. OpenBLAS's own pool would be a second set of threads in this
  * process: after each reference product its workers spin for a while (OpenBLAS's
  * THREAD_TIMEOUT), and libgomp's after each of ringgrad's regions, each pool stealing the other's
- * cores. Interleaved with the conv passes at two threads on two cores, that put ringgrad's
- * r18.l4.1x1s2 forward at 8.00 ms (a scheduler tick of waiting) where it takes 0.52 alone, and
- * the reference products at 3.4 ms against 0.86 at one thread (Zen 5, 2026-11-26). */
+ * cores. Interleaved with the conv passes at two threads on two cores, the reference product of
+ * r18.l4.1x1s2 took 3.2-3.5 ms against 0.86 at one thread; sliced, 0.42-0.59 (Zen 5,
+ * 2026-11-26, docs/PERFORMANCE.md). */
 void rgb_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
                float *c) {
     int nt = rg_num_threads();
