@@ -58,7 +58,8 @@ void rgb_run_resnet(const rgb_opts *o); /* resnet.c: only with --only resnet */
 void rgb_print_conv_shapes(int batch);
 int rgb_parse_pass(const char *name);
 
-/* C = A B with cblas_sgemm (row-major), op(A) (m,k), op(B) (k,n); timed by the caller. */
+/* C = A B through the library's OpenBLAS path (rg_cpu_gemm_blas: cblas_sgemm, one slice of C per
+ * thread), op(A) (m,k), op(B) (k,n), row-major; timed by the caller. */
 void rgb_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
                float *c);
 

@@ -1,6 +1,5 @@
 /* util.c — the bench's clock, medians, random buffers and the plain sgemm call. */
 #include <cblas.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +8,7 @@
 
 #include "bench.h"
 #include "ringgrad.h"
+#include "tensor/cpu/cpu.h" /* rg_cpu_gemm_blas */
 
 bool rgb_cpu_clock;
 
@@ -50,34 +50,16 @@ void rgb_free(void *p) {
     free(p);
 }
 
-/* The reference product on the library's threads: OpenBLAS stays at one thread (as the library
- * keeps it, tensor/cpu/gemm.c) and C is cut into one slice per OpenMP thread, each a
- * single-threaded cblas_sgemm. OpenBLAS's own pool would be a second set of threads in this
- * process: after each reference product its workers spin for a while (OpenBLAS's
- * THREAD_TIMEOUT), and libgomp's after each of ringgrad's regions, each pool stealing the other's
- * cores. Interleaved with the conv passes at two threads on two cores, the reference product of
- * r18.l4.1x1s2 took 3.2-3.5 ms against 0.86 at one thread; sliced, 0.42-0.59 (Zen 5,
- * 2026-11-26, docs/PERFORMANCE.md). */
+/* The reference product on the library's threads: rg_cpu_gemm_blas, the library's own OpenBLAS
+ * path (tensor/cpu/gemm.c), which keeps OpenBLAS at one thread and cuts C into one slice per
+ * OpenMP thread. OpenBLAS's own pool would be a second set of threads in this process: after each
+ * reference product its workers spin for a while (OpenBLAS's THREAD_TIMEOUT), and libgomp's after
+ * each of ringgrad's regions, each pool stealing the other's cores. Interleaved with the conv
+ * passes at two threads on two cores, the reference product of r18.l4.1x1s2 took 3.2-3.5 ms
+ * against 0.86 at one thread; sliced, 0.42-0.59 (Zen 5, 2026-11-26, docs/PERFORMANCE.md). */
 void rgb_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
                float *c) {
-    int nt = rg_num_threads();
-    bool by_cols = n >= m; /* cut the longer side of C, in whole 16s (OpenBLAS's tiles) */
-    int64_t len = by_cols ? n : m, step = (len + nt - 1) / nt;
-    step = (step + 15) / 16 * 16;
-    int slices = (int)((len + step - 1) / step);
-    int64_t lda = ta ? m : k, ldb = tb ? k : n;
-#pragma omp parallel for num_threads(slices) schedule(static, 1)
-    for (int si = 0; si < slices; si++) {
-        int64_t s0 = si * step, sl = len - s0 < step ? len - s0 : step;
-        const float *as = a, *bs = b;
-        if (by_cols) /* columns s0.. of C: of op(B)'s columns */
-            bs = b + (tb ? s0 * ldb : s0);
-        else /* rows s0.. of C: of op(A)'s rows */
-            as = a + (ta ? s0 : s0 * lda);
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    (blasint)(by_cols ? m : sl), (blasint)(by_cols ? sl : n), (blasint)k, 1.0f, as,
-                    (blasint)lda, bs, (blasint)ldb, 0.0f, c + (by_cols ? s0 : s0 * n), (blasint)n);
-    }
+    rg_cpu_gemm_blas(ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n);
 }
 
 void rgb_print_blas_core(void) {
