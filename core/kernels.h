@@ -51,9 +51,17 @@ static RG_HOSTDEV rg_philox4 rg_philox(uint64_t seed, uint64_t ctr) {
     return rg_philox4x32(c, k);
 }
 
+/* Philox counters that cover stream positions [offset, offset + n) (n > 0) when each counter
+ * covers 2^shift consecutive positions: RG_UNIFORM_SHIFT for the uniform stream below,
+ * RG_DROPOUT_SHIFT for dropout's decisions. */
+static RG_HOSTDEV int64_t rg_stream_counters(int64_t n, uint64_t offset, int shift) {
+    return (int64_t)(((offset + (uint64_t)n - 1) >> shift) - (offset >> shift) + 1);
+}
+
 /* Uniform in [0, 1) with 24 random bits, from stream element i (four elements per counter). */
+#define RG_UNIFORM_SHIFT 2
 static RG_HOSTDEV float rg_philox_uniform(uint64_t seed, uint64_t i) {
-    rg_philox4 r = rg_philox(seed, i >> 2);
+    rg_philox4 r = rg_philox(seed, i >> RG_UNIFORM_SHIFT);
     return (float)(r.v[i & 3] >> 8) * (1.0f / 16777216.0f);
 }
 
@@ -136,10 +144,7 @@ static RG_HOSTDEV bool rg_dropout_keep(float p, uint64_t seed, uint64_t i) {
  * counter covering the n elements, so element i is bit i + offset % 8, and each counter's eight
  * keeps are one byte. Bits of positions outside [offset, offset + n) are 0. This many words: */
 static RG_HOSTDEV int64_t rg_dropout_mask_words(int64_t n, uint64_t offset) {
-    if (n <= 0) return 0;
-    uint64_t counters =
-        ((offset + (uint64_t)n - 1) >> RG_DROPOUT_SHIFT) - (offset >> RG_DROPOUT_SHIFT) + 1;
-    return (int64_t)((counters + 3) / 4);
+    return n <= 0 ? 0 : (rg_stream_counters(n, offset, RG_DROPOUT_SHIFT) + 3) / 4;
 }
 
 /* ---- optimizer updates (exactly torch.optim's single-tensor rules) -------------------------- */

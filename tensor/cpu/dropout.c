@@ -272,9 +272,9 @@ static uint32_t keep_threshold(float p) {
 
 /* The stream elements of block b cover tensor elements [e0, e0 + BLOCK) (clipped to [0, n)). */
 #define FOR_BLOCKS(n, offset)                                                                      \
-    uint64_t c_first = (offset) >> RG_DROPOUT_SHIFT,                                               \
-             c_end = ((offset) + (uint64_t)(n) + PER - 1) >> RG_DROPOUT_SHIFT;                     \
-    int64_t nblocks = (int64_t)((c_end - c_first + COUNTERS - 1) / COUNTERS);                      \
+    uint64_t c_first = (offset) >> RG_DROPOUT_SHIFT;                                               \
+    int64_t nblocks =                                                                              \
+        (n) > 0 ? (rg_stream_counters(n, offset, RG_DROPOUT_SHIFT) + COUNTERS - 1) / COUNTERS : 0; \
     _Pragma("omp parallel for if (n > RG_CPU_PAR_MIN / 8) schedule(static)") for (int64_t b = 0;   \
                                                                                   b < nblocks;     \
                                                                                   b++)

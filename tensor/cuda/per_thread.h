@@ -134,14 +134,8 @@ static RG_HOSTDEV bool rg_argmax_better(float vb, int64_t ib, float va, int64_t 
  * Stream positions [offset, offset + n) for elements 0..n-1. One Philox call covers 2^shift
  * consecutive positions (4 uniforms: shift 2; 8 dropout decisions: shift 3, core/kernels.h), so a
  * thread takes one counter and up to 2^shift elements. */
-#define RG_UNIFORM_SHIFT 2 /* RG_DROPOUT_SHIFT: core/kernels.h */
-
-/* Counters that cover the positions (n > 0). */
-static RG_HOSTDEV int64_t rg_stream_counters(int64_t n, uint64_t offset, int shift) {
-    return (int64_t)(((offset + (uint64_t)n - 1) >> shift) - (offset >> shift) + 1);
-}
-
-/* The uniform stream's (rg_philox_uniform): four positions a counter. */
+/* The uniform stream's counters (rg_philox_uniform: four positions a counter); the general count
+ * is rg_stream_counters (core/kernels.h). */
 static RG_HOSTDEV int64_t rg_philox_counters(int64_t n, uint64_t offset) {
     return rg_stream_counters(n, offset, RG_UNIFORM_SHIFT);
 }
