@@ -25,6 +25,13 @@ rg_tensor *rg_conv2d_layer_forward_relu(rg_layer *l, rg_tensor *x) {
     return rg_conv2d_relu(x, c->weight, c->bias, c->stride, c->padding);
 }
 
+rg_tensor *rg_conv2d_layer_forward_relu_pool(rg_layer *l, rg_tensor *x, const int pool[3]) {
+    if (!l || l->vt != &conv2d_vt) return NULL;
+    conv2d_layer *c = (conv2d_layer *)l;
+    return rg_conv2d_relu_maxpool2d(x, c->weight, c->bias, c->stride, c->padding, pool[0], pool[1],
+                                    pool[2]);
+}
+
 rg_layer *rg_conv2d_new(const char *name, int64_t in_ch, int64_t out_ch, int kernel,
                         const rg_conv2d_opts *opts, rg_rng_stream *init) {
     const char *nm = name ? name : "";

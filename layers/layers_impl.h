@@ -9,4 +9,11 @@
  * as it is and layers compiled against it keep working. */
 rg_tensor *rg_conv2d_layer_forward_relu(rg_layer *l, rg_tensor *x);
 
+/* max_pool2d(relu(forward of the Conv2d l)) as one fused op (rg_conv2d_relu_maxpool2d), pool
+ * being {kernel, stride, padding}; NULL when l is not a Conv2d. */
+rg_tensor *rg_conv2d_layer_forward_relu_pool(rg_layer *l, rg_tensor *x, const int pool[3]);
+
+/* When l is a MaxPool2d: true, and its {kernel, stride, padding} in pool. */
+bool rg_maxpool2d_layer_params(const rg_layer *l, int pool[3]);
+
 #endif

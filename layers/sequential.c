@@ -2,18 +2,25 @@
  *
  * It is also where the layer stack is fused, the one graph rewrite ringgrad does: a Conv2d and the
  * ReLU after it run as one op (rg_conv2d_relu), as oneDNN's post-ops and PyTorch's fused
- * ConvReLU2d do. The results are the same bit for bit; what goes is
- * two memory-bound passes over the activation. RG_FUSE=0 runs every child by itself (to compare
- * or to debug). */
+ * ConvReLU2d do, and with a MaxPool2d after the ReLU, all three (rg_conv2d_relu_maxpool2d). The
+ * results are the same bit for bit; what goes is two memory-bound passes over the activation,
+ * and with the pool the activation itself and its gradient (on the CPU). RG_FUSE=0 runs every
+ * child by itself (to compare or to debug), RG_FUSE=relu fuses the ReLUs only. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "layers/layers_impl.h"
 #include "ringgrad/layer.h"
 
-static bool fusion_enabled(void) {
+/* RG_FUSE: 0 fuses nothing, "relu" a Conv2d and its ReLU only (to measure what the pool's fusion
+ * adds), anything else (or unset) everything */
+typedef enum { FUSE_NONE, FUSE_RELU, FUSE_ALL } fusion;
+
+static fusion fusion_level(void) {
     const char *v = getenv("RG_FUSE");
-    return !(v && strcmp(v, "0") == 0);
+    if (v && strcmp(v, "0") == 0) return FUSE_NONE;
+    if (v && strcmp(v, "relu") == 0) return FUSE_RELU;
+    return FUSE_ALL;
 }
 
 rg_tensor *rg_sequential_forward_range(rg_layer *l, int first, int last, rg_tensor *x,
@@ -21,12 +28,21 @@ rg_tensor *rg_sequential_forward_range(rg_layer *l, int first, int last, rg_tens
     RG_CHECK(l && x, "rg_sequential_forward_range: NULL argument");
     RG_CHECK(0 <= first && first <= last && last <= l->n_children,
              "layer %s: children [%d, %d) of %d", l->name, first, last, l->n_children);
-    bool fuse = fusion_enabled();
+    fusion fuse = fusion_level();
     for (int i = first; i < last; i++) {
         rg_layer *c = l->children[i];
         rg_tensor *y = NULL;
-        if (fuse && i + 1 < last && rg_layer_is_relu(l->children[i + 1]))
+        int pool[3];
+        if (fuse != FUSE_NONE && i + 1 < last && rg_layer_is_relu(l->children[i + 1])) {
+            if (fuse == FUSE_ALL && i + 2 < last &&
+                rg_maxpool2d_layer_params(l->children[i + 2], pool) &&
+                (y = rg_conv2d_layer_forward_relu_pool(c, x, pool))) { /* NULL: not a Conv2d */
+                x = y;
+                i += 2; /* the ReLU and the pool are done */
+                continue;
+            }
             y = rg_conv2d_layer_forward_relu(c, x); /* NULL: c is not a Conv2d */
+        }
         if (y) {
             x = y;
             i++; /* the ReLU is done */

@@ -57,6 +57,13 @@ static rg_tensor *maxpool2d_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
 
 static const rg_layer_vtable maxpool2d_vt = {.kind = "MaxPool2d", .forward = maxpool2d_forward};
 
+bool rg_maxpool2d_layer_params(const rg_layer *l, int pool[3]) {
+    if (!l || l->vt != &maxpool2d_vt) return false;
+    const maxpool2d_layer *m = (const maxpool2d_layer *)l;
+    pool[0] = m->kernel, pool[1] = m->stride, pool[2] = m->padding;
+    return true;
+}
+
 rg_layer *rg_maxpool2d_new(const char *name, int kernel, int stride, int padding) {
     RG_CHECK(kernel > 0 && stride >= 0 && padding >= 0 && 2 * padding <= kernel,
              "MaxPool2d %s: kernel %d, stride %d, padding %d (need padding <= kernel/2)",

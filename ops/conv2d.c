@@ -5,7 +5,10 @@
  * Backward: dx is the transposed convolution of dy with w, dw correlates x with dy, and dbias
  * sums dy over n, p, q. The kernels are in tensor/cpu/conv2d.c and tensor/cuda/conv2d.cu.
  * rg_conv2d_relu is relu(rg_conv2d(...)) as one op (PyTorch's fused ConvReLU2d, oneDNN's ReLU
- * post-op): the same results, bit for bit, with two fewer passes over the output. */
+ * post-op): the same results, bit for bit, with two fewer passes over the output.
+ * rg_conv2d_relu_maxpool2d adds the max-pool after it: the convolution's output then never
+ * reaches memory on the CPU (each image is pooled from the thread's scratch), nor does its
+ * gradient (each image's is unpooled into scratch as the backward passes read it). */
 #include "ops/op_impl.h"
 
 static rg_conv2d_shape conv_shape(const rg_tensor *x, const rg_tensor *w, int stride, int pad) {
@@ -27,15 +30,37 @@ static rg_conv2d_shape conv_shape(const rg_tensor *x, const rg_tensor *w, int st
     return s;
 }
 
-/* iattr: stride, padding, and 1 when a ReLU was fused onto the output (rg_conv2d_relu). */
+/* iattr: stride, padding, 1 when a ReLU was fused onto the output (rg_conv2d_relu), and the fused
+ * max-pool's kernel (0: none), stride and padding; saved[0]: that pool's argmax. */
 static void conv2d_backward(rg_node *n) {
     rg_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2], *dy = n->out->grad;
     const rg_backend *be = rg_backend_for(dy->device);
     rg_conv2d_shape s = conv_shape(x, w, (int)n->iattr[0], (int)n->iattr[1]);
-    bool dw = rg_needs_grad(w), db = rg_needs_grad(bias);
+    bool dw = rg_needs_grad(w), db = rg_needs_grad(bias), relu = n->iattr[2];
     float beta_w = dw ? rg_grad_begin(w) : 0.0f, beta_b = db ? rg_grad_begin(bias) : 0.0f;
     bool bias_with_filter = dw && (!db || beta_b == beta_w);
-    if (n->iattr[2]) {                 /* the fused ReLU: dy counts where its output y > 0 */
+    rg_pool2d_shape ps;
+    if (n->iattr[3]) { /* the fused max-pool: dy is its output's gradient */
+        ps = rg_op_pool_shape(n->op, s.n, s.k, s.p, s.q, (int)n->iattr[3], (int)n->iattr[4],
+                              (int)n->iattr[5]);
+        const int32_t *argmax = n->saved[0]->data;
+        if (db && !bias_with_filter) { /* the bias reduction below reads the conv's dy: unpool */
+            rg_tensor *dz = rg_tensor_empty(RG_F32, RG_SHAPE(s.n, s.k, s.p, s.q), dy->device);
+            const float *src = dy->data;
+            if (relu) { /* masked at the pooled positions, where y is the pool's output */
+                rg_tensor *dm = rg_tensor_empty_like(dy);
+                be->relu_backward(dy->numel, n->out->data, dy->data, 0.0f, dm->data);
+                src = dm->data;
+            }
+            be->maxpool2d_backward(&ps, src, argmax, 0.0f, dz->data);
+            dy = dz, relu = false;
+        } else { /* the passes unpool it (and mask it) as they read it */
+            s.pool = &ps, s.pool_argmax = (int32_t *)argmax;
+            if (relu) s.relu_y = n->out->data;
+            relu = false;
+        }
+    }
+    if (relu) {                        /* the fused ReLU: dy counts where its output y > 0 */
         if (db && !bias_with_filter) { /* the bias reduction below reads dy itself: mask it once */
             rg_tensor *dz = rg_tensor_empty_like(dy);
             be->relu_backward(dy->numel, n->out->data, dy->data, 0.0f, dz->data);
@@ -59,8 +84,9 @@ static void conv2d_backward(rg_node *n) {
     }
 }
 
+/* pool: {kernel, stride, padding} of a max-pool fused after the (ReLU'd) output, or NULL */
 static rg_tensor *conv2d(const char *op, rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride,
-                         int padding, bool relu) {
+                         int padding, bool relu, const int *pool) {
     rg_op_check_f32(op, "input", x);
     rg_op_check_f32(op, "weight", w);
     const rg_backend *be = rg_op_backend(op, x, w);
@@ -80,20 +106,42 @@ static rg_tensor *conv2d(const char *op, rg_tensor *x, rg_tensor *w, rg_tensor *
     }
     rg_conv2d_shape s = conv_shape(x, w, stride, padding);
     s.relu = relu;
-    rg_tensor *y = rg_tensor_empty(RG_F32, RG_SHAPE(s.n, s.k, s.p, s.q), x->device);
+    rg_pool2d_shape ps;
+    rg_tensor *argmax = NULL, *y;
+    if (pool) {
+        ps = rg_op_pool_shape(op, s.n, s.k, s.p, s.q, pool[0], pool[1], pool[2]);
+        y = rg_tensor_empty(RG_F32, RG_SHAPE(s.n, s.k, ps.p, ps.q), x->device);
+        argmax = rg_tensor_empty(RG_I32, RG_SHAPE(s.n, s.k, ps.p, ps.q), x->device);
+        s.pool = &ps, s.pool_argmax = argmax->data;
+    } else {
+        y = rg_tensor_empty(RG_F32, RG_SHAPE(s.n, s.k, s.p, s.q), x->device);
+    }
     be->conv2d_forward(&s, x->data, w->data, bias ? bias->data : NULL, y->data);
     rg_node *n = rg_tape_record(op, conv2d_backward, y, 3, (rg_tensor *[]){x, w, bias});
-    if (n) n->iattr[0] = stride, n->iattr[1] = padding, n->iattr[2] = relu;
+    if (n) {
+        n->iattr[0] = stride, n->iattr[1] = padding, n->iattr[2] = relu;
+        if (pool) n->iattr[3] = pool[0], n->iattr[4] = pool[1], n->iattr[5] = pool[2];
+        n->saved[0] = argmax;
+    }
     return y;
 }
 
 rg_tensor *rg_conv2d(rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride, int padding) {
-    return conv2d("conv2d", x, w, bias, stride, padding, false);
+    return conv2d("conv2d", x, w, bias, stride, padding, false, NULL);
 }
 
 /* Fused, the ReLU costs no pass over y of its own: the CPU kernels apply it as they write y and
  * apply its mask as they read dy (tensor/cpu/conv2d.c). Its backward needs only y, which the
  * tape keeps anyway, so the conv's raw output is never stored. */
 rg_tensor *rg_conv2d_relu(rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride, int padding) {
-    return conv2d("conv2d_relu", x, w, bias, stride, padding, true);
+    return conv2d("conv2d_relu", x, w, bias, stride, padding, true, NULL);
+}
+
+/* Pooled too, the convolution's output is never stored: backward needs only the pool's output
+ * (the ReLU's mask at the maxima, where it equals y) and its argmax. */
+rg_tensor *rg_conv2d_relu_maxpool2d(rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride,
+                                    int padding, int pool_kernel, int pool_stride,
+                                    int pool_padding) {
+    return conv2d("conv2d_relu_maxpool2d", x, w, bias, stride, padding, true,
+                  (const int[]){pool_kernel, pool_stride, pool_padding});
 }

@@ -3,14 +3,8 @@
 #include "ops/op_impl.h"
 
 static rg_pool2d_shape pool_shape(const rg_tensor *x, int kernel, int stride, int pad) {
-    rg_pool2d_shape s = {
-        .n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
-        .kernel_h = kernel, .kernel_w = kernel, .stride_h = stride, .stride_w = stride,
-        .pad_h = pad, .pad_w = pad,
-    };
-    s.p = (s.h + 2 * pad - kernel) / stride + 1;
-    s.q = (s.w + 2 * pad - kernel) / stride + 1;
-    return s;
+    return rg_op_pool_shape("max_pool2d", x->shape[0], x->shape[1], x->shape[2], x->shape[3],
+                            kernel, stride, pad);
 }
 
 static void maxpool2d_backward(rg_node *n) {
@@ -23,11 +17,6 @@ static void maxpool2d_backward(rg_node *n) {
 rg_tensor *rg_max_pool2d(rg_tensor *x, int kernel, int stride, int padding) {
     rg_op_check_f32("max_pool2d", "input", x);
     rg_op_check_ndim("max_pool2d", "input (N,C,H,W)", x, 4);
-    RG_CHECK(kernel >= 1 && stride >= 1 && padding >= 0 && 2 * padding <= kernel,
-             "max_pool2d: kernel %d, stride %d, padding %d (padding may be at most half the "
-             "kernel)", kernel, stride, padding);
-    RG_CHECK(x->shape[2] + 2 * padding >= kernel && x->shape[3] + 2 * padding >= kernel,
-             "max_pool2d: kernel %d larger than the padded input %s", kernel, RG_SHAPE_STR(x));
     rg_pool2d_shape s = pool_shape(x, kernel, stride, padding);
     rg_tensor *y = rg_tensor_empty(RG_F32, RG_SHAPE(s.n, s.c, s.p, s.q), x->device);
     rg_tensor *argmax = rg_tensor_empty(RG_I32, RG_SHAPE(s.n, s.c, s.p, s.q), x->device);

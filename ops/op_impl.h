@@ -35,6 +35,24 @@ static inline const rg_backend *rg_op_backend(const char *op, const rg_tensor *a
     return rg_backend_for(a->device);
 }
 
+/* A square max-pool window (kernel, stride, padding) over (n, c, h, w) planes, after checking it
+ * (the padding at most half the kernel, as PyTorch; the window within the padded plane); the
+ * output size as PyTorch's. `op` names the caller in the message. */
+static inline rg_pool2d_shape rg_op_pool_shape(const char *op, int64_t n, int64_t c, int64_t h,
+                                               int64_t w, int kernel, int stride, int pad) {
+    RG_CHECK(kernel >= 1 && stride >= 1 && pad >= 0 && 2 * pad <= kernel,
+             "%s: pool kernel %d, stride %d, padding %d (padding may be at most half the kernel)",
+             op, kernel, stride, pad);
+    RG_CHECK(h + 2 * pad >= kernel && w + 2 * pad >= kernel,
+             "%s: pool kernel %d larger than the padded input plane (%lld, %lld)", op, kernel,
+             (long long)h, (long long)w);
+    rg_pool2d_shape s = {.n = n, .c = c, .h = h, .w = w};
+    s.kernel_h = s.kernel_w = kernel, s.stride_h = s.stride_w = stride, s.pad_h = s.pad_w = pad;
+    s.p = (h + 2 * pad - kernel) / stride + 1;
+    s.q = (w + 2 * pad - kernel) / stride + 1;
+    return s;
+}
+
 /* How `small` broadcasts against `big` (NumPy rules, aligned on the right); false if it does not. */
 bool rg_bcast_plan(const rg_tensor *big, const rg_tensor *small, rg_bcast *bc);
 

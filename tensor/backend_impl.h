@@ -57,9 +57,17 @@ typedef struct {
      * have written it (NaN in y passes dy, as rg_relu's backward). */
     bool relu;
     const float *relu_y;
+    /* A max-pool fused onto the output, after the ReLU if there is one
+     * (rg_conv2d_relu_maxpool2d); NULL otherwise. pool->(n, c, h, w) is (n, k, p, q). Forward:
+     * y is the pooled output (N, K, pool->p, pool->q), and pool_argmax receives the pool's argmax
+     * (as maxpool2d_forward writes it). Backward: dy is the gradient of that pooled output,
+     * pool_argmax routes it back, and relu_y (with a ReLU) is the pooled output: the passes see
+     * what max-pool's backward and then the ReLU's would have written. */
+    const struct rg_pool2d_shape *pool;
+    int32_t *pool_argmax;
 } rg_conv2d_shape;
 
-typedef struct {
+typedef struct rg_pool2d_shape {
     int64_t n, c, h, w; /* input (N,C,H,W) */
     int64_t p, q;       /* output (N,C,P,Q) */
     int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;

@@ -68,20 +68,22 @@ static void cnn_free(cnn *net) {
     rg_tensor_free(net->labels);
 }
 
-/* relu(conv(x)) as the model's Sequential runs it: fused, unless RG_FUSE=0 (layers/sequential.c) */
-static rg_tensor *conv_relu(rg_tensor *x, rg_tensor *w, rg_tensor *b) {
+/* relu(conv(x)), then max_pool2d(., 2) when pool, as the model's Sequential runs them: fused
+ * into one op, unless RG_FUSE=0 (nothing fused) or RG_FUSE=relu (the pool apart) */
+static rg_tensor *conv_relu(rg_tensor *x, rg_tensor *w, rg_tensor *b, bool pool) {
     const char *fuse = getenv("RG_FUSE");
-    if (fuse && strcmp(fuse, "0") == 0) return rg_relu(rg_conv2d(x, w, b, 1, 0));
-    return rg_conv2d_relu(x, w, b, 1, 0);
+    bool none = fuse && strcmp(fuse, "0") == 0, relu_only = fuse && strcmp(fuse, "relu") == 0;
+    if (pool && !none && !relu_only) return rg_conv2d_relu_maxpool2d(x, w, b, 1, 0, 2, 2, 0);
+    rg_tensor *y = none ? rg_relu(rg_conv2d(x, w, b, 1, 0)) : rg_conv2d_relu(x, w, b, 1, 0);
+    return pool ? rg_max_pool2d(y, 2, 2, 0) : y;
 }
 
 /* One training step: forward, loss, backward, Adam (lr 1e-3), zero the gradients. */
 static float cnn_step(cnn *net) {
     rg_tensor **p = net->p;
     rg_scope_begin();
-    rg_tensor *h = conv_relu(net->x, p[0], p[1]);                        /* (N,32,26,26) */
-    h = conv_relu(h, p[2], p[3]);                                        /* (N,64,24,24) */
-    h = rg_max_pool2d(h, 2, 2, 0);                                       /* (N,64,12,12) */
+    rg_tensor *h = conv_relu(net->x, p[0], p[1], false); /* (N,32,26,26) */
+    h = conv_relu(h, p[2], p[3], true);                  /* (N,64,24,24), pooled to (N,64,12,12) */
     h = rg_flatten(rg_dropout(h, 0.25f, true, 1234, &net->drop_offset)); /* (N,9216) */
     h = rg_relu(rg_linear(h, p[4], p[5]));                               /* (N,128) */
     h = rg_dropout(h, 0.5f, true, 1234, &net->drop_offset);

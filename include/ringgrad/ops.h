@@ -56,6 +56,12 @@ RG_API rg_tensor *rg_conv2d(rg_tensor *x, rg_tensor *w, rg_tensor *bias, int str
  * passes over y (Sequential fuses a Conv2d followed by a ReLU into it: see layer.h) */
 RG_API rg_tensor *rg_conv2d_relu(rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride,
                                  int padding);
+/* rg_max_pool2d(rg_conv2d_relu(...), pool_kernel, pool_stride, pool_padding) in one op, with the
+ * same results bit for bit: on the CPU the convolution's output and its gradient never reach
+ * memory (Sequential fuses Conv2d, ReLU, MaxPool2d into it) */
+RG_API rg_tensor *rg_conv2d_relu_maxpool2d(rg_tensor *x, rg_tensor *w, rg_tensor *bias, int stride,
+                                           int padding, int pool_kernel, int pool_stride,
+                                           int pool_padding);
 /* y[n,c,p,q] = max over the kernel window;  x (N,C,H,W) -> (N,C,P,Q); padding counts as -inf */
 RG_API rg_tensor *rg_max_pool2d(rg_tensor *x, int kernel, int stride, int padding);
 /* y[n,c,0,0] = mean of x[n,c,:,:] (PyTorch's AdaptiveAvgPool2d(1));  x (N,C,H,W) -> (N,C,1,1)

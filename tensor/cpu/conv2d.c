@@ -65,14 +65,32 @@ static float *pack_forward_weights(const rg_conv2d_shape *s, const float *w, int
     return wp;
 }
 
+/* A fused max-pool on a forward pass that does not fuse it (1x1 products, the direct pass): the
+ * convolution's output in a temporary, then the pool over it. */
+static void forward_then_pool(const rg_conv2d_shape *s, const float *x, const float *w,
+                              const float *b, float *y) {
+    rg_conv2d_shape plain = *s;
+    plain.pool = NULL, plain.pool_argmax = NULL;
+    int64_t len = s->n * s->k * s->p * s->q;
+    float *t = rg_conv_scratch(len);
+    rg_cpu_conv2d_forward(&plain, x, w, b, t);
+    rg_cpu_maxpool2d_forward(s->pool, t, y, s->pool_argmax);
+    rg_conv_scratch_free(t, len);
+}
+
 void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
                            float *y) {
+    bool direct = s->c * s->r * s->s <= RG_CONV_DIRECT_MAX_CRS || (s->r == 1 && s->s == 1);
+    if (s->pool && (direct || rg_conv_gemm_applies(s))) {
+        forward_then_pool(s, x, w, b, y);
+        return;
+    }
     if (rg_conv_gemm_applies(s)) { /* 1x1: see conv2d_gemm.c */
         rg_conv_forward_gemm(s, x, w, b, y);
         return;
     }
     rg_conv_geom g = rg_conv_geom_of(s);
-    if (g.crs <= RG_CONV_DIRECT_MAX_CRS || (s->r == 1 && s->s == 1)) { /* see conv2d_direct.c */
+    if (direct) { /* see conv2d_direct.c */
         rg_conv_forward_direct(s, &g, x, w, b, y);
         return;
     }
@@ -81,9 +99,15 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
     int64_t xn = ch.images * g.xpad_len, yn = rg_conv_round_up(ch.npix, MR) * kpad;
     float *wp = pack_forward_weights(s, w, g.crs);
     int32_t *off = rg_conv_window_offsets(s, &g, g.crs);
+    /* a fused pool: one image's (K, P*Q) output at a time in a scratch of each thread, pooled
+     * from there while in cache, so that only the pooled output reaches memory */
+    int64_t kpq = s->k * g.pq, pooled = s->pool ? s->k * s->pool->p * s->pool->q : 0;
+    rg_pool2d_shape one = s->pool ? *s->pool : (rg_pool2d_shape){0};
+    one.n = 1;
 #pragma omp parallel if (ch.count > 1)
     {
         float *xpad = rg_conv_scratch(xn), *yc = rg_conv_scratch(yn);
+        float *yimg = s->pool ? rg_conv_scratch(kpq) : NULL;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t ci = 0; ci < ch.count; ci++) {
             int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
@@ -94,13 +118,17 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
                                       0, off, g.crs, wp + n0 * g.crs, yc + n0, kpad, false);
             for (int64_t i = 0; i < images; i++) { /* back to (K, P*Q), adding the bias */
                 const float *src = yc + i * g.pq * kpad;
-                float *dst = y + (n0 + i) * s->k * g.pq;
+                float *dst = yimg ? yimg : y + (n0 + i) * kpq;
                 if (s->relu) /* the fused ReLU, while the tile's results are still in cache */
                     rg_conv_transpose_relu(g.pq, s->k, src, kpad, dst, g.pq, b);
                 else
                     rg_conv_transpose(g.pq, s->k, src, kpad, dst, g.pq, b, 0.0f);
+                if (yimg)
+                    rg_cpu_maxpool2d_forward_serial(&one, yimg, y + (n0 + i) * pooled,
+                                                    s->pool_argmax + (n0 + i) * pooled);
             }
         }
+        if (yimg) rg_conv_scratch_free(yimg, kpq);
         rg_conv_scratch_free(yc, yn);
         rg_conv_scratch_free(xpad, xn);
     }

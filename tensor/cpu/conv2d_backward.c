@@ -191,7 +191,45 @@ static void filter_reduce(const rg_conv2d_shape *s, int64_t crs, int64_t kpad,
  * the filter pass's panel-major dyt, (kpad / NR, npix, NR), is also the data pass's left operand,
  * read through koff[k] = (k / NR) * npix * NR + k % NR with pixels NR floats apart. */
 static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, const float *w,
+                     float beta_x, float *dx, float beta_w, float *dw, float *db);
+
+/* A fused max-pool on passes that do not fuse it (1x1 products, the filter pass of small planes):
+ * the gradient of the convolution's output in a temporary, as max-pool's backward and the ReLU's
+ * would have written it, then the plain passes. */
+static void backward_unpooled(const rg_conv2d_shape *s, const float *x, const float *dy,
+                              const float *w, float beta_x, float *dx, float beta_w, float *dw,
+                              float *db) {
+    rg_conv2d_shape plain = *s;
+    plain.pool = NULL, plain.pool_argmax = NULL, plain.relu_y = NULL;
+    int64_t pooled = s->n * s->k * s->pool->p * s->pool->q, len = s->n * s->k * s->p * s->q;
+    float *masked = s->relu_y ? rg_conv_scratch(pooled) : NULL, *dz = rg_conv_scratch(len);
+    if (masked) rg_cpu_relu_backward(pooled, s->relu_y, dy, 0.0f, masked);
+    rg_cpu_maxpool2d_backward(s->pool, masked ? masked : dy, s->pool_argmax, 0.0f, dz);
+    backward(&plain, x, dz, w, beta_x, dx, beta_w, dw, db);
+    rg_conv_scratch_free(dz, len);
+    if (masked) rg_conv_scratch_free(masked, pooled);
+}
+
+/* One image's gradient of the convolution's output, from that of its fused pool (see
+ * rg_conv2d_shape.pool): dy masked by the ReLU's output (relu_y, when one was fused, at the
+ * pooled positions, where it equals the pool's output) into dm, then routed back to the maxima
+ * into dimg, zero elsewhere. */
+static void unpool_image(const rg_pool2d_shape *one, const float *dy, const float *relu_y,
+                         const int32_t *argmax, float *dm, float *dimg) {
+    int64_t pooled = one->c * one->p * one->q;
+    if (relu_y) {
+        for (int64_t j = 0; j < pooled; j++) dm[j] = rg_k_relu_grad(relu_y[j], dy[j]);
+        dy = dm;
+    }
+    rg_cpu_maxpool2d_backward_serial(one, dy, argmax, 0.0f, dimg);
+}
+
+static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, const float *w,
                      float beta_x, float *dx, float beta_w, float *dw, float *db) {
+    if (s->pool && (rg_conv_gemm_applies(s) || (dw && rg_conv_gemm_filter_applies(s)))) {
+        backward_unpooled(s, x, dy, w, beta_x, dx, beta_w, dw, db);
+        return;
+    }
     if (rg_conv_gemm_applies(s)) { /* 1x1: see conv2d_gemm.c */
         rg_conv_backward_gemm(s, x, dy, w, beta_x, dx, beta_w, dw, db);
         return;
@@ -218,11 +256,17 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
     int nthreads = ch.count > 1 ? omp_get_max_threads() : 1;
     filter_partial *part =
         rg_xcalloc((size_t)nthreads, sizeof *part, "conv2d: per-thread partials");
+    /* a fused pool: each image's dy unpooled into a scratch of each thread (unpool_image) */
+    int64_t pooled = s->pool ? s->k * s->pool->p * s->pool->q : 0;
+    rg_pool2d_shape one = s->pool ? *s->pool : (rg_pool2d_shape){0};
+    one.n = 1;
 #pragma omp parallel num_threads(nthreads)
     {
         filter_partial *mine = &part[omp_get_thread_num()];
         float *xpad = dw ? rg_conv_scratch(xn) : NULL, *dyt = rg_conv_scratch(dyn),
               *sums = rg_conv_scratch(kpad);
+        float *dimg = s->pool ? rg_conv_scratch(kpq) : NULL,
+              *dm = s->pool && s->relu_y ? rg_conv_scratch(pooled) : NULL;
         float *dxpad = dx ? rg_conv_scratch(xn) : NULL,
               *dcol = dx ? rg_conv_scratch(drows * NR) : NULL;
         memset(dyt, 0, (size_t)dyn * sizeof(float)); /* columns past K stay zero */
@@ -237,10 +281,18 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
 #pragma omp for schedule(static)
         for (int64_t ci = 0; ci < ch.count; ci++) {
             int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
-            for (int64_t i = 0; i < images; i++)
-                load_image(s, &g, dw ? x + (n0 + i) * chw : NULL, dy + (n0 + i) * kpq,
-                           s->relu_y ? s->relu_y + (n0 + i) * kpq : NULL, ch.npix,
+            for (int64_t i = 0; i < images; i++) {
+                const float *dyi = dy + (n0 + i) * kpq,
+                            *mask = s->relu_y ? s->relu_y + (n0 + i) * kpq : NULL;
+                if (dimg) {
+                    unpool_image(&one, dy + (n0 + i) * pooled,
+                                 s->relu_y ? s->relu_y + (n0 + i) * pooled : NULL,
+                                 s->pool_argmax + (n0 + i) * pooled, dm, dimg);
+                    dyi = dimg, mask = NULL;
+                }
+                load_image(s, &g, dw ? x + (n0 + i) * chw : NULL, dyi, mask, ch.npix,
                            dw ? xpad + i * g.xpad_len : NULL, dyt + i * g.pq * NR, sums, mine->db);
+            }
             if (dw) filter_chunk(s, &ch, images, g.pq, row_off, rows, xpad, dyt, kpad, mine->acc);
             if (dx) {
                 data_chunk(s, &g, &ch, images, wt, koff, col_off, dyt, dcol, dxpad);
@@ -252,6 +304,8 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
         if (dw) filter_reduce(s, g.crs, kpad, part, nthreads, beta_w, dw, db);
         if (dcol) rg_conv_scratch_free(dcol, drows * NR);
         if (dxpad) rg_conv_scratch_free(dxpad, xn);
+        if (dm) rg_conv_scratch_free(dm, pooled);
+        if (dimg) rg_conv_scratch_free(dimg, kpq);
         rg_conv_scratch_free(sums, kpad);
         rg_conv_scratch_free(dyt, dyn);
         if (xpad) rg_conv_scratch_free(xpad, xn);

@@ -17,6 +17,13 @@ void rg_cpu_gemm_blas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                       float *c, int64_t ldc);
 
+/* maxpool2d_forward and _backward on the calling thread only, for a kernel that pools inside its
+ * own OpenMP loop (the convolution's fused pool, conv2d.c). */
+void rg_cpu_maxpool2d_forward_serial(const rg_pool2d_shape *s, const float *x, float *y,
+                                     int32_t *argmax);
+void rg_cpu_maxpool2d_backward_serial(const rg_pool2d_shape *s, const float *dy,
+                                      const int32_t *argmax, float beta, float *dx);
+
 /* OpenMP chunking: parallelise only loops worth a thread wake-up. */
 #define RG_CPU_PAR_MIN 32768
 

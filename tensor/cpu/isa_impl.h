@@ -41,6 +41,8 @@
 #define rg_cpu_dropout_backward RG_ISA_NAME(rg_cpu_dropout_backward)
 #define rg_cpu_maxpool2d_forward RG_ISA_NAME(rg_cpu_maxpool2d_forward)
 #define rg_cpu_maxpool2d_backward RG_ISA_NAME(rg_cpu_maxpool2d_backward)
+#define rg_cpu_maxpool2d_forward_serial RG_ISA_NAME(rg_cpu_maxpool2d_forward_serial)
+#define rg_cpu_maxpool2d_backward_serial RG_ISA_NAME(rg_cpu_maxpool2d_backward_serial)
 /* optim.c */
 #define rg_cpu_sgd_step RG_ISA_NAME(rg_cpu_sgd_step)
 #define rg_cpu_adam_step RG_ISA_NAME(rg_cpu_adam_step)

@@ -233,13 +233,15 @@ static void pool3x3s2_plane(const rg_pool2d_shape *s, const float *xp, float *yp
     }
 }
 
-void rg_cpu_maxpool2d_forward(const rg_pool2d_shape *s, const float *x, float *y, int32_t *argmax) {
+/* threads: share the planes out (OpenMP), or run them all on the calling thread */
+static void forward(const rg_pool2d_shape *s, const float *x, float *y, int32_t *argmax,
+                    bool threads) {
     int64_t planes = s->n * s->c, hw = s->h * s->w, pq = s->p * s->q;
     bool two_by_two = s->kernel_h == 2 && s->kernel_w == 2 && s->stride_h == 2 &&
                       s->stride_w == 2 && s->pad_h == 0 && s->pad_w == 0;
     bool k3s2 = s->kernel_h == 3 && s->kernel_w == 3 && s->stride_h == 2 && s->stride_w == 2;
     const float *x_end = x + planes * hw;
-#pragma omp parallel if (planes * hw > RG_CPU_PAR_MIN)
+#pragma omp parallel if (threads && planes * hw > RG_CPU_PAR_MIN)
     {
         /* pool3x3s2_plane's ring of three rows; without it, the general scan */
         float *hb = k3s2 ? malloc((size_t)(3 * s->q) * (sizeof(float) + sizeof(int32_t))) : NULL;
@@ -261,6 +263,15 @@ void rg_cpu_maxpool2d_forward(const rg_pool2d_shape *s, const float *x, float *y
         }
         free(hb);
     }
+}
+
+void rg_cpu_maxpool2d_forward(const rg_pool2d_shape *s, const float *x, float *y, int32_t *argmax) {
+    forward(s, x, y, argmax, true);
+}
+
+void rg_cpu_maxpool2d_forward_serial(const rg_pool2d_shape *s, const float *x, float *y,
+                                     int32_t *argmax) {
+    forward(s, x, y, argmax, false);
 }
 
 #if defined(__AVX512F__)
@@ -357,12 +368,12 @@ static void unpool2x2_plane(const rg_pool2d_shape *s, const float *dyp, const in
     scale_uncovered(dxp + 2 * s->p * s->w, (s->h - 2 * s->p) * s->w, beta); /* an odd last row */
 }
 
-void rg_cpu_maxpool2d_backward(const rg_pool2d_shape *s, const float *dy, const int32_t *argmax,
-                               float beta, float *dx) {
+static void backward(const rg_pool2d_shape *s, const float *dy, const int32_t *argmax, float beta,
+                     float *dx, bool threads) {
     int64_t planes = s->n * s->c, hw = s->h * s->w, pq = s->p * s->q;
     bool two_by_two = s->kernel_h == 2 && s->kernel_w == 2 && s->stride_h == 2 &&
                       s->stride_w == 2 && s->pad_h == 0 && s->pad_w == 0;
-#pragma omp parallel for if (planes * hw > RG_CPU_PAR_MIN) schedule(static)
+#pragma omp parallel for if (threads && planes * hw > RG_CPU_PAR_MIN) schedule(static)
     for (int64_t pl = 0; pl < planes; pl++) {
         float *dxp = dx + pl * hw;
         const float *dyp = dy + pl * pq;
@@ -374,4 +385,14 @@ void rg_cpu_maxpool2d_backward(const rg_pool2d_shape *s, const float *dy, const 
         if (beta != 1.0f) scale_uncovered(dxp, hw, beta); /* windows may overlap: zero, then add */
         for (int64_t i = 0; i < pq; i++) dxp[ap[i]] += dyp[i];
     }
+}
+
+void rg_cpu_maxpool2d_backward(const rg_pool2d_shape *s, const float *dy, const int32_t *argmax,
+                               float beta, float *dx) {
+    backward(s, dy, argmax, beta, dx, true);
+}
+
+void rg_cpu_maxpool2d_backward_serial(const rg_pool2d_shape *s, const float *dy,
+                                      const int32_t *argmax, float beta, float *dx) {
+    backward(s, dy, argmax, beta, dx, false);
 }

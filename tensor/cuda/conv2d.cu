@@ -395,11 +395,45 @@ static float *relu_masked_dy(rg_cuda_ctx *ctx, const rg_conv2d_shape *s, const f
     return dz;
 }
 
-/* y (N,K,P,Q) = conv(x (N,C,H,W), w (K,C,R,S)) + b (K), then max(0, y) with s->relu */
+/* A fused max-pool (rg_conv2d_shape.pool) runs as the separate kernels as well, on the same
+ * stream: the convolution's output and its gradient go through scratch. On the GPU the fusion
+ * saves nothing worth a kernel of its own (the pool is a small share of a step there); it exists
+ * for the CPU's memory traffic. */
+
+/* When a pool was fused: the gradient of the convolution's output, as max-pool's backward and
+ * then the ReLU's would have written it, in scratch that the caller frees after its last launch;
+ * *dy then points there. *plain is s without the fused ReLU and pool. NULL without a pool. */
+static float *unpooled_dy(rg_cuda_ctx *ctx, const rg_conv2d_shape *s, const float **dy,
+                          rg_conv2d_shape *plain) {
+    *plain = *s;
+    if (!s->pool) return NULL;
+    plain->pool = NULL, plain->pool_argmax = NULL, plain->relu_y = NULL;
+    int64_t pooled = s->n * s->k * s->pool->p * s->pool->q, len = s->n * s->k * s->p * s->q;
+    float *dz = (float *)rg_cuda_scratch(ctx, (size_t)len * sizeof(float));
+    float *dm = s->relu_y ? (float *)rg_cuda_scratch(ctx, (size_t)pooled * sizeof(float)) : NULL;
+    if (dm) rg_cuda_relu_backward(pooled, s->relu_y, *dy, 0.0f, dm);
+    rg_cuda_maxpool2d_backward(s->pool, dm ? dm : *dy, s->pool_argmax, 0.0f, dz);
+    if (dm) rg_cuda_scratch_free(ctx, dm); /* stream-ordered: reused only after the launch */
+    *dy = dz;
+    return dz;
+}
+
+/* y (N,K,P,Q) = conv(x (N,C,H,W), w (K,C,R,S)) + b (K), then max(0, y) with s->relu, then the
+ * max-pool s->pool (y then being the pool's output) */
 void rg_cuda_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w,
                             const float *b, float *y) {
     if (s->n == 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
+    if (s->pool) {
+        rg_conv2d_shape plain = *s;
+        plain.pool = NULL, plain.pool_argmax = NULL;
+        size_t bytes = (size_t)(s->n * s->k * s->p * s->q) * sizeof(float);
+        float *t = (float *)rg_cuda_scratch(ctx, bytes);
+        rg_cuda_conv2d_forward(&plain, x, w, b, t);
+        rg_cuda_maxpool2d_forward(s->pool, t, y, s->pool_argmax);
+        rg_cuda_scratch_free(ctx, t);
+        return;
+    }
     int64_t chunk = batch_chunk(s), x_img = s->c * s->h * s->w, y_img = s->k * s->p * s->q;
     pthread_mutex_lock(&ctx->cudnn_lock);
     for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
@@ -429,6 +463,9 @@ void rg_cuda_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, con
                                   float beta, float *dx) {
     if (s->n == 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
+    rg_conv2d_shape plain;
+    float *dp = unpooled_dy(ctx, s, &dy, &plain);
+    s = &plain;
     int64_t chunk = batch_chunk(s), x_img = s->c * s->h * s->w, y_img = s->k * s->p * s->q;
     float *dz = relu_masked_dy(ctx, s, &dy);
     pthread_mutex_lock(&ctx->cudnn_lock);
@@ -449,6 +486,7 @@ void rg_cuda_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, con
     }
     pthread_mutex_unlock(&ctx->cudnn_lock);
     if (dz) rg_cuda_scratch_free(ctx, dz);
+    if (dp) rg_cuda_scratch_free(ctx, dp);
 }
 
 /* dw (K,C,R,S) = beta*dw + corr(x (N,C,H,W), dy (N,K,P,Q));  db (K) = beta*db + sum_{n,p,q} dy;
@@ -461,6 +499,9 @@ void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, co
         if (db) rg_cuda_scale(ctx, s->k, beta, db);
         return;
     }
+    rg_conv2d_shape plain;
+    float *dp = unpooled_dy(ctx, s, &dy, &plain);
+    s = &plain;
     int64_t chunk = batch_chunk(s), x_img = s->c * s->h * s->w, y_img = s->k * s->p * s->q;
     float *dz = relu_masked_dy(ctx, s, &dy);
     /* Accumulating (beta != 0, every step when gradients are zeroed rather than dropped): cuDNN
@@ -499,12 +540,18 @@ void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, co
         rg_cuda_scratch_free(ctx, acc);
     }
     if (dz) rg_cuda_scratch_free(ctx, dz);
+    if (dp) rg_cuda_scratch_free(ctx, dp);
 }
 
-/* Both backward passes: cuDNN has no combined call, so the two above, one after the other. */
+/* Both backward passes: cuDNN has no combined call, so the two above, one after the other (a fused
+ * pool's gradient unpooled once for both). */
 void rg_cuda_conv2d_backward(const rg_conv2d_shape *s, const float *x, const float *dy,
                              const float *w, float beta_x, float *dx, float beta_w, float *dw,
                              float *db) {
+    rg_conv2d_shape plain;
+    float *dp = s->n > 0 ? unpooled_dy(rg_cuda_ctx_current(), s, &dy, &plain) : NULL;
+    if (dp) s = &plain;
     if (dx) rg_cuda_conv2d_backward_data(s, dy, w, beta_x, dx);
     if (dw) rg_cuda_conv2d_backward_filter(s, x, dy, beta_w, dw, db);
+    if (dp) rg_cuda_scratch_free(rg_cuda_ctx_current(), dp);
 }

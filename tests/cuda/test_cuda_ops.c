@@ -149,6 +149,12 @@ static rg_tensor *f_conv_relu(rg_tensor *const *in, void *ctx) {
     return rg_conv2d_relu(in[0], in[1], in[2], c->stride, c->pad);
 }
 
+/* with the CNN's 2x2/2 max-pool fused after the ReLU (the CUDA backend runs the three kernels) */
+static rg_tensor *f_conv_relu_pool(rg_tensor *const *in, void *ctx) {
+    const conv_cfg *c = ctx;
+    return rg_conv2d_relu_maxpool2d(in[0], in[1], in[2], c->stride, c->pad, 2, 2, 0);
+}
+
 static void conv_cases(void) {
     struct {
         int64_t n, c, h, w, k, r;
@@ -169,6 +175,8 @@ static void conv_cases(void) {
         compare("conv2d", f_conv, &cases[t].cfg, b ? 3 : 2, (rg_tensor *[]){x, w, b}, 1e-2, 1e-3);
         compare("conv2d_relu", f_conv_relu, &cases[t].cfg, b ? 3 : 2, (rg_tensor *[]){x, w, b},
                 1e-2, 1e-3);
+        compare("conv2d_relu_maxpool2d", f_conv_relu_pool, &cases[t].cfg, b ? 3 : 2,
+                (rg_tensor *[]){x, w, b}, 1e-2, 1e-3);
         rgt_free_all(3, (rg_tensor *[]){x, w, b});
     }
 }

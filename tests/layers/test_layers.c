@@ -168,6 +168,35 @@ Test(layers_sequential, fuses_a_conv2d_and_the_relu_after_it_unless_told_not_to)
     free_layer_and_input(net, x);
 }
 
+Test(layers_sequential, fuses_a_conv2d_relu_and_maxpool2d_into_one_op) {
+    rg_rng_stream init = {.seed = 9};
+    rg_layer *net = rg_sequential_new("");
+    rg_layer_add(net, rg_conv2d_new("conv1", 2, 4, 3, NULL, &init));
+    rg_layer_add(net, rg_relu_new("relu1"));
+    rg_layer_add(net, rg_maxpool2d_new("pool1", 2, 0, 0));
+    rg_layer_add(net, rg_conv2d_new("conv2", 4, 4, 3, NULL, &init));
+    rg_layer_add(net, rg_maxpool2d_new("pool2", 2, 0, 0)); /* no ReLU between: not fused */
+    rg_tensor *x = rgt_uniform(RG_SHAPE(2, 2, 16, 16), -1, 1, 5);
+    rg_scope_begin();
+    rg_tensor *y = rg_layer_forward(net, x, RG_TRAIN); /* 16 -> 14 -> 7 -> 5 -> 2 */
+    cr_assert_eq(y->shape[2], 2);
+    cr_assert_str_eq(made_by(y), "max_pool2d");
+    const rg_tensor *c2 = ((const rg_node *)y->grad_fn)->in[0];
+    cr_assert_str_eq(made_by(c2), "conv2d");
+    const rg_tensor *p1 = ((const rg_node *)c2->grad_fn)->in[0];
+    cr_assert_str_eq(made_by(p1), "conv2d_relu_maxpool2d");
+    cr_assert_eq(p1->shape[2], 7);
+    /* a pipeline stage that ends after the ReLU: conv + ReLU only */
+    cr_assert_str_eq(made_by(rg_sequential_forward_range(net, 0, 2, x, RG_TRAIN)), "conv2d_relu");
+    setenv("RG_FUSE", "0", 1);
+    y = rg_layer_forward(net, x, RG_TRAIN);
+    unsetenv("RG_FUSE");
+    c2 = ((const rg_node *)y->grad_fn)->in[0];
+    cr_assert_str_eq(made_by(((const rg_node *)c2->grad_fn)->in[0]), "max_pool2d");
+    rg_scope_end();
+    free_layer_and_input(net, x);
+}
+
 Test(layers_sequential, a_range_past_the_children_stops_with_a_message, .signal = SIGABRT) {
     rg_layer *net = rg_sequential_new("");
     rg_layer_add(net, rg_relu_new("relu1"));

@@ -3,6 +3,7 @@
  * kernels, batches of one and more, with and without bias), central-difference gradient checks,
  * accumulation into existing gradients, independence from the thread count, and misuse. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "rgtest.h"
@@ -262,6 +263,20 @@ static void run_conv_relu(const conv_case *t, const conv_inputs *in, const rg_te
     rg_scope_end();
 }
 
+/* y, dx, dw and dbias of a fused op (got) and of the ops it fuses (want), n[i] floats each (NULL
+ * where the input has no gradient), equal bit for bit; frees all eight. */
+static void assert_same_bits(float *got[4], float *want[4], const int64_t n[4], const char *label) {
+    const char *what[4] = {"y", "dx", "dw", "dbias"};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(got[i] == NULL, want[i] == NULL, "%s: %s", label, what[i]);
+        for (int64_t j = 0; got[i] && j < n[i]; j++)
+            if (memcmp(&got[i][j], &want[i][j], sizeof(float)) != 0)
+                cr_assert_fail("%s, %s: element %lld: fused %.9g, unfused %.9g", label, what[i],
+                               (long long)j, (double)got[i][j], (double)want[i][j]);
+        free(got[i]), free(want[i]);
+    }
+}
+
 /* rg_conv2d_relu against rg_relu(rg_conv2d(...)): the output and every gradient bit for bit. With
  * weight_grad false the bias gradient takes the op's other path (a masked dy of its own). */
 static void check_fused_relu(const conv_case *t, int ci, bool weight_grad) {
@@ -272,21 +287,13 @@ static void check_fused_relu(const conv_case *t, int ci, bool weight_grad) {
     float *want[4], *got[4];
     run_conv_relu(t, &in, dy, false, want);
     run_conv_relu(t, &in, dy, true, got);
-    const char *what[4] = {"y", "dx", "dw", "dbias"};
     int64_t n[4] = {dy->numel, in.x->numel, in.w->numel, in.b ? in.b->numel : 0};
     int zeros = 0;
     for (int64_t i = 0; i < n[0]; i++) zeros += want[0][i] == 0.0f;
     cr_assert(zeros > 0 && zeros < n[0], "case %d: the ReLU should cut some outputs, not all", ci);
-    for (int i = 0; i < 4; i++) {
-        cr_assert_eq(got[i] == NULL, want[i] == NULL, "case %d: %s", ci, what[i]);
-        for (int64_t j = 0; got[i] && j < n[i]; j++)
-            if (memcmp(&got[i][j], &want[i][j], sizeof(float)) != 0)
-                cr_assert_fail("case %d (weight grad %d), %s: element %lld: fused %.9g, "
-                               "unfused %.9g",
-                               ci, weight_grad, what[i], (long long)j, (double)got[i][j],
-                               (double)want[i][j]);
-        free(got[i]), free(want[i]);
-    }
+    char label[96];
+    snprintf(label, sizeof label, "case %d (weight grad %d)", ci, weight_grad);
+    assert_same_bits(got, want, n, label);
     rg_tensor_free(dy);
     free_inputs(&in);
 }
@@ -325,6 +332,159 @@ Test(tensor_conv2d, fused_relu_gradients_match_finite_differences) {
         }
         free_inputs(&in);
     }
+}
+
+/* ---- the fused ReLU and max-pool (rg_conv2d_relu_maxpool2d) ---- */
+
+typedef struct {
+    int kernel, stride, pad;
+} pool_case;
+
+/* The CNN's 2x2/2, ResNet's 3x3/2 with padding (overlapping windows), and a 2x2/1. */
+static const pool_case pools[] = {{2, 2, 0}, {3, 2, 1}, {2, 1, 0}};
+#define NPOOLS (sizeof pools / sizeof pools[0])
+
+/* Runs y = op(x, w, b) `reps` times, each followed by backward of sum(y * dy) (grads zeroed
+ * before the first only: reps 2 accumulates); copies y and the gradients of x, w, b (those that
+ * exist) into out[0..3], each malloc'ed. */
+static void run_conv_relu_pool(const conv_case *t, const pool_case *pc, const conv_inputs *in,
+                               const rg_tensor *dy, bool fused, int reps, float *out[4]) {
+    rg_tensor *ps[3] = {in->x, in->w, in->b};
+    for (int i = 0; i < 3; i++)
+        if (ps[i]) rg_zero_grad(ps[i]);
+    for (int rep = 0; rep < reps; rep++) {
+        rg_scope_begin();
+        rg_tensor *y =
+            fused ? rg_conv2d_relu_maxpool2d(in->x, in->w, in->b, t->stride, t->pad, pc->kernel,
+                                             pc->stride, pc->pad)
+                  : rg_max_pool2d(rg_relu(rg_conv2d(in->x, in->w, in->b, t->stride, t->pad)),
+                                  pc->kernel, pc->stride, pc->pad);
+        cr_assert_eq(y->numel, dy->numel);
+        rg_backward(rg_sum(rg_mul(y, (rg_tensor *)dy)));
+        if (rep == reps - 1) {
+            out[0] = malloc(rg_tensor_nbytes(y));
+            rg_tensor_copy_to_host(y, out[0]);
+        }
+        rg_scope_end();
+    }
+    for (int i = 0; i < 3; i++) {
+        out[1 + i] = NULL;
+        if (!ps[i] || !ps[i]->grad) continue;
+        out[1 + i] = malloc(rg_tensor_nbytes(ps[i]->grad));
+        rg_tensor_copy_to_host(ps[i]->grad, out[1 + i]);
+    }
+}
+
+/* rg_conv2d_relu_maxpool2d against rg_max_pool2d(rg_relu(rg_conv2d(...))): the output and every
+ * gradient bit for bit. weight_grad false sends the bias gradient down the op's other path (the
+ * conv's dy unpooled by the op itself); reps 2 accumulates into the gradients. */
+static void check_fused_pool(const conv_case *t, int ci, const pool_case *pc, bool weight_grad,
+                             int reps) {
+    rg_conv2d_shape s = shape_of(t);
+    if (s.p + 2 * pc->pad < pc->kernel || s.q + 2 * pc->pad < pc->kernel) return;
+    int64_t pp = (s.p + 2 * pc->pad - pc->kernel) / pc->stride + 1,
+            pq = (s.q + 2 * pc->pad - pc->kernel) / pc->stride + 1;
+    conv_inputs in = make_inputs(t, 500 + 10 * (uint64_t)ci, true);
+    rg_tensor_set_requires_grad(in.w, weight_grad);
+    rg_tensor *dy = rgt_uniform(RG_SHAPE(s.n, s.k, pp, pq), -1, 1, 5000 + (uint64_t)ci);
+    float *want[4], *got[4];
+    run_conv_relu_pool(t, pc, &in, dy, false, reps, want);
+    run_conv_relu_pool(t, pc, &in, dy, true, reps, got);
+    int64_t n[4] = {dy->numel, in.x->numel, in.w->numel, in.b ? in.b->numel : 0};
+    char label[96];
+    snprintf(label, sizeof label, "case %d, pool %dx%d/%d pad %d (weight grad %d, reps %d)", ci,
+             pc->kernel, pc->kernel, pc->stride, pc->pad, weight_grad, reps);
+    assert_same_bits(got, want, n, label);
+    rg_tensor_free(dy);
+    free_inputs(&in);
+}
+
+/* Every case reaches the pool by another path of the CPU kernels: pooled from each image's scratch
+ * on the tiles, after the whole output on the direct and 1x1 passes; in backward, unpooled image
+ * by image on the tiles, whole for the products and the im2col filter pass. */
+Test(tensor_conv2d, fused_pool_equals_pool_of_relu_of_conv_bit_for_bit) {
+    for (int threads = 1; threads <= 2; threads++) {
+        rg_set_num_threads(threads);
+        for (size_t ci = 0; ci < NCASES; ci++)
+            for (size_t pi = 0; pi < NPOOLS; pi++)
+                check_fused_pool(&cases[ci], (int)ci, &pools[pi], true, 1);
+        for (size_t pi = 0; pi < NPOOLS; pi++) {
+            check_fused_pool(&cases[4], 4, &pools[pi], false, 1);  /* bias without the weight */
+            check_fused_pool(&cases[4], 4, &pools[pi], true, 2);   /* accumulating, tiles */
+            check_fused_pool(&cases[22], 22, &pools[pi], true, 2); /* accumulating, 1x1 */
+        }
+    }
+    rg_set_num_threads(1);
+}
+
+typedef struct {
+    conv_case t;
+    pool_case pool;
+} conv_pool_ctx;
+
+static rg_tensor *f_conv_relu_pool(rg_tensor *const *in, void *ctx) {
+    const conv_pool_ctx *c = ctx;
+    return rg_conv2d_relu_maxpool2d(in[0], in[1], in[2], c->t.stride, c->t.pad, c->pool.kernel,
+                                    c->pool.stride, c->pool.pad);
+}
+
+/* Whether every pre-activation z lies at least `gap` from 0 and, in every pool window, the largest
+ * value at least `gap` above the next: finite differences then cross neither the ReLU's kink nor
+ * a change of the maximum. */
+static bool away_from_kinks(const conv_pool_ctx *c, const conv_inputs *in, float gap) {
+    rg_conv2d_shape s = shape_of(&c->t);
+    rg_scope_begin();
+    const float *z = rg_tensor_f32(rg_conv2d(in->x, in->w, in->b, c->t.stride, c->t.pad));
+    bool ok = true;
+    for (int64_t i = 0; i < s.n * s.k * s.p * s.q; i++) ok = ok && fabsf(z[i]) >= gap;
+    int kp = c->pool.kernel, st = c->pool.stride, pd = c->pool.pad;
+    for (int64_t pl = 0; ok && pl < s.n * s.k; pl++)
+        for (int64_t p = 0; p * st - pd + kp <= s.p + pd && ok; p++)
+            for (int64_t q = 0; q * st - pd + kp <= s.q + pd && ok; q++) {
+                float top = -INFINITY, next = -INFINITY;
+                for (int64_t h = p * st - pd; h < p * st - pd + kp; h++)
+                    for (int64_t w = q * st - pd; w < q * st - pd + kp; w++) {
+                        if (h < 0 || h >= s.p || w < 0 || w >= s.q) continue;
+                        float v = fmaxf(z[(pl * s.p + h) * s.q + w], 0.0f); /* after the ReLU */
+                        if (v > top)
+                            next = top, top = v;
+                        else if (v > next)
+                            next = v;
+                    }
+                ok = top == 0.0f || top - next >= gap; /* a window all cut by the ReLU: no grad */
+            }
+    rg_scope_end();
+    return ok;
+}
+
+Test(tensor_conv2d, fused_pool_gradients_match_finite_differences) {
+    const conv_pool_ctx cases_fd[] = {
+        {{1, 2, 5, 6, 3, 3, 3, 1, 1, true}, {2, 2, 0}},
+        {{2, 3, 6, 5, 4, 3, 3, 1, 1, true}, {3, 2, 1}},
+    };
+    for (size_t c = 0; c < sizeof cases_fd / sizeof cases_fd[0]; c++)
+        for (uint64_t seed = 1900, found = 0; !found; seed += 10) {
+            cr_assert(seed < 1900 + 10 * 400, "no seed gave values away from the kinks");
+            conv_inputs in = make_inputs(&cases_fd[c].t, seed, true);
+            if (away_from_kinks(&cases_fd[c], &in, 0.02f)) {
+                found = 1;
+                rgt_assert_gradcheck(f_conv_relu_pool, (void *)&cases_fd[c], 3,
+                                     (rg_tensor *[]){in.x, in.w, in.b}, NULL);
+            }
+            free_inputs(&in);
+        }
+}
+
+Test(tensor_conv2d, fused_pool_with_padding_over_half_its_kernel_stops, .signal = SIGABRT) {
+    conv_inputs in = make_inputs(&cases[1], 1, false);
+    rg_scope_begin();
+    rg_conv2d_relu_maxpool2d(in.x, in.w, in.b, 1, 1, 3, 2, 2);
+}
+
+Test(tensor_conv2d, fused_pool_larger_than_the_output_stops, .signal = SIGABRT) {
+    conv_inputs in = make_inputs(&cases[1], 1, false); /* 7x9 output */
+    rg_scope_begin();
+    rg_conv2d_relu_maxpool2d(in.x, in.w, in.b, 1, 1, 8, 1, 0);
 }
 
 /* 3x3 on the tiles; 1x1 as products, in place and strided; a filter pass through im2col */
