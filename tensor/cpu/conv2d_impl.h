@@ -74,6 +74,16 @@ void rg_conv_transpose_relu(int64_t rows, int64_t cols, const float *src, int64_
 void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, const float *mask,
                            int64_t lds, float *dst, int64_t ldd, float *sums);
 
+/* A 2x2, stride-2, unpadded max-pool fused onto a forward pass, on one image's output while it is
+ * still channels-last: src (p*q, kpad) the convolution's output without its bias, bias (kpad
+ * floats, zero past K) or NULL, kpad a multiple of RG_CONV_VL. out (p/2 * q/2, kpad) receives the
+ * maximum of each window's relu(v + bias) (v + bias without relu_on), tap which of the window's
+ * pixels held it: 0, 1 (right), 2 (below), 3 (below right), as floats. The values and the
+ * comparisons are those of rg_conv_transpose_relu and then maxpool2d.c's, in the same order, so the
+ * result is theirs to the bit. */
+void rg_conv_pool2x2_nhwc(int64_t p, int64_t q, int64_t kpad, const float *src, const float *bias,
+                          bool relu_on, float *out, float *tap);
+
 /* dst[j*ldd + i] = src[i*lds + j] for a matrix narrower than a vector (cols < RG_CONV_VL: a
  * filter's (C, R*S) weights of a 3x3 kernel), without options. Reads whole vectors from each row,
  * into the rows after it, wherever they end before src_end (the end of the readable source);

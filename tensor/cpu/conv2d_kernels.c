@@ -213,12 +213,13 @@ static inline __attribute__((always_inline)) void transpose_full(const float *sr
 static void transpose_edge(int64_t ri, int64_t cj, const float *src, int64_t lds, float *dst,
                            int64_t ldd, const transpose_opts *o) {
     for (int64_t j = 0; j < cj; j++) {
-        float add = o->bias ? o->bias[j] : 0.0f, *d = dst + j * ldd;
+        float *d = dst + j * ldd;
         for (int64_t i = 0; i < ri; i++) {
             float v = src[i * lds + j];
             if (o->mask) v = rg_k_relu_grad(o->mask[i * lds + j], v);
             if (o->sums) o->sums[i] += v;
-            v = v + add + (o->beta != 0.0f ? o->beta * d[i] : 0.0f);
+            if (o->bias) v += o->bias[j]; /* as transpose_full: no + 0.0f, which turns -0 to +0 */
+            if (o->beta != 0.0f) v += o->beta * d[i];
             d[i] = o->relu ? rg_k_relu(v) : v;
         }
     }
@@ -294,6 +295,48 @@ void rg_conv_transpose_narrow(int64_t rows, int64_t cols, const float *src, int6
     }
     transpose_opts o = {0};
     transpose_edge(rows - i0, cols, src + i0 * lds, lds, dst + i0, ldd, &o);
+}
+
+/* ---- a fused 2x2 max-pool, channels-last ---- */
+
+/* v replaces best where v > best or v is NaN: maxpool2d.c's takes_over, lane by lane */
+static inline __attribute__((always_inline)) rg_convidx takes_over_v(rg_convvec v,
+                                                                     rg_convvec best) {
+    return (v > best) | (v != v);
+}
+
+static inline __attribute__((always_inline)) rg_convvec select_v(rg_convidx m, rg_convvec a,
+                                                                 rg_convvec b) {
+    return (rg_convvec)(((rg_convidx)a & m) | ((rg_convidx)b & ~m));
+}
+
+void rg_conv_pool2x2_nhwc(int64_t p, int64_t q, int64_t kpad, const float *src, const float *bias,
+                          bool relu_on, float *out, float *tap) {
+    int64_t pp = p / 2, qq = q / 2;
+    const rg_convvec tap_value[4] = {
+        {0}, (rg_convvec){0} + 1.0f, (rg_convvec){0} + 2.0f, (rg_convvec){0} + 3.0f};
+    for (int64_t i = 0; i < pp; i++)
+        for (int64_t j = 0; j < qq; j++) {
+            const float *w0 = src + ((2 * i) * q + 2 * j) * kpad; /* the window's first pixel */
+            const float *at[4] = {w0, w0 + kpad, w0 + q * kpad, w0 + (q + 1) * kpad};
+            float *o = out + (i * qq + j) * kpad, *t = tap + (i * qq + j) * kpad;
+            for (int64_t k = 0; k < kpad; k += VL) {
+                rg_convvec best = {0}, won = {0};
+                for (int n = 0; n < 4; n++) { /* row-major window order, as maxpool2d.c */
+                    rg_convvec v = *(const rg_convvec *)(at[n] + k);
+                    if (bias) v += *(const rg_convvec *)(bias + k); /* none: no + 0 (-0 stays) */
+                    if (relu_on) v = relu(v);
+                    if (n == 0) {
+                        best = v;
+                        continue;
+                    }
+                    rg_convidx m = takes_over_v(v, best);
+                    best = select_v(m, v, best), won = select_v(m, tap_value[n], won);
+                }
+                *(rg_convvec *)(o + k) = best;
+                *(rg_convvec *)(t + k) = won;
+            }
+        }
 }
 
 /* ---- the padded channels-last image ---- */

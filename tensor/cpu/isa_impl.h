@@ -68,6 +68,7 @@
 #define rg_conv_transpose_sum RG_ISA_NAME(rg_conv_transpose_sum)
 #define rg_conv_transpose_narrow RG_ISA_NAME(rg_conv_transpose_narrow)
 #define rg_conv_transpose_relu RG_ISA_NAME(rg_conv_transpose_relu)
+#define rg_conv_pool2x2_nhwc RG_ISA_NAME(rg_conv_pool2x2_nhwc)
 #define rg_conv_geom_of RG_ISA_NAME(rg_conv_geom_of)
 #define rg_conv_to_padded_nhwc RG_ISA_NAME(rg_conv_to_padded_nhwc)
 #define rg_conv_window_offsets RG_ISA_NAME(rg_conv_window_offsets)
