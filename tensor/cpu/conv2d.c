@@ -79,20 +79,15 @@ static void forward_then_pool(const rg_conv2d_shape *s, const float *x, const fl
 }
 
 /* One image's fused 2x2/2 pool: src (P*Q, kpad) is its output in yc; y and argmax its pooled
- * planes. scratch holds 2 * PP*QQ * kpad + K * PP*QQ floats, base[o] the first pixel of output
- * o's window. */
+ * planes; scratch holds PP*QQ * kpad floats and as many int32s. */
 static void pool_nhwc_image(const rg_conv2d_shape *s, const float *src, int64_t kpad,
-                            const float *bias, const int32_t *base, float *scratch, float *y,
-                            int32_t *argmax) {
+                            const float *bias, float *scratch, float *y, int32_t *argmax) {
     int64_t ppq = s->pool->p * s->pool->q;
-    float *out = scratch, *tap = out + ppq * kpad, *tap_t = tap + ppq * kpad;
-    rg_conv_pool2x2_nhwc(s->p, s->q, kpad, src, bias, s->relu, out, tap);
+    float *out = scratch;
+    int32_t *am = (int32_t *)(out + ppq * kpad);
+    rg_conv_pool2x2_nhwc(s->p, s->q, s->k, kpad, src, bias, s->relu, out, am);
     rg_conv_transpose(ppq, s->k, out, kpad, y, ppq, NULL, 0.0f);
-    rg_conv_transpose(ppq, s->k, tap, kpad, tap_t, ppq, NULL, 0.0f);
-    const int32_t step[4] = {0, 1, (int32_t)s->q, (int32_t)s->q + 1}; /* tap -> pixel offset */
-    for (int64_t k = 0; k < s->k; k++)
-        for (int64_t o = 0; o < ppq; o++)
-            argmax[k * ppq + o] = base[o] + step[(int)tap_t[k * ppq + o]];
+    rg_conv_transpose_i32(ppq, s->k, am, kpad, argmax, ppq);
 }
 
 void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
@@ -125,19 +120,16 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
     one.n = 1;
     bool nhwc_pool = s->pool && one.kernel_h == 2 && one.kernel_w == 2 && one.stride_h == 2 &&
                      one.stride_w == 2 && one.pad_h == 0 && one.pad_w == 0;
-    float *bpad = nhwc_pool && b ? rg_conv_scratch(kpad) : NULL;        /* the bias, zero past K */
-    int32_t *base = nhwc_pool ? (int32_t *)rg_conv_scratch(ppq) : NULL; /* window's 1st pixel */
+    float *bpad = nhwc_pool && b ? rg_conv_scratch(kpad) : NULL; /* the bias, zero past K */
     if (bpad) {
         memset(bpad, 0, (size_t)kpad * sizeof(float));
         memcpy(bpad, b, (size_t)s->k * sizeof(float));
     }
-    for (int64_t o = 0; o < (nhwc_pool ? ppq : 0); o++)
-        base[o] = (int32_t)(o / one.q * 2 * s->q + o % one.q * 2);
 #pragma omp parallel if (ch.count > 1)
     {
         float *xpad = rg_conv_scratch(xn), *yc = rg_conv_scratch(yn);
         float *yimg = s->pool && !nhwc_pool ? rg_conv_scratch(kpq) : NULL;
-        float *pnhwc = nhwc_pool ? rg_conv_scratch(2 * ppq * kpad + pooled) : NULL;
+        float *pnhwc = nhwc_pool ? rg_conv_scratch(2 * ppq * kpad) : NULL;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t ci = 0; ci < ch.count; ci++) {
             int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
@@ -149,7 +141,7 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
             for (int64_t i = 0; i < images; i++) { /* back to (K, P*Q), adding the bias */
                 const float *src = yc + i * g.pq * kpad;
                 if (pnhwc) {
-                    pool_nhwc_image(s, src, kpad, bpad, base, pnhwc, y + (n0 + i) * pooled,
+                    pool_nhwc_image(s, src, kpad, bpad, pnhwc, y + (n0 + i) * pooled,
                                     s->pool_argmax + (n0 + i) * pooled);
                     continue;
                 }
@@ -164,11 +156,10 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
             }
         }
         if (yimg) rg_conv_scratch_free(yimg, kpq);
-        if (pnhwc) rg_conv_scratch_free(pnhwc, 2 * ppq * kpad + pooled);
+        if (pnhwc) rg_conv_scratch_free(pnhwc, 2 * ppq * kpad);
         rg_conv_scratch_free(yc, yn);
         rg_conv_scratch_free(xpad, xn);
     }
-    if (base) rg_conv_scratch_free((float *)base, ppq);
     if (bpad) rg_conv_scratch_free(bpad, kpad);
     rg_conv_scratch_free((float *)off, g.crs);
     rg_conv_scratch_free(wp, (s->k + NR - 1) / NR * g.crs * NR);

@@ -224,6 +224,29 @@ static void unpool_image(const rg_pool2d_shape *one, const float *dy, const floa
     rg_cpu_maxpool2d_backward_serial(one, dy, argmax, 0.0f, dimg);
 }
 
+/* A fused 2x2/2 pool's gradient for one image, straight into the chunk's panel-major dyt (dyt
+ * pointing at the image's first pixel row), and its bias sums, as load_image would have made
+ * them from the unpooled dy: dy (K, PP*QQ) masked by relu_y (or not, when NULL), transposed to
+ * channels-last with its argmax, and unpooled there (rg_conv_unpool2x2_nhwc). scratch holds
+ * K*PP*QQ floats and two (PP*QQ, kpad) blocks whose columns past K are zero. */
+static void unpool_nhwc_image(const rg_conv2d_shape *s, int64_t kpad, const float *dy,
+                              const float *relu_y, const int32_t *argmax, float *scratch,
+                              int64_t npix, float *dyt, float *sums, double *db) {
+    int64_t ppq = s->pool->p * s->pool->q, pooled = s->k * ppq;
+    float *dm = scratch, *dmt = dm + pooled;
+    int32_t *amt = (int32_t *)(dmt + ppq * kpad);
+    if (relu_y)
+        for (int64_t j = 0; j < pooled; j++) dm[j] = rg_k_relu_grad(relu_y[j], dy[j]);
+    rg_conv_transpose(s->k, ppq, relu_y ? dm : dy, ppq, dmt, kpad, NULL, 0.0f);
+    rg_conv_transpose_i32(s->k, ppq, argmax, ppq, amt, kpad);
+    rg_conv_unpool2x2_nhwc(s->p, s->q, kpad, dmt, amt, npix, dyt);
+    memset(sums, 0, (size_t)s->k * sizeof(float));
+    for (int64_t n0 = 0; n0 < s->k; n0 += NR)
+        rg_conv_panel_sums(s->k - n0 < NR ? s->k - n0 : NR, s->p * s->q, dyt + n0 * npix,
+                           sums + n0);
+    for (int64_t k = 0; k < s->k; k++) db[k] += sums[k];
+}
+
 static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, const float *w,
                      float beta_x, float *dx, float beta_w, float *dw, float *db) {
     if (s->pool && (rg_conv_gemm_applies(s) || (dw && rg_conv_gemm_filter_applies(s)))) {
@@ -256,17 +279,24 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
     int nthreads = ch.count > 1 ? omp_get_max_threads() : 1;
     filter_partial *part =
         rg_xcalloc((size_t)nthreads, sizeof *part, "conv2d: per-thread partials");
-    /* a fused pool: each image's dy unpooled into a scratch of each thread (unpool_image) */
-    int64_t pooled = s->pool ? s->k * s->pool->p * s->pool->q : 0;
+    /* A fused pool: a 2x2/2 one's gradient goes straight into dyt (unpool_nhwc_image); any
+     * other is unpooled image by image into a scratch of each thread (unpool_image). */
+    int64_t ppq = s->pool ? s->pool->p * s->pool->q : 0, pooled = s->k * ppq;
     rg_pool2d_shape one = s->pool ? *s->pool : (rg_pool2d_shape){0};
     one.n = 1;
+    bool nhwc_pool = s->pool && one.kernel_h == 2 && one.kernel_w == 2 && one.stride_h == 2 &&
+                     one.stride_w == 2 && one.pad_h == 0 && one.pad_w == 0;
+    int64_t pscr_n = pooled + 2 * ppq * kpad;
 #pragma omp parallel num_threads(nthreads)
     {
         filter_partial *mine = &part[omp_get_thread_num()];
         float *xpad = dw ? rg_conv_scratch(xn) : NULL, *dyt = rg_conv_scratch(dyn),
               *sums = rg_conv_scratch(kpad);
-        float *dimg = s->pool ? rg_conv_scratch(kpq) : NULL,
-              *dm = s->pool && s->relu_y ? rg_conv_scratch(pooled) : NULL;
+        float *dimg = s->pool && !nhwc_pool ? rg_conv_scratch(kpq) : NULL,
+              *dm = dimg && s->relu_y ? rg_conv_scratch(pooled) : NULL,
+              *pscr = nhwc_pool ? rg_conv_scratch(pscr_n) : NULL;
+        if (pscr) /* the channels-last blocks' columns past K stay zero */
+            memset(pscr + pooled, 0, (size_t)(2 * ppq * kpad) * sizeof(float));
         float *dxpad = dx ? rg_conv_scratch(xn) : NULL,
               *dcol = dx ? rg_conv_scratch(drows * NR) : NULL;
         memset(dyt, 0, (size_t)dyn * sizeof(float)); /* columns past K stay zero */
@@ -282,6 +312,15 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
         for (int64_t ci = 0; ci < ch.count; ci++) {
             int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
             for (int64_t i = 0; i < images; i++) {
+                if (pscr) {
+                    if (dw)
+                        rg_conv_to_padded_nhwc(s, &g, x + (n0 + i) * chw, xpad + i * g.xpad_len);
+                    unpool_nhwc_image(s, kpad, dy + (n0 + i) * pooled,
+                                      s->relu_y ? s->relu_y + (n0 + i) * pooled : NULL,
+                                      s->pool_argmax + (n0 + i) * pooled, pscr, ch.npix,
+                                      dyt + i * g.pq * NR, sums, mine->db);
+                    continue;
+                }
                 const float *dyi = dy + (n0 + i) * kpq,
                             *mask = s->relu_y ? s->relu_y + (n0 + i) * kpq : NULL;
                 if (dimg) {
@@ -304,6 +343,7 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
         if (dw) filter_reduce(s, g.crs, kpad, part, nthreads, beta_w, dw, db);
         if (dcol) rg_conv_scratch_free(dcol, drows * NR);
         if (dxpad) rg_conv_scratch_free(dxpad, xn);
+        if (pscr) rg_conv_scratch_free(pscr, pscr_n);
         if (dm) rg_conv_scratch_free(dm, pooled);
         if (dimg) rg_conv_scratch_free(dimg, kpq);
         rg_conv_scratch_free(sums, kpad);

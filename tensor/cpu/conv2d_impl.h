@@ -62,6 +62,10 @@ void rg_conv_panel_product(int nv, int64_t rows, const float *a, const int32_t *
 void rg_conv_transpose(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
                        int64_t ldd, const float *bias, float beta);
 
+/* dst[j*ldd + i] = src[i*lds + j] for int32 matrices: the bits moved as they are. */
+void rg_conv_transpose_i32(int64_t rows, int64_t cols, const int32_t *src, int64_t lds,
+                           int32_t *dst, int64_t ldd);
+
 /* rg_conv_transpose with beta 0 and a ReLU on the result: dst = max(0, src^T + bias) (the
  * forward pass of a fused conv + ReLU). */
 void rg_conv_transpose_relu(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
@@ -75,14 +79,30 @@ void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, const f
                            int64_t lds, float *dst, int64_t ldd, float *sums);
 
 /* A 2x2, stride-2, unpadded max-pool fused onto a forward pass, on one image's output while it is
- * still channels-last: src (p*q, kpad) the convolution's output without its bias, bias (kpad
- * floats, zero past K) or NULL, kpad a multiple of RG_CONV_VL. out (p/2 * q/2, kpad) receives the
- * maximum of each window's relu(v + bias) (v + bias without relu_on), tap which of the window's
- * pixels held it: 0, 1 (right), 2 (below), 3 (below right), as floats. The values and the
- * comparisons are those of rg_conv_transpose_relu and then maxpool2d.c's, in the same order, so the
- * result is theirs to the bit. */
-void rg_conv_pool2x2_nhwc(int64_t p, int64_t q, int64_t kpad, const float *src, const float *bias,
-                          bool relu_on, float *out, float *tap);
+ * still channels-last: src (p*q, kpad) the convolution's output without its bias (k_count
+ * channels), bias (kpad floats, zero past K) or NULL, kpad a multiple of RG_CONV_VL. out
+ * (p/2 * q/2, kpad) receives, in its first k_count columns rounded up to a vector, the maximum of
+ * each window's relu(v + bias) (v + bias without relu_on), argmax (same layout) the pixel that held
+ * it, h*q + w, as maxpool2d.c's argmax. The values and the comparisons are those of
+ * rg_conv_transpose_relu and then maxpool2d.c's, in the same order, so the result is theirs to the
+ * bit. */
+void rg_conv_pool2x2_nhwc(int64_t p, int64_t q, int64_t k_count, int64_t kpad, const float *src,
+                          const float *bias, bool relu_on, float *out, int32_t *argmax);
+
+/* Its backward, into a chunk's panel-major dy (dyt: panels of npix pixel rows, RG_CONV_NR floats
+ * each, that the backward passes read; dyt points at this image's first pixel row): dm
+ * (p/2 * q/2, kpad) the pooled gradient channels-last, masked by the ReLU, zero past K, and argmax
+ * (same layout) where each maximum was. Each window's gradient goes to its argmax and +0 to its
+ * other pixels, as maxpool2d.c's backward (beta 0) writes them; pixels outside every window get
+ * 0. */
+void rg_conv_unpool2x2_nhwc(int64_t p, int64_t q, int64_t kpad, const float *dm,
+                            const int32_t *argmax, int64_t npix, float *dyt);
+
+/* sums[i] += the sum over pq pixel rows of column i of one panel of dyt (rows RG_CONV_NR floats
+ * apart), for i < kn: the sums rg_conv_transpose_sum adds when it transposes that panel's dy, in
+ * its order (blocks of RG_CONV_VL pixels summed, then the block totals added; the pixels past the
+ * last whole block and the channels past the last whole vector one at a time), so to the bit. */
+void rg_conv_panel_sums(int64_t kn, int64_t pq, const float *dyt, float *sums);
 
 /* dst[j*ldd + i] = src[i*lds + j] for a matrix narrower than a vector (cols < RG_CONV_VL: a
  * filter's (C, R*S) weights of a 3x3 kernel), without options. Reads whole vectors from each row,

@@ -274,6 +274,27 @@ void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, const f
         transpose(rows, cols, src, lds, dst, ldd, (transpose_opts){.sums = sums});
 }
 
+/* int32 lanes read and written through a type that may alias them, moved as float vectors */
+typedef int32_t i32_vec_alias
+    __attribute__((vector_size(VL * sizeof(int32_t)), aligned(4), may_alias));
+
+void rg_conv_transpose_i32(int64_t rows, int64_t cols, const int32_t *src, int64_t lds,
+                           int32_t *dst, int64_t ldd) {
+    transpose_masks m = make_masks();
+    int64_t rfull = rows / VL * VL, cfull = cols / VL * VL;
+    for (int64_t i0 = 0; i0 < rfull; i0 += VL)
+        for (int64_t j0 = 0; j0 < cfull; j0 += VL) {
+            rg_convvec r[VL];
+            for (int i = 0; i < VL; i++)
+                r[i] = (rg_convvec)(*(const i32_vec_alias *)(src + (i0 + i) * lds + j0));
+            transpose_block(r, &m); /* shuffles only: the bits move unchanged */
+            for (int j = 0; j < VL; j++)
+                *(i32_vec_alias *)(dst + (j0 + j) * ldd + i0) = (i32_vec_alias)r[j];
+        }
+    for (int64_t i = 0; i < rows; i++) /* the edges */
+        for (int64_t j = i < rfull ? cfull : 0; j < cols; j++) dst[j * ldd + i] = src[i * lds + j];
+}
+
 void rg_conv_transpose_narrow(int64_t rows, int64_t cols, const float *src, int64_t lds,
                               const float *src_end, float *dst, int64_t ldd) {
     if (cols >= VL) {
@@ -310,18 +331,22 @@ static inline __attribute__((always_inline)) rg_convvec select_v(rg_convidx m, r
     return (rg_convvec)(((rg_convidx)a & m) | ((rg_convidx)b & ~m));
 }
 
-void rg_conv_pool2x2_nhwc(int64_t p, int64_t q, int64_t kpad, const float *src, const float *bias,
-                          bool relu_on, float *out, float *tap) {
-    int64_t pp = p / 2, qq = q / 2;
-    const rg_convvec tap_value[4] = {
-        {0}, (rg_convvec){0} + 1.0f, (rg_convvec){0} + 2.0f, (rg_convvec){0} + 3.0f};
+void rg_conv_pool2x2_nhwc(int64_t p, int64_t q, int64_t k_count, int64_t kpad, const float *src,
+                          const float *bias, bool relu_on, float *out, int32_t *argmax) {
+    int64_t pp = p / 2, qq = q / 2, kv = (k_count + VL - 1) / VL * VL; /* the vectors with data */
     for (int64_t i = 0; i < pp; i++)
         for (int64_t j = 0; j < qq; j++) {
-            const float *w0 = src + ((2 * i) * q + 2 * j) * kpad; /* the window's first pixel */
+            int32_t first = (int32_t)(2 * i * q + 2 * j); /* the window's first pixel */
+            const rg_convidx pixel[4] = {(rg_convidx){0} + first, (rg_convidx){0} + first + 1,
+                                         (rg_convidx){0} + first + (int32_t)q,
+                                         (rg_convidx){0} + first + (int32_t)q + 1};
+            const float *w0 = src + first * kpad;
             const float *at[4] = {w0, w0 + kpad, w0 + q * kpad, w0 + (q + 1) * kpad};
-            float *o = out + (i * qq + j) * kpad, *t = tap + (i * qq + j) * kpad;
-            for (int64_t k = 0; k < kpad; k += VL) {
-                rg_convvec best = {0}, won = {0};
+            float *o = out + (i * qq + j) * kpad;
+            int32_t *a = argmax + (i * qq + j) * kpad;
+            for (int64_t k = 0; k < kv; k += VL) {
+                rg_convvec best = {0};
+                rg_convidx won = pixel[0];
                 for (int n = 0; n < 4; n++) { /* row-major window order, as maxpool2d.c */
                     rg_convvec v = *(const rg_convvec *)(at[n] + k);
                     if (bias) v += *(const rg_convvec *)(bias + k); /* none: no + 0 (-0 stays) */
@@ -331,12 +356,53 @@ void rg_conv_pool2x2_nhwc(int64_t p, int64_t q, int64_t kpad, const float *src, 
                         continue;
                     }
                     rg_convidx m = takes_over_v(v, best);
-                    best = select_v(m, v, best), won = select_v(m, tap_value[n], won);
+                    best = select_v(m, v, best), won = (pixel[n] & m) | (won & ~m);
                 }
                 *(rg_convvec *)(o + k) = best;
-                *(rg_convvec *)(t + k) = won;
+                *(i32_vec_alias *)(a + k) = won;
             }
         }
+}
+
+void rg_conv_unpool2x2_nhwc(int64_t p, int64_t q, int64_t kpad, const float *dm,
+                            const int32_t *argmax, int64_t npix, float *dyt) {
+    int64_t pp = p / 2, qq = q / 2, panel = npix * RG_CONV_NR;
+    for (int64_t i = 0; i < pp; i++)
+        for (int64_t j = 0; j < qq; j++) {
+            int64_t o = i * qq + j;
+            int32_t first = (int32_t)(2 * i * q + 2 * j); /* the window's first pixel */
+            const int32_t pix[4] = {first, first + 1, first + (int32_t)q, first + (int32_t)q + 1};
+            for (int64_t k = 0; k < kpad; k += VL) {
+                rg_convvec g = *(const rg_convvec *)(dm + o * kpad + k);
+                rg_convidx a = *(const i32_vec_alias *)(argmax + o * kpad + k);
+                float *d = dyt + k / RG_CONV_NR * panel + k % RG_CONV_NR;
+                for (int n = 0; n < 4; n++) /* g where it came from, +0 at the other three */
+                    *(rg_convvec *)(d + pix[n] * RG_CONV_NR) =
+                        (rg_convvec)((rg_convidx)g & (a == pix[n]));
+            }
+        }
+    for (int64_t jp = 0; jp < kpad / RG_CONV_NR; jp++) { /* pixels no window covers: 0 */
+        float *d = dyt + jp * panel;
+        for (int64_t h = 0; h < p; h++)
+            for (int64_t w = h < 2 * pp ? 2 * qq : 0; w < q; w++)
+                memset(d + (h * q + w) * RG_CONV_NR, 0, RG_CONV_NR * sizeof(float));
+    }
+}
+
+void rg_conv_panel_sums(int64_t kn, int64_t pq, const float *dyt, float *sums) {
+    int64_t rfull = kn / VL * VL, cfull = pq / VL * VL;
+    for (int64_t i0 = 0; i0 < rfull; i0 += VL) {
+        for (int64_t j0 = 0; j0 < cfull; j0 += VL) { /* transpose_full's block totals */
+            rg_convvec total = {0};
+            for (int64_t j = 0; j < VL; j++)
+                total += *(const rg_convvec *)(dyt + (j0 + j) * RG_CONV_NR + i0);
+            *(rg_convvec *)(sums + i0) += total;
+        }
+        for (int64_t j = cfull; j < pq; j++) /* transpose_edge's columns, one at a time */
+            *(rg_convvec *)(sums + i0) += *(const rg_convvec *)(dyt + j * RG_CONV_NR + i0);
+    }
+    for (int64_t j = 0; j < pq; j++) /* transpose_edge's rows */
+        for (int64_t i = rfull; i < kn; i++) sums[i] += dyt[j * RG_CONV_NR + i];
 }
 
 /* ---- the padded channels-last image ---- */
