@@ -186,10 +186,6 @@ static void filter_reduce(const rg_conv2d_shape *s, int64_t crs, int64_t kpad,
     }
 }
 
-/* The two backward passes of one convolution, or either alone (dx or dw NULL), over the same
- * chunks. Together they share the chunk's transposition of dy (masked, when a ReLU was fused):
- * the filter pass's panel-major dyt, (kpad / NR, npix, NR), is also the data pass's left operand,
- * read through koff[k] = (k / NR) * npix * NR + k % NR with pixels NR floats apart. */
 static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, const float *w,
                      float beta_x, float *dx, float beta_w, float *dw, float *db);
 
@@ -247,6 +243,11 @@ static void unpool_nhwc_image(const rg_conv2d_shape *s, int64_t kpad, const floa
     for (int64_t k = 0; k < s->k; k++) db[k] += sums[k];
 }
 
+/* The two backward passes of one convolution, or either alone (dx or dw NULL), over the same
+ * chunks. Together they share the chunk's transposition of dy (masked, when a ReLU was fused, and
+ * unpooled first, when a pool was):
+ * the filter pass's panel-major dyt, (kpad / NR, npix, NR), is also the data pass's left operand,
+ * read through koff[k] = (k / NR) * npix * NR + k % NR with pixels NR floats apart. */
 static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, const float *w,
                      float beta_x, float *dx, float beta_w, float *dw, float *db) {
     if (s->pool && (rg_conv_gemm_applies(s) || (dw && rg_conv_gemm_filter_applies(s)))) {
@@ -284,8 +285,7 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
     int64_t ppq = s->pool ? s->pool->p * s->pool->q : 0, pooled = s->k * ppq;
     rg_pool2d_shape one = s->pool ? *s->pool : (rg_pool2d_shape){0};
     one.n = 1;
-    bool nhwc_pool = s->pool && one.kernel_h == 2 && one.kernel_w == 2 && one.stride_h == 2 &&
-                     one.stride_w == 2 && one.pad_h == 0 && one.pad_w == 0;
+    bool nhwc_pool = s->pool && rg_conv_pool_is_2x2(s->pool);
     int64_t pscr_n = pooled + 2 * ppq * kpad;
 #pragma omp parallel num_threads(nthreads)
     {

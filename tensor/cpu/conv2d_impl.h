@@ -78,6 +78,14 @@ void rg_conv_transpose_relu(int64_t rows, int64_t cols, const float *src, int64_
 void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, const float *mask,
                            int64_t lds, float *dst, int64_t ldd, float *sums);
 
+/* Whether a fused pool is the 2x2, stride-2, unpadded one that the two kernels below pool and
+ * unpool channels-last (others go through an NCHW scratch per image: conv2d.c, conv2d_backward.c).
+ */
+static inline bool rg_conv_pool_is_2x2(const rg_pool2d_shape *p) {
+    return p->kernel_h == 2 && p->kernel_w == 2 && p->stride_h == 2 && p->stride_w == 2 &&
+           p->pad_h == 0 && p->pad_w == 0;
+}
+
 /* A 2x2, stride-2, unpadded max-pool fused onto a forward pass, on one image's output while it is
  * still channels-last: src (p*q, kpad) the convolution's output without its bias (k_count
  * channels), bias (kpad floats, zero past K) or NULL, kpad a multiple of RG_CONV_VL. out
