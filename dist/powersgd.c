@@ -35,14 +35,13 @@ bool rg_psgd_init(rg_psgd_matrix *s, int64_t n, int64_t m, int r, uint64_t seed)
     if (r > m) r = (int)m;
     *s = (rg_psgd_matrix){.n = n, .m = m, .r = r, .seed = seed};
     s->error = calloc((size_t)(n * m), sizeof(float));
-    s->mcopy = calloc((size_t)(n * m), sizeof(float));
     s->p = calloc((size_t)(n * r), sizeof(float));
     s->q = calloc((size_t)(m * r), sizeof(float));
-    return s->error && s->mcopy && s->p && s->q;
+    return s->error && s->p && s->q;
 }
 
 void rg_psgd_free(rg_psgd_matrix *s) {
-    free(s->error), free(s->mcopy), free(s->p), free(s->q);
+    free(s->error), free(s->p), free(s->q);
     *s = (rg_psgd_matrix){0};
 }
 
@@ -77,15 +76,17 @@ rg_status rg_psgd_reduce(rg_psgd_matrix *s, float *grad, rg_comm *c, int64_t *fl
     const int r = s->r;
     if (!s->q_ready) init_q(s);
     const rg_backend *be = &rg_cpu_backend; /* host gradients only (rg_ddp_new checks) */
-    for (int64_t i = 0; i < n * m; i++) s->mcopy[i] = grad[i] + s->error[i]; /* M */
-    const float *M = s->mcopy;
+    /* M = grad + error, formed in the error buffer itself (the backend's vector loop: dist/ is
+     * built for baseline x86-64), which error = M - grad turns back into the error at the end */
+    be->axpby(n * m, 1.0f, grad, 1.0f, s->error);
+    const float *M = s->error;
     be->gemm(false, false, n, r, m, 1.0f, M, m, s->q, r, 0.0f, s->p, r); /* P = M Q */
     RG_TRY(rg_comm_allreduce(c, s->p, n * r, RG_COMM_F32, RG_REDUCE_SUM));
     rg_psgd_orthogonalize(s->p, n, r);
     be->gemm(true, false, m, r, n, 1.0f, M, m, s->p, r, 0.0f, s->q, r); /* Q = M^T P */
     RG_TRY(rg_comm_allreduce(c, s->q, m * r, RG_COMM_F32, RG_REDUCE_AVG));
     be->gemm(false, true, n, m, r, 1.0f, s->p, r, s->q, r, 0.0f, grad, m); /* grad = P Q^T */
-    for (int64_t i = 0; i < n * m; i++) s->error[i] = M[i] - grad[i];      /* error = M - grad */
+    be->axpby(n * m, -1.0f, grad, 1.0f, s->error);                         /* error = M - grad */
     *floats_sent += (n + m) * r;
     return RG_OK;
 }

@@ -13,8 +13,8 @@
 typedef struct {
     int64_t n, m;
     int r;        /* rank of the approximation */
-    float *error; /* (n, m) what compression left out so far (error feedback) */
-    float *mcopy; /* (n, m) scratch: M before it is replaced by its approximation */
+    float *error; /* (n, m) what compression left out so far (error feedback); during a round,
+                   * M = grad + error */
     float *p;     /* (n, r) */
     float *q;     /* (m, r) kept between steps (warm start) */
     bool q_ready;
@@ -41,7 +41,8 @@ void rg_psgd_orthogonalize(float *a, int64_t rows, int cols);
  *   M = grad + error;  P = M Q;  allreduce(P, sum);  orthogonalize(P);  Q = M^T P;
  *   allreduce(Q, sum);  Q /= N;  grad = P Q^T (the average's approximation);  error = M - grad
  * Collective (two allreduces, in the same order on every rank). Adds the floats given to the
- * allreduces to *floats_sent. */
+ * allreduces to *floats_sent. When an allreduce fails, error holds M, not the error: a failed
+ * collective ends the job (rg_ddp_wait's caller stops), so nothing reads it. */
 rg_status rg_psgd_reduce(rg_psgd_matrix *s, float *grad, rg_comm *c, int64_t *floats_sent);
 
 #endif
