@@ -118,7 +118,7 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
     int64_t kpq = s->k * g.pq, ppq = s->pool ? s->pool->p * s->pool->q : 0, pooled = s->k * ppq;
     rg_pool2d_shape one = s->pool ? *s->pool : (rg_pool2d_shape){0};
     one.n = 1;
-    bool nhwc_pool = s->pool && rg_conv_pool_is_2x2(s->pool);
+    bool nhwc_pool = s->pool && rg_cpu_pool_is_2x2(s->pool);
     float *bpad = nhwc_pool && b ? rg_conv_scratch(kpad) : NULL; /* the bias, zero past K */
     if (bpad) {
         memset(bpad, 0, (size_t)kpad * sizeof(float));

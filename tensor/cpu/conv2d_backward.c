@@ -222,18 +222,17 @@ static void unpool_image(const rg_pool2d_shape *one, const float *dy, const floa
 
 /* A fused 2x2/2 pool's gradient for one image, straight into the chunk's panel-major dyt (dyt
  * pointing at the image's first pixel row), and its bias sums, as load_image would have made
- * them from the unpooled dy: dy (K, PP*QQ) masked by relu_y (or not, when NULL), transposed to
- * channels-last with its argmax, and unpooled there (rg_conv_unpool2x2_nhwc). scratch holds
- * K*PP*QQ floats and two (PP*QQ, kpad) blocks whose columns past K are zero. */
+ * them from the unpooled dy: dy (K, PP*QQ) masked by relu_y (or not, when NULL) as it is
+ * transposed to channels-last, its argmax transposed too, and unpooled there
+ * (rg_conv_unpool2x2_nhwc). scratch holds two (PP*QQ, kpad) blocks whose columns past K are
+ * zero. */
 static void unpool_nhwc_image(const rg_conv2d_shape *s, int64_t kpad, const float *dy,
                               const float *relu_y, const int32_t *argmax, float *scratch,
                               int64_t npix, float *dyt, float *sums, double *db) {
-    int64_t ppq = s->pool->p * s->pool->q, pooled = s->k * ppq;
-    float *dm = scratch, *dmt = dm + pooled;
+    int64_t ppq = s->pool->p * s->pool->q;
+    float *dmt = scratch;
     int32_t *amt = (int32_t *)(dmt + ppq * kpad);
-    if (relu_y)
-        for (int64_t j = 0; j < pooled; j++) dm[j] = rg_k_relu_grad(relu_y[j], dy[j]);
-    rg_conv_transpose(s->k, ppq, relu_y ? dm : dy, ppq, dmt, kpad, NULL, 0.0f);
+    rg_conv_transpose_sum(s->k, ppq, dy, relu_y, ppq, dmt, kpad, NULL); /* masked, no sums */
     rg_conv_transpose_i32(s->k, ppq, argmax, ppq, amt, kpad);
     rg_conv_unpool2x2_nhwc(s->p, s->q, kpad, dmt, amt, npix, dyt);
     memset(sums, 0, (size_t)s->k * sizeof(float));
@@ -285,8 +284,8 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
     int64_t ppq = s->pool ? s->pool->p * s->pool->q : 0, pooled = s->k * ppq;
     rg_pool2d_shape one = s->pool ? *s->pool : (rg_pool2d_shape){0};
     one.n = 1;
-    bool nhwc_pool = s->pool && rg_conv_pool_is_2x2(s->pool);
-    int64_t pscr_n = pooled + 2 * ppq * kpad;
+    bool nhwc_pool = s->pool && rg_cpu_pool_is_2x2(s->pool);
+    int64_t pscr_n = 2 * ppq * kpad;
 #pragma omp parallel num_threads(nthreads)
     {
         filter_partial *mine = &part[omp_get_thread_num()];
@@ -296,7 +295,7 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
               *dm = dimg && s->relu_y ? rg_conv_scratch(pooled) : NULL,
               *pscr = nhwc_pool ? rg_conv_scratch(pscr_n) : NULL;
         if (pscr) /* the channels-last blocks' columns past K stay zero */
-            memset(pscr + pooled, 0, (size_t)(2 * ppq * kpad) * sizeof(float));
+            memset(pscr, 0, (size_t)pscr_n * sizeof(float));
         float *dxpad = dx ? rg_conv_scratch(xn) : NULL,
               *dcol = dx ? rg_conv_scratch(drows * NR) : NULL;
         memset(dyt, 0, (size_t)dyn * sizeof(float)); /* columns past K stay zero */

@@ -72,23 +72,17 @@ void rg_conv_transpose_relu(int64_t rows, int64_t cols, const float *src, int64_
                             int64_t ldd, const float *bias);
 
 /* dst[j*ldd + i] = src[i*lds + j] as rg_conv_transpose, and sums[i] += src[i][0] + ... +
- * src[i][cols-1]: the copy and the row sums in one pass over src. With a mask (or NULL), laid out
- * as src, a value counts only where mask > 0 (NaN in the mask keeps it): the ReLU's backward on
- * the way, the mask being the ReLU's output; the sums are of the masked values. */
+ * src[i][cols-1] (unless sums is NULL): the copy and the row sums in one pass over src. With a mask
+ * (or NULL), laid out as src, a value counts only where mask > 0 (NaN in the mask keeps it): the
+ * ReLU's backward on the way, the mask being the ReLU's output; the sums are of the masked values.
+ */
 void rg_conv_transpose_sum(int64_t rows, int64_t cols, const float *src, const float *mask,
                            int64_t lds, float *dst, int64_t ldd, float *sums);
 
-/* Whether a fused pool is the 2x2, stride-2, unpadded one that the two kernels below pool and
- * unpool channels-last (others go through an NCHW scratch per image: conv2d.c, conv2d_backward.c).
- */
-static inline bool rg_conv_pool_is_2x2(const rg_pool2d_shape *p) {
-    return p->kernel_h == 2 && p->kernel_w == 2 && p->stride_h == 2 && p->stride_w == 2 &&
-           p->pad_h == 0 && p->pad_w == 0;
-}
-
-/* A 2x2, stride-2, unpadded max-pool fused onto a forward pass, on one image's output while it is
- * still channels-last: src (p*q, kpad) the convolution's output without its bias (k_count
- * channels), bias (kpad floats, zero past K) or NULL, kpad a multiple of RG_CONV_VL. out
+/* A 2x2, stride-2, unpadded max-pool (rg_cpu_pool_is_2x2; other fused pools go through an NCHW
+ * scratch per image: conv2d.c, conv2d_backward.c) fused onto a forward pass, on one image's output
+ * while it is still channels-last: src (p*q, kpad) the convolution's output without its bias
+ * (k_count channels), bias (kpad floats, zero past K) or NULL, kpad a multiple of RG_CONV_VL. out
  * (p/2 * q/2, kpad) receives, in its first k_count columns rounded up to a vector, the maximum of
  * each window's relu(v + bias) (v + bias without relu_on), argmax (same layout) the pixel that held
  * it, h*q + w, as maxpool2d.c's argmax. The values and the comparisons are those of

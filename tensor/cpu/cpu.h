@@ -17,6 +17,13 @@ void rg_cpu_gemm_blas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                       float *c, int64_t ldc);
 
+/* The 2x2, stride-2, unpadded max-pool (the CNN's), which the pooling kernels (maxpool2d.c) and
+ * the convolution's fused pool (conv2d.c, conv2d_backward.c) take on loops of their own. */
+static inline bool rg_cpu_pool_is_2x2(const rg_pool2d_shape *p) {
+    return p->kernel_h == 2 && p->kernel_w == 2 && p->stride_h == 2 && p->stride_w == 2 &&
+           p->pad_h == 0 && p->pad_w == 0;
+}
+
 /* maxpool2d_forward and _backward on the calling thread only, for a kernel that pools inside its
  * own OpenMP loop (the convolution's fused pool, conv2d.c). */
 void rg_cpu_maxpool2d_forward_serial(const rg_pool2d_shape *s, const float *x, float *y,

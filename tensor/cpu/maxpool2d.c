@@ -237,8 +237,7 @@ static void pool3x3s2_plane(const rg_pool2d_shape *s, const float *xp, float *yp
 static void forward(const rg_pool2d_shape *s, const float *x, float *y, int32_t *argmax,
                     bool threads) {
     int64_t planes = s->n * s->c, hw = s->h * s->w, pq = s->p * s->q;
-    bool two_by_two = s->kernel_h == 2 && s->kernel_w == 2 && s->stride_h == 2 &&
-                      s->stride_w == 2 && s->pad_h == 0 && s->pad_w == 0;
+    bool two_by_two = rg_cpu_pool_is_2x2(s);
     bool k3s2 = s->kernel_h == 3 && s->kernel_w == 3 && s->stride_h == 2 && s->stride_w == 2;
     const float *x_end = x + planes * hw;
 #pragma omp parallel if (threads && planes * hw > RG_CPU_PAR_MIN)
@@ -371,8 +370,7 @@ static void unpool2x2_plane(const rg_pool2d_shape *s, const float *dyp, const in
 static void backward(const rg_pool2d_shape *s, const float *dy, const int32_t *argmax, float beta,
                      float *dx, bool threads) {
     int64_t planes = s->n * s->c, hw = s->h * s->w, pq = s->p * s->q;
-    bool two_by_two = s->kernel_h == 2 && s->kernel_w == 2 && s->stride_h == 2 &&
-                      s->stride_w == 2 && s->pad_h == 0 && s->pad_w == 0;
+    bool two_by_two = rg_cpu_pool_is_2x2(s);
 #pragma omp parallel for if (threads && planes * hw > RG_CPU_PAR_MIN) schedule(static)
     for (int64_t pl = 0; pl < planes; pl++) {
         float *dxp = dx + pl * hw;
