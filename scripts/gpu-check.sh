@@ -115,7 +115,7 @@ bench() { # bench LIMIT ARGS...: ringgrad-bench --device cuda, appended to bench
     shift
     [ "$(elapsed)" -lt "$budget" ] || { note "SKIP  bench $* (budget)"; return; }
     s=$(date +%s)
-    echo "==== ringgrad-bench --device cuda $* (${RG_CUDA_CONV_ALGO:-find}, ${RG_CUDA_CONV_API:-legacy} API, TF32 ${RG_CUDA_TF32:-0})" >>"$out/bench.log"
+    echo "==== ringgrad-bench --device cuda $* (${RG_CUDA_CONV_ALGO:-find}, ${RG_CUDA_CONV_API:-graph} API, TF32 ${RG_CUDA_TF32:-0})" >>"$out/bench.log"
     timeout -k 5 "$limit" "$w/bin/ringgrad-bench" --device cuda "$@" >>"$out/bench.log" 2>&1
     note "bench $* rc=$? $(($(date +%s) - s))s"
 }
@@ -124,8 +124,8 @@ if want bench; then
     RG_CUDA_CONV_ALGO=heuristic bench 120 --iters 7 --only conv
     RG_CUDA_CONV_ALGO=heuristic bench 120 --iters 7 --only resnet
     RG_CUDA_TF32=1 bench 120 --iters 7 --only resnet
-    RG_CUDA_CONV_API=graph bench 150 --iters 7 --only resnet
-    RG_CUDA_CONV_API=graph RG_CUDA_TF32=1 bench 150 --iters 7 --only resnet
+    RG_CUDA_CONV_API=legacy bench 150 --iters 7 --only resnet
+    RG_CUDA_CONV_API=legacy RG_CUDA_TF32=1 bench 150 --iters 7 --only resnet
     grep -E '^raw ringgrad-cuda' "$out/bench.log" | tee -a "$summary"
 fi
 

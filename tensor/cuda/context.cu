@@ -104,11 +104,14 @@ static rg_cuda_ctx *ctx_create(int device) {
     const char *api = getenv("RG_CUDA_CONV_API");
     RG_CHECK(!api || !*api || !strcmp(api, "graph") || !strcmp(api, "graph-only") ||
                  !strcmp(api, "legacy"),
-             "RG_CUDA_CONV_API is '%s'; it takes legacy (cudnnFind's algorithms, the default), "
-             "graph (also time cuDNN's graph-API engines and take the faster) or graph-only (take "
-             "the graph API's plan wherever there is one: for tests)",
+             "RG_CUDA_CONV_API is '%s'; it takes graph (time cuDNN's graph-API engines beside "
+             "cudnnFind's algorithms and take the faster: the default), legacy (cudnnFind's "
+             "algorithms only) or graph-only (the graph API's plan wherever there is one: for "
+             "tests)",
              api);
-    ctx->conv_graph = api && !strncmp(api, "graph", 5);
+    /* graph by default since the H100 run of the thirteenth session: ResNet-50's FP32 step
+     * 44.0 -> 40.0 ms, TF32 1% faster (docs/PERFORMANCE.md); it acts only with find timing */
+    ctx->conv_graph = !api || !*api || !strncmp(api, "graph", 5);
     ctx->conv_graph_only = api && !strcmp(api, "graph-only");
     ctx->alloc_cache = env_flag("RG_CUDA_ALLOC_CACHE", true);
     int prev = rg_cuda_swap_device(device);

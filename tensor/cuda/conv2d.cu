@@ -63,7 +63,7 @@ struct rg_cuda_conv_cache {
     conv_plan *plans;
 };
 
-static const float one = 1.0f, zero = 0.0f;
+static const float one = 1.0f;
 
 static bool same_shape(const rg_conv2d_shape *a, const rg_conv2d_shape *b) {
     return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->k == b->k &&
@@ -202,6 +202,64 @@ typedef struct {
     const float *a, *b;
 } conv_inputs;
 
+/* One legacy call of direction d with choice c: out = op(in.a, in.b) + beta*out. */
+static void legacy_call(rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, const algo_choice *c,
+                        conv_inputs in, float beta, float *out, void *ws) {
+    RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, c->math));
+    switch (d) {
+    case DIR_FWD:
+        RG_CUDNN_CHECK(cudnnConvolutionForward(ctx->cudnn, &one, pl->x, in.a, pl->w, in.b, pl->conv,
+                                               (cudnnConvolutionFwdAlgo_t)c->algo, ws, c->ws, &beta,
+                                               pl->y, out));
+        break;
+    case DIR_BWD_DATA:
+        RG_CUDNN_CHECK(cudnnConvolutionBackwardData(
+            ctx->cudnn, &one, pl->w, in.a, pl->y, in.b, pl->conv,
+            (cudnnConvolutionBwdDataAlgo_t)c->algo, ws, c->ws, &beta, pl->x, out));
+        break;
+    default:
+        RG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+            ctx->cudnn, &one, pl->x, in.a, pl->y, in.b, pl->conv,
+            (cudnnConvolutionBwdFilterAlgo_t)c->algo, ws, c->ws, &beta, pl->w, out));
+        break;
+    }
+}
+
+/* Milliseconds of the legacy choice on the call's inputs, timed as conv2d_graph.cu times a graph
+ * plan (the fastest of RG_CONV_TIMED_REPS runs after one untimed, into scratch), so that the two
+ * are compared on equal terms: cudnnFind's own figure is not a best-of and, for the
+ * 20-microsecond convolutions of a small network, is several microseconds apart from it. -1 when
+ * there is no memory to time it. */
+static float time_legacy(rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, const algo_choice *c,
+                         conv_inputs in) {
+    float *o = (float *)rg_block_cache_get(
+        ctx->mem, (size_t)conv_out_elems(&pl->key, d) * sizeof(float), RG_CUDA_STREAM_COMPUTE);
+    void *ws = c->ws ? rg_block_cache_get(ctx->mem, c->ws, RG_CUDA_STREAM_COMPUTE) : NULL;
+    float best = -1.0f;
+    if (o && (ws || !c->ws)) {
+        cudaStream_t st = rg_cuda_compute(ctx);
+        cudaEvent_t ev[2];
+        RG_CUDA_CHECK(cudaEventCreate(&ev[0]));
+        RG_CUDA_CHECK(cudaEventCreate(&ev[1]));
+        legacy_call(ctx, pl, d, c, in, 0.0f, o, ws);
+        best = INFINITY;
+        for (int r = 0; r < RG_CONV_TIMED_REPS; r++) {
+            float ms = 0.0f;
+            RG_CUDA_CHECK(cudaEventRecord(ev[0], st));
+            legacy_call(ctx, pl, d, c, in, 0.0f, o, ws);
+            RG_CUDA_CHECK(cudaEventRecord(ev[1], st));
+            RG_CUDA_CHECK(cudaEventSynchronize(ev[1]));
+            RG_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+            best = ms < best ? ms : best;
+        }
+        RG_CUDA_CHECK(cudaEventDestroy(ev[0]));
+        RG_CUDA_CHECK(cudaEventDestroy(ev[1]));
+    }
+    if (ws) rg_cuda_scratch_free(ctx, ws);
+    if (o) rg_cuda_scratch_free(ctx, o);
+    return best;
+}
+
 /* cudnnFind*AlgorithmEx on the call's inputs: every algorithm timed (cuDNN synchronises the
  * handle's stream), the results fastest first, into out; returns their number. The outputs go
  * to scratch, so a call with beta = 1 keeps its accumulator. Timing is an optimisation, so
@@ -308,13 +366,14 @@ static const algo_choice *choose(rg_cuda_ctx *ctx, conv_plan *pl, conv_dir d, co
     if (ctx->conv_graph && c->ms > 0.0f && rg_cuda_aligned16(in.a) && rg_cuda_aligned16(in.b)) {
         float ms = 0.0f;
         rg_conv_graph *g = rg_conv_graph_tune(ctx, &pl->key, d, in.a, in.b, limit, &ms);
-        bool take = g && (ms < c->ms || ctx->conv_graph_only);
+        float legacy_ms = g ? time_legacy(ctx, pl, d, c, in) : -1.0f;
+        bool take = g && ((legacy_ms >= 0.0f && ms < legacy_ms) || ctx->conv_graph_only);
         if (g && ctx->conv_verbose)
             fprintf(stderr,
                     "ringgrad: cuda conv2d %s: graph engine %lld %.3f ms, legacy algorithm %d "
-                    "%.3f ms: %s\n",
+                    "%.3f ms (cudnnFind: %.3f): %s\n",
                     conv_dir_name(d), (long long)rg_conv_graph_engine(g), (double)ms, c->algo,
-                    (double)c->ms, take ? "graph" : "legacy");
+                    (double)legacy_ms, (double)c->ms, take ? "graph" : "legacy");
         if (take)
             c->graph = g;
         else
@@ -444,10 +503,7 @@ void rg_cuda_conv2d_forward(const rg_conv2d_shape *s, const float *x, const floa
         if (g) {
             rg_conv_graph_run(ctx, g, x + n0 * x_img, w, y + n0 * y_img, ws);
         } else {
-            RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
-            RG_CUDNN_CHECK(cudnnConvolutionForward(ctx->cudnn, &one, pl->x, x + n0 * x_img, pl->w,
-                                                   w, pl->conv, (cudnnConvolutionFwdAlgo_t)a->algo,
-                                                   ws, a->ws, &zero, pl->y, y + n0 * y_img));
+            legacy_call(ctx, pl, DIR_FWD, a, {x + n0 * x_img, w}, 0.0f, y + n0 * y_img, ws);
         }
         if (ws) rg_cuda_scratch_free(ctx, ws);
         if (b)
@@ -477,10 +533,7 @@ void rg_cuda_conv2d_backward_data(const rg_conv2d_shape *s, const float *dy, con
         if (g) {
             rg_conv_graph_run(ctx, g, w, dy + n0 * y_img, dx + n0 * x_img, ws);
         } else {
-            RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
-            RG_CUDNN_CHECK(cudnnConvolutionBackwardData(
-                ctx->cudnn, &one, pl->w, w, pl->y, dy + n0 * y_img, pl->conv,
-                (cudnnConvolutionBwdDataAlgo_t)a->algo, ws, a->ws, &beta, pl->x, dx + n0 * x_img));
+            legacy_call(ctx, pl, DIR_BWD_DATA, a, {w, dy + n0 * y_img}, beta, dx + n0 * x_img, ws);
         }
         if (ws) rg_cuda_scratch_free(ctx, ws);
     }
@@ -524,10 +577,7 @@ void rg_cuda_conv2d_backward_filter(const rg_conv2d_shape *s, const float *x, co
         if (g) {
             rg_conv_graph_run(ctx, g, x + n0 * x_img, dy + n0 * y_img, out, ws);
         } else {
-            RG_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, a->math));
-            RG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-                ctx->cudnn, &one, pl->x, x + n0 * x_img, pl->y, dy + n0 * y_img, pl->conv,
-                (cudnnConvolutionBwdFilterAlgo_t)a->algo, ws, a->ws, &bw, pl->w, out));
+            legacy_call(ctx, pl, DIR_BWD_FILTER, a, {x + n0 * x_img, dy + n0 * y_img}, bw, out, ws);
         }
         if (ws) rg_cuda_scratch_free(ctx, ws);
         if (db)

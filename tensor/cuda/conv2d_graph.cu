@@ -25,7 +25,6 @@
 
 #define GRAPH_MAX_CONFIGS 64 /* configurations read from the heuristics per shape and direction */
 #define GRAPH_MAX_TRIES 12   /* of which allowed ones built and timed, in the heuristics' order */
-#define GRAPH_REPS 3         /* timed runs of each after one untimed; the fastest counts */
 
 enum { UID_A = 1, UID_B = 2, UID_OUT = 3 }; /* the operation's inputs a, b and its output */
 
@@ -279,7 +278,8 @@ static cudnnStatus_t execute(const rg_cuda_ctx *ctx, cudnnBackendDescriptor_t pl
     return st;
 }
 
-/* Milliseconds of the plan's fastest of GRAPH_REPS runs (after one untimed), -1 if it fails. */
+/* Milliseconds of the plan's fastest of RG_CONV_TIMED_REPS runs (after one untimed), -1 if it
+ * fails. */
 static float time_plan(rg_cuda_ctx *ctx, cudnnBackendDescriptor_t plan, const float *a,
                        const float *b, float *out, void *ws, cudaEvent_t ev[2]) {
     cudaStream_t st = rg_cuda_compute(ctx);
@@ -288,7 +288,7 @@ static float time_plan(rg_cuda_ctx *ctx, cudnnBackendDescriptor_t plan, const fl
         return -1.0f;
     }
     float best = INFINITY;
-    for (int r = 0; r < GRAPH_REPS; r++) {
+    for (int r = 0; r < RG_CONV_TIMED_REPS; r++) {
         RG_CUDA_CHECK(cudaEventRecord(ev[0], st));
         if (execute(ctx, plan, a, b, out, ws) != CUDNN_STATUS_SUCCESS) return -1.0f;
         RG_CUDA_CHECK(cudaEventRecord(ev[1], st));

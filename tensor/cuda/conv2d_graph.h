@@ -19,6 +19,10 @@ static inline int64_t conv_out_elems(const rg_conv2d_shape *s, conv_dir d) {
                                : s->k * s->c * s->r * s->s;
 }
 
+/* Timed runs of a candidate, graph plan or legacy algorithm, after one untimed; the fastest
+ * counts. */
+#define RG_CONV_TIMED_REPS 3
+
 typedef struct rg_conv_graph rg_conv_graph;
 
 /* The fastest execution plan cuDNN's graph API has for direction d of shape s (alpha 1, beta 0):

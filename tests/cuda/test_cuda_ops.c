@@ -181,9 +181,22 @@ static void conv_cases(void) {
     }
 }
 
+/* The default: each shape and direction on whichever of cudnnFind's legacy algorithm and the
+ * graph API's plan timed faster. */
 Test(cuda_ops, conv2d_matches_the_cpu) {
     RGT_REQUIRE_CUDA();
     conv_cases();
+}
+
+/* The legacy API alone (RG_CUDA_CONV_API=legacy), whose algorithms the default still takes
+ * where they time faster and which runs every beta != 0 call. */
+Test(cuda_ops, conv2d_through_the_legacy_api_matches_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    setenv("RG_CUDA_CONV_API", "legacy", 1);
+    conv_cases();
+#ifdef RG_CUDA
+    cr_assert_eq(rg_cuda_conv_graph_count(), 0, "RG_CUDA_CONV_API=legacy built graph plans");
+#endif
 }
 
 /* The same cases through cuDNN's graph API (tensor/cuda/conv2d_graph.cu): graph-only takes its
