@@ -13,7 +13,8 @@
 # Writes OUT_DIR/{summary,env,tests,bench,train,sanitizer,profile}.{txt,log}; the summary is
 # printed last. GPU_CHECK_BUDGET (seconds, default 330) stops starting new steps after it;
 # GPU_CHECK_STEPS (default "tests multigpu bench torch train sanitizer profile") picks the steps;
-# GPU_CHECK_PROFILE (default "ringgrad torch") whose steps the profile step times.
+# GPU_CHECK_PROFILE (default "ringgrad torch") whose steps the profile step times: ringgrad,
+# torch, and ringgrad-tf32 / torch-tf32 for the same steps with TF32.
 set -u
 pkg=$(cd "${1:-.gpu}" && pwd)
 out=${2:-${OUT:-/tmp/gpu-check}}
@@ -215,16 +216,25 @@ if want profile && [ -n "$ncu" ]; then
     for who in ${GPU_CHECK_PROFILE:-ringgrad torch}; do
         [ "$(elapsed)" -lt "$budget" ] || break
         s=$(date +%s)
-        if [ "$who" = ringgrad ]; then
-            set -- "$w/bin/ringgrad-bench" --device cuda --only resnet --iters 3
-        else
+        math=FP32
+        case $who in
+        ringgrad) set -- "$w/bin/ringgrad-bench" --device cuda --only resnet --iters 3 ;;
+        ringgrad-tf32)
+            math=TF32
+            set -- env RG_CUDA_TF32=1 "$w/bin/ringgrad-bench" --device cuda --only resnet --iters 3 ;;
+        torch | torch-tf32)
             set -- env -u LD_LIBRARY_PATH python3 "$src/bench/torch_resnet_step.py" --device cuda \
                 --model resnet50 --image-size 224 --batch 32 --cudnn-benchmark --phases --iters 3
-        fi
+            if [ "$who" = torch-tf32 ]; then math=TF32; set -- "$@" --tf32; fi ;;
+        *)
+            note "profile: unknown GPU_CHECK_PROFILE entry '$who' (ringgrad, torch, ringgrad-tf32," \
+                "torch-tf32)"
+            continue ;;
+        esac
         timeout -k 5 300 "$ncu" --profile-from-start off --clock-control none --target-processes all \
             --metrics gpu__time_duration.sum --csv --log-file "$w/prof.csv" "$@" >"$w/prof.err" 2>&1
         rc=$?
-        { echo "==== $who: ResNet-50, batch 32, 224 px, FP32, two steps (rc $rc)"
+        { echo "==== $who: ResNet-50, batch 32, 224 px, $math, two steps (rc $rc)"
           kernel_table "$w/prof.csv" 2>&1 || tail -5 "$w/prof.err"; } >>"$out/profile.txt"
         gzip -c "$w/prof.csv" >"$out/profile-$who.csv.gz" 2>/dev/null
         note "profile $who rc=$rc $(($(date +%s) - s))s: $(grep 'ms a step' "$out/profile.txt" | tail -1)"
