@@ -27,10 +27,12 @@
  * processed in chunks of images.
  *
  * The legacy convolution API used here is deprecated in cuDNN 9 in favour of the graph API; it is
- * still supported, and it is the readable one. RG_CUDA_CONV_API=graph also times the graph API's
- * engine configurations for each shape and direction (conv2d_graph.cu) and runs its plan where
- * it beat cudnnFind's pick. All cuDNN calls run under the context's cudnn_lock
- * (a handle must not be used by two threads at once). */
+ * still supported, and it is the readable one. With find timing, each shape and direction also
+ * times the graph API's engine configurations (conv2d_graph.cu; RG_CUDA_CONV_API=graph, the
+ * default) and runs its plan where it beat cudnnFind's pick, both timed the same way
+ * (time_legacy); on the H100 that took ResNet-50's FP32 step from 43-44.5 to 39.7-40 ms.
+ * RG_CUDA_CONV_API=legacy keeps cudnnFind's picks alone. All cuDNN calls run under the context's
+ * cudnn_lock (a handle must not be used by two threads at once). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +40,8 @@
 #include "tensor/cuda/conv2d_graph.h"
 
 /* The algorithm chosen for one direction: the cuDNN enum of that direction, held as an int; with
- * RG_CUDA_CONV_API=graph also the graph API's plan where it timed faster (conv2d_graph.cu). */
+ * RG_CUDA_CONV_API=graph (the default) also the graph API's plan where it timed faster
+ * (conv2d_graph.cu). */
 typedef struct {
     bool have;
     int algo;
@@ -227,9 +230,9 @@ static void legacy_call(rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, const
 
 /* Milliseconds of the legacy choice on the call's inputs, timed as conv2d_graph.cu times a graph
  * plan (the fastest of RG_CONV_TIMED_REPS runs after one untimed, into scratch), so that the two
- * are compared on equal terms: cudnnFind's own figure is not a best-of and, for the
- * 20-microsecond convolutions of a small network, is several microseconds apart from it. -1 when
- * there is no memory to time it. */
+ * are compared on equal terms: cudnnFind's own figure is not a best-of, and on the H100 it read up
+ * to twice this (0.738 against 0.372 ms for ResNet-50's stem forward), which gave the graph plan
+ * races it had not won. -1 when there is no memory to time it. */
 static float time_legacy(rg_cuda_ctx *ctx, const conv_plan *pl, conv_dir d, const algo_choice *c,
                          conv_inputs in) {
     float *o = (float *)rg_block_cache_get(
@@ -362,7 +365,8 @@ static const algo_choice *choose(rg_cuda_ctx *ctx, conv_plan *pl, conv_dir d, co
              "cuda conv2d: cuDNN offers no usable %s algorithm for this shape (raise "
              "RG_CUDA_CONV_WORKSPACE_MB, or unset RG_CUDA_DETERMINISTIC?)",
              conv_dir_name(d));
-    /* RG_CUDA_CONV_API=graph: the graph API's fastest plan, where it beats cudnnFind's pick */
+    /* RG_CUDA_CONV_API=graph (the default): the graph API's fastest plan, where it beats the
+     * legacy pick timed the same way */
     if (ctx->conv_graph && c->ms > 0.0f && rg_cuda_aligned16(in.a) && rg_cuda_aligned16(in.b)) {
         float ms = 0.0f;
         rg_conv_graph *g = rg_conv_graph_tune(ctx, &pl->key, d, in.a, in.b, limit, &ms);

@@ -39,7 +39,7 @@ typedef struct rg_cuda_ctx {
     bool conv_find;     /* RG_CUDA_CONV_ALGO=find (default): time cuDNN's algorithms per shape */
     bool conv_verbose;  /* RG_CUDA_CONV_VERBOSE=1: print each conv algorithm chosen */
     bool wgrad_separate; /* RG_CUDA_WGRAD_SEPARATE=0: cuDNN accumulates dw itself (conv2d.cu) */
-    bool conv_graph;     /* RG_CUDA_CONV_API=graph: also time cuDNN's graph API (conv2d_graph.cu) */
+    bool conv_graph;     /* RG_CUDA_CONV_API=graph (default): also time cuDNN's graph API */
     bool conv_graph_only; /* RG_CUDA_CONV_API=graph-only: its plan wherever there is one */
     bool alloc_cache;   /* RG_CUDA_ALLOC_CACHE=0 turns the caching allocator off */
     cudaStream_t stream[RG_CUDA_STREAM_COUNT];
