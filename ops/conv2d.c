@@ -39,35 +39,26 @@ static void conv2d_backward(rg_node *n) {
     bool dw = rg_needs_grad(w), db = rg_needs_grad(bias), relu = n->iattr[2];
     float beta_w = dw ? rg_grad_begin(w) : 0.0f, beta_b = db ? rg_grad_begin(bias) : 0.0f;
     bool bias_with_filter = dw && (!db || beta_b == beta_w);
+    bool pooled = n->iattr[3] != 0; /* a fused max-pool: dy is its output's gradient */
     rg_pool2d_shape ps;
-    if (n->iattr[3]) { /* the fused max-pool: dy is its output's gradient */
+    if (pooled)
         ps = rg_op_pool_shape(n->op, s.n, s.k, s.p, s.q, (int)n->iattr[3], (int)n->iattr[4],
                               (int)n->iattr[5]);
-        const int32_t *argmax = n->saved[0]->data;
-        if (db && !bias_with_filter) { /* the bias reduction below reads the conv's dy: unpool */
-            rg_tensor *dz = rg_tensor_empty(RG_F32, RG_SHAPE(s.n, s.k, s.p, s.q), dy->device);
-            const float *src = dy->data;
-            if (relu) { /* masked at the pooled positions, where y is the pool's output */
-                rg_tensor *dm = rg_tensor_empty_like(dy);
-                be->relu_backward(dy->numel, n->out->data, dy->data, 0.0f, dm->data);
-                src = dm->data;
-            }
-            be->maxpool2d_backward(&ps, src, argmax, 0.0f, dz->data);
-            dy = dz, relu = false;
-        } else { /* the passes unpool it (and mask it) as they read it */
-            s.pool = &ps, s.pool_argmax = (int32_t *)argmax;
-            if (relu) s.relu_y = n->out->data;
-            relu = false;
-        }
-    }
-    if (relu) {                        /* the fused ReLU: dy counts where its output y > 0 */
-        if (db && !bias_with_filter) { /* the bias reduction below reads dy itself: mask it once */
+    int32_t *argmax = pooled ? n->saved[0]->data : NULL;
+    if (db && !bias_with_filter) { /* the bias reduction below reads the conv's dy itself */
+        if (relu) { /* the fused ReLU: dy counts where its output y > 0 (the pool's, if pooled) */
             rg_tensor *dz = rg_tensor_empty_like(dy);
             be->relu_backward(dy->numel, n->out->data, dy->data, 0.0f, dz->data);
             dy = dz;
-        } else {
-            s.relu_y = n->out->data; /* the passes mask dy as they read it */
         }
+        if (pooled) { /* routed back to the maxima */
+            rg_tensor *dz = rg_tensor_empty(RG_F32, RG_SHAPE(s.n, s.k, s.p, s.q), dy->device);
+            be->maxpool2d_backward(&ps, dy->data, argmax, 0.0f, dz->data);
+            dy = dz;
+        }
+    } else { /* the passes mask dy and unpool it as they read it */
+        if (relu) s.relu_y = n->out->data;
+        if (pooled) s.pool = &ps, s.pool_argmax = argmax;
     }
     bool dx = rg_needs_grad(x);
     float beta_x = dx ? rg_grad_begin(x) : 0.0f;
