@@ -8,7 +8,9 @@
  *
  *   forward          y[pixel][k] = sum_{r,s,c} xpad[window(pixel) + tap(r,s) + c] w[k,c,r,s]
  *   backward data    dcol[pixel][(r,s,c)] = sum_k dy[pixel][k] w[k,c,r,s], then added into dx
- *                    at window(pixel) + tap(r,s) + c (col2im)             (conv2d_backward.c)
+ *                    at window(pixel) + tap(r,s) + c (col2im)             (conv2d_backward.c),
+ *                    or, at stride 1 with dx the size of dy, the forward pass of dy with the
+ *                    filters flipped (rg_conv_data_as_forward, below)
  *   backward filter  dw[(r,s,c)][k] = sum_pixel xpad[window(pixel) + tap(r,s) + c] dy[pixel][k]
  *
  * Every pass walks a window tap by tap and, within a tap, along the channels: (r,s,c) order,
@@ -30,6 +32,7 @@
  * which OpenBLAS runs (conv2d_gemm.c), as it runs the filter pass of larger kernels on small
  * planes with many channels. */
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tensor/cpu/conv2d_impl.h"
@@ -90,26 +93,15 @@ static void pool_nhwc_image(const rg_conv2d_shape *s, const float *src, int64_t 
     rg_conv_transpose_i32(ppq, s->k, am, kpad, argmax, ppq);
 }
 
-void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
-                           float *y) {
-    bool direct = s->c * s->r * s->s <= RG_CONV_DIRECT_MAX_CRS || (s->r == 1 && s->s == 1);
-    if (s->pool && (direct || rg_conv_gemm_applies(s))) {
-        forward_then_pool(s, x, w, b, y);
-        return;
-    }
-    if (rg_conv_gemm_applies(s)) { /* 1x1: see conv2d_gemm.c */
-        rg_conv_forward_gemm(s, x, w, b, y);
-        return;
-    }
-    rg_conv_geom g = rg_conv_geom_of(s);
-    if (direct) { /* see conv2d_direct.c */
-        rg_conv_forward_direct(s, &g, x, w, b, y);
-        return;
-    }
+/* The forward pass on the tiles, its weights packed by pack_forward_weights (or in that layout):
+ * y = conv(x) + b, or, when neither a ReLU nor a pool is fused, y = beta y + conv(x) + b. */
+static void forward_tiles(const rg_conv2d_shape *s, const rg_conv_geom *gp, const float *x,
+                          const float *wp, const float *b, float beta, float *y) {
+    RG_CHECK(beta == 0.0f || (!s->relu && !s->pool), "conv2d: beta with a fused ReLU or pool");
+    const rg_conv_geom g = *gp;
     rg_conv_chunks ch = rg_conv_chunks_new(s, &g);
     int64_t kpad = rg_conv_round_up(s->k, NR), chw = s->c * s->h * s->w;
     int64_t xn = ch.images * g.xpad_len, yn = rg_conv_round_up(ch.npix, MR) * kpad;
-    float *wp = pack_forward_weights(s, w, g.crs);
     int32_t *off = rg_conv_window_offsets(s, &g, g.crs);
     /* A fused pool: only the pooled output reaches memory. A 2x2/2 one pools each image while
      * it is channels-last in yc (rg_conv_pool2x2_nhwc), and then only a quarter of the pixels
@@ -148,7 +140,7 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
                 if (s->relu) /* the fused ReLU, while the tile's results are still in cache */
                     rg_conv_transpose_relu(g.pq, s->k, src, kpad, dst, g.pq, b);
                 else
-                    rg_conv_transpose(g.pq, s->k, src, kpad, dst, g.pq, b, 0.0f);
+                    rg_conv_transpose(g.pq, s->k, src, kpad, dst, g.pq, b, beta);
                 if (yimg)
                     rg_cpu_maxpool2d_forward_serial(&one, yimg, y + (n0 + i) * pooled,
                                                     s->pool_argmax + (n0 + i) * pooled);
@@ -161,6 +153,87 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
     }
     if (bpad) rg_conv_scratch_free(bpad, kpad);
     rg_conv_scratch_free((float *)off, g.crs);
-    rg_conv_scratch_free(wp, (s->k + NR - 1) / NR * g.crs * NR);
     rg_conv_chunks_free(&ch);
+}
+
+void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
+                           float *y) {
+    bool direct = s->c * s->r * s->s <= RG_CONV_DIRECT_MAX_CRS || (s->r == 1 && s->s == 1);
+    if (s->pool && (direct || rg_conv_gemm_applies(s))) {
+        forward_then_pool(s, x, w, b, y);
+        return;
+    }
+    if (rg_conv_gemm_applies(s)) { /* 1x1: see conv2d_gemm.c */
+        rg_conv_forward_gemm(s, x, w, b, y);
+        return;
+    }
+    rg_conv_geom g = rg_conv_geom_of(s);
+    if (direct) { /* see conv2d_direct.c */
+        rg_conv_forward_direct(s, &g, x, w, b, y);
+        return;
+    }
+    float *wp = pack_forward_weights(s, w, g.crs);
+    forward_tiles(s, &g, x, wp, b, 0.0f, y);
+    rg_conv_scratch_free(wp, (s->k + NR - 1) / NR * g.crs * NR);
+}
+
+/* ---- the data pass of a stride-1 "same" convolution, as a forward pass ----
+ *
+ * dx[c][h][w] = sum_{k,r,s} dy[k][h + pad - r][w + pad - s] w[k][c][r][s]: a convolution of dy
+ * (K channels) with the filters flipped in both axes and K and C swapped, padded by R-1-pad. When
+ * the output keeps the input's size (stride 1, pad (R-1)/2) this reads no more windows than the
+ * forward pass does, and then the forward's tiles write each dx value once, where the data pass
+ * of conv2d_backward.c forms every window's gradient (dcol) and adds it into dx, R*S adds per
+ * value (col2im): ResNet-18's 3x3 data passes took 1.05-1.27x their forward's time that way. */
+
+bool rg_conv_data_as_forward_applies(const rg_conv2d_shape *s) {
+    const char *v = getenv("RG_CONV_DATA_AS_FORWARD");
+    if (v && strcmp(v, "0") == 0) return false;
+    return s->stride_h == 1 && s->stride_w == 1 && s->p == s->h && s->q == s->w && s->c % NR == 0 &&
+           s->r * s->s > 1;
+}
+
+/* wp[panel][(r',s',k)][j] = w[k][panel*NR + j][R-1-r'][S-1-s'] (C a multiple of NR): the weights
+ * of that convolution in pack_forward_weights' layout. Filter by filter, as the data pass packs
+ * its own (conv2d_backward.c): its (C, R*S) weights transposed to (R*S, C) in a buffer in L1, whose
+ * tap rows are then cut into the panels. */
+static float *pack_flipped_weights(const rg_conv2d_shape *s, const float *w) {
+    int64_t rs = s->r * s->s, crs = s->c * rs, kd = s->k * rs, npanel = s->c / NR;
+    float *wp = rg_conv_scratch(npanel * kd * NR);
+#pragma omp parallel if (npanel * kd * NR > RG_CPU_PAR_MIN)
+    {
+        float *row = rg_conv_scratch(crs);
+#pragma omp for schedule(static)
+        for (int64_t k = 0; k < s->k; k++) {
+            rg_conv_transpose_narrow(s->c, rs, w + k * crs, rs, w + s->k * crs, row, s->c);
+            for (int64_t tap = 0; tap < rs; tap++) {
+                float *dst = wp + ((rs - 1 - tap) * s->k + k) * NR;
+                for (int64_t jp = 0; jp < npanel; jp++)
+                    memcpy(dst + jp * kd * NR, row + tap * s->c + jp * NR, NR * sizeof(float));
+            }
+        }
+        rg_conv_scratch_free(row, crs);
+    }
+    return wp;
+}
+
+void rg_conv_data_as_forward(const rg_conv2d_shape *s, const float *dy, const float *w, float beta,
+                             float *dx) {
+    rg_conv2d_shape f = {.n = s->n,
+                         .c = s->k,
+                         .h = s->p,
+                         .w = s->q,
+                         .k = s->c,
+                         .r = s->r,
+                         .s = s->s,
+                         .p = s->h,
+                         .q = s->w,
+                         .stride_h = 1,
+                         .stride_w = 1,
+                         .pad_h = (int)s->r - 1 - s->pad_h,
+                         .pad_w = (int)s->s - 1 - s->pad_w};
+    rg_conv_geom g = rg_conv_geom_of(&f);
+    float *wp = pack_flipped_weights(s, w);
+    forward_tiles(&f, &g, dy, wp, NULL, beta, dx);
+    rg_conv_scratch_free(wp, g.crs * s->c);
 }

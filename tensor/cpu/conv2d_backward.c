@@ -3,6 +3,8 @@
  * Backward data is a product and a scatter: for each output pixel, dcol[(r,s,c)] =
  * sum_k dy[pixel][k] w[k,c,r,s] is the gradient of every input value its window read, and is
  * added back into dx there (col2im). Windows overlap, so a thread owns a whole image's dx.
+ * (A stride-1 convolution whose output keeps its input's size, as ResNet's 3x3s, runs its data
+ * pass as a forward pass instead: rg_conv_data_as_forward in conv2d.c.)
  *
  * Backward filter reduces over pixels: dw[(r,s,c)][k] = sum_pixel x[window + tap + c] dy[pixel][k].
  * Each thread sums its images into its own (R*S*C x K) buffer; the buffers are added and
@@ -189,21 +191,38 @@ static void filter_reduce(const rg_conv2d_shape *s, int64_t crs, int64_t kpad,
 static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, const float *w,
                      float beta_x, float *dx, float beta_w, float *dw, float *db);
 
+/* The gradient of the convolution's own output when a ReLU or a max-pool was fused onto it, in a
+ * scratch of *len floats, as the unfused ops' backward passes would have written it: dy masked by
+ * the ReLU's output (at the pooled positions when pooled), then routed back to the pool's maxima.
+ */
+static float *unfused_dy(const rg_conv2d_shape *s, const float *dy, int64_t *len) {
+    int64_t out = s->n * s->k * s->p * s->q;
+    if (!s->pool) {
+        float *dz = rg_conv_scratch(out);
+        rg_cpu_relu_backward(out, s->relu_y, dy, 0.0f, dz);
+        *len = out;
+        return dz;
+    }
+    int64_t pooled = s->n * s->k * s->pool->p * s->pool->q;
+    float *masked = s->relu_y ? rg_conv_scratch(pooled) : NULL, *dz = rg_conv_scratch(out);
+    if (masked) rg_cpu_relu_backward(pooled, s->relu_y, dy, 0.0f, masked);
+    rg_cpu_maxpool2d_backward(s->pool, masked ? masked : dy, s->pool_argmax, 0.0f, dz);
+    if (masked) rg_conv_scratch_free(masked, pooled);
+    *len = out;
+    return dz;
+}
+
 /* A fused max-pool on passes that do not fuse it (1x1 products, the filter pass of small planes):
- * the gradient of the convolution's output in a temporary, as max-pool's backward and the ReLU's
- * would have written it, then the plain passes. */
+ * the plain passes on unfused_dy. */
 static void backward_unpooled(const rg_conv2d_shape *s, const float *x, const float *dy,
                               const float *w, float beta_x, float *dx, float beta_w, float *dw,
                               float *db) {
     rg_conv2d_shape plain = *s;
     plain.pool = NULL, plain.pool_argmax = NULL, plain.relu_y = NULL;
-    int64_t pooled = s->n * s->k * s->pool->p * s->pool->q, len = s->n * s->k * s->p * s->q;
-    float *masked = s->relu_y ? rg_conv_scratch(pooled) : NULL, *dz = rg_conv_scratch(len);
-    if (masked) rg_cpu_relu_backward(pooled, s->relu_y, dy, 0.0f, masked);
-    rg_cpu_maxpool2d_backward(s->pool, masked ? masked : dy, s->pool_argmax, 0.0f, dz);
+    int64_t len;
+    float *dz = unfused_dy(s, dy, &len);
     backward(&plain, x, dz, w, beta_x, dx, beta_w, dw, db);
     rg_conv_scratch_free(dz, len);
-    if (masked) rg_conv_scratch_free(masked, pooled);
 }
 
 /* One image's gradient of the convolution's output, from that of its fused pool (see
@@ -256,6 +275,14 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
     if (rg_conv_gemm_applies(s)) { /* 1x1: see conv2d_gemm.c */
         rg_conv_backward_gemm(s, x, dy, w, beta_x, dx, beta_w, dw, db);
         return;
+    }
+    if (dx && rg_conv_data_as_forward_applies(s)) { /* stride 1, same size: see conv2d.c */
+        int64_t len = 0;
+        float *dz = s->pool || s->relu_y ? unfused_dy(s, dy, &len) : NULL;
+        rg_conv_data_as_forward(s, dz ? dz : dy, w, beta_x, dx);
+        if (dz) rg_conv_scratch_free(dz, len);
+        if (!dw) return;
+        dx = NULL; /* the filter pass alone below, on the fused dy */
     }
     if (dw && rg_conv_gemm_filter_applies(s)) { /* small planes, many channels: conv2d_gemm.c */
         rg_conv_backward_gemm(s, x, dy, w, 0.0f, NULL, beta_w, dw, db);

@@ -202,6 +202,14 @@ void rg_conv_backward_gemm(const rg_conv2d_shape *s, const float *x, const float
                            const float *w, float beta_x, float *dx, float beta_w, float *dw,
                            float *db);
 
+/* The data pass of a stride-1 convolution whose output keeps the input's size, as a forward pass
+ * of dy with the filters flipped (conv2d.c): whether a shape takes it (no fused pool or ReLU, C a
+ * multiple of RG_CONV_NR; RG_CONV_DATA_AS_FORWARD=0 turns it off), and the pass itself,
+ * dx = beta dx + the gradient, with the arguments of rg_cpu_conv2d_backward_data. */
+bool rg_conv_data_as_forward_applies(const rg_conv2d_shape *s);
+void rg_conv_data_as_forward(const rg_conv2d_shape *s, const float *dy, const float *w, float beta,
+                             float *dx);
+
 /* Scratch memory from the CPU caching allocator; stops (RG_CHECK) when memory runs out. */
 float *rg_conv_scratch(int64_t floats);
 void rg_conv_scratch_free(float *p, int64_t floats);

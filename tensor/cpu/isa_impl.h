@@ -62,6 +62,8 @@
 #define rg_conv_gemm_filter_applies RG_ISA_NAME(rg_conv_gemm_filter_applies)
 #define rg_conv_forward_gemm RG_ISA_NAME(rg_conv_forward_gemm)
 #define rg_conv_backward_gemm RG_ISA_NAME(rg_conv_backward_gemm)
+#define rg_conv_data_as_forward_applies RG_ISA_NAME(rg_conv_data_as_forward_applies)
+#define rg_conv_data_as_forward RG_ISA_NAME(rg_conv_data_as_forward)
 #define rg_conv_tile RG_ISA_NAME(rg_conv_tile)
 #define rg_conv_panel_product RG_ISA_NAME(rg_conv_panel_product)
 #define rg_conv_transpose RG_ISA_NAME(rg_conv_transpose)

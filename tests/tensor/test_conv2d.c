@@ -52,6 +52,9 @@ static const conv_case cases[] = {
     /* small planes and C*R*S >= 2048: the filter pass through im2col and a product */
     {2, 240, 8, 8, 20, 3, 3, 2, 1, true}, /* stride 2, 4x4 outputs */
     {3, 230, 7, 7, 17, 3, 3, 1, 1, true}, /* 7x7 outputs, padding */
+    /* stride 1, output the input's size, C a multiple of every ISA's tile width: the data pass
+     * as a forward pass with flipped filters (tensor/cpu/conv2d.c) */
+    {2, 64, 9, 6, 20, 5, 5, 1, 2, true},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -208,6 +211,21 @@ Test(tensor_conv2d, with_rg_conv_gemm_0_the_tiles_match_naive_loops_too) {
     }
     rg_set_num_threads(1);
     unsetenv("RG_CONV_GEMM");
+}
+
+/* RG_CONV_DATA_AS_FORWARD=0 sends the data pass of stride-1 "same" shapes back to the tiles'
+ * product and col2im, which must stay right. */
+Test(tensor_conv2d, with_rg_conv_data_as_forward_0_col2im_matches_naive_loops_too) {
+    setenv("RG_CONV_DATA_AS_FORWARD", "0", 1);
+    for (int threads = 1; threads <= 2; threads++) {
+        rg_set_num_threads(threads);
+        for (size_t ci = 0; ci < NCASES; ci++)
+            if (cases[ci].stride == 1 && 2 * cases[ci].pad + 1 == cases[ci].r &&
+                cases[ci].r == cases[ci].s && cases[ci].r > 1)
+                check_backward(&cases[ci], (int)ci);
+    }
+    rg_set_num_threads(1);
+    unsetenv("RG_CONV_DATA_AS_FORWARD");
 }
 
 Test(tensor_conv2d, results_do_not_depend_on_the_thread_count) {
