@@ -194,25 +194,33 @@ bool rg_conv_data_as_forward_applies(const rg_conv2d_shape *s) {
 }
 
 /* wp[panel][(r',s',k)][j] = w[k][panel*NR + j][R-1-r'][S-1-s'] (C a multiple of NR): the weights
- * of that convolution in pack_forward_weights' layout. Filter by filter, as the data pass packs
- * its own (conv2d_backward.c): its (C, R*S) weights transposed to (R*S, C) in a buffer in L1, whose
- * tap rows are then cut into the panels. */
+ * of that convolution in pack_forward_weights' layout. PACK_FILTERS filters at a time: each one's
+ * (C, R*S) weights transposed to (R*S, C) in a buffer in L2, whose tap rows are then cut into the
+ * panels, where the block's rows lie side by side: a filter at a time (as the data pass of
+ * conv2d_backward.c packs its own) wrote R*S*C/NR scattered runs of NR floats per filter, and the
+ * packing took 0.45 ms more of ResNet-18's last 3x3 data pass (16 ms). */
+#define PACK_FILTERS 16
 static float *pack_flipped_weights(const rg_conv2d_shape *s, const float *w) {
     int64_t rs = s->r * s->s, crs = s->c * rs, kd = s->k * rs, npanel = s->c / NR;
     float *wp = rg_conv_scratch(npanel * kd * NR);
 #pragma omp parallel if (npanel * kd * NR > RG_CPU_PAR_MIN)
     {
-        float *row = rg_conv_scratch(crs);
+        float *rows = rg_conv_scratch(PACK_FILTERS * crs);
 #pragma omp for schedule(static)
-        for (int64_t k = 0; k < s->k; k++) {
-            rg_conv_transpose_narrow(s->c, rs, w + k * crs, rs, w + s->k * crs, row, s->c);
-            for (int64_t tap = 0; tap < rs; tap++) {
-                float *dst = wp + ((rs - 1 - tap) * s->k + k) * NR;
-                for (int64_t jp = 0; jp < npanel; jp++)
-                    memcpy(dst + jp * kd * NR, row + tap * s->c + jp * NR, NR * sizeof(float));
-            }
+        for (int64_t k0 = 0; k0 < s->k; k0 += PACK_FILTERS) {
+            int64_t kn = s->k - k0 < PACK_FILTERS ? s->k - k0 : PACK_FILTERS;
+            for (int64_t i = 0; i < kn; i++)
+                rg_conv_transpose_narrow(s->c, rs, w + (k0 + i) * crs, rs, w + s->k * crs,
+                                         rows + i * crs, s->c);
+            for (int64_t tap = 0; tap < rs; tap++)
+                for (int64_t jp = 0; jp < npanel; jp++) {
+                    float *dst = wp + jp * kd * NR + ((rs - 1 - tap) * s->k + k0) * NR;
+                    for (int64_t i = 0; i < kn; i++)
+                        memcpy(dst + i * NR, rows + i * crs + tap * s->c + jp * NR,
+                               NR * sizeof(float));
+                }
         }
-        rg_conv_scratch_free(row, crs);
+        rg_conv_scratch_free(rows, PACK_FILTERS * crs);
     }
     return wp;
 }
