@@ -505,12 +505,14 @@ Test(tensor_conv2d, fused_pool_larger_than_the_output_stops, .signal = SIGABRT) 
     rg_conv2d_relu_maxpool2d(in.x, in.w, in.b, 1, 1, 8, 1, 0);
 }
 
-/* 3x3 on the tiles; 1x1 as products, in place and strided; a filter pass through im2col */
+/* 3x3 on the tiles; 1x1 as products, in place and strided; a filter pass through im2col; a data
+ * pass as a forward pass */
 static const conv_case beta_cases[] = {
     {2, 16, 9, 7, 20, 3, 3, 1, 1, true},
     {2, 24, 10, 12, 40, 1, 1, 1, 0, true},
     {2, 8, 23, 21, 12, 1, 1, 2, 0, true},
     {2, 240, 8, 8, 20, 3, 3, 2, 1, true}, /* the filter pass through im2col */
+    {2, 64, 6, 5, 12, 3, 3, 1, 1, true},  /* the data pass as a forward pass, on every ISA */
 };
 
 static void check_accumulate(const conv_case *tc) {
