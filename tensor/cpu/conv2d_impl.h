@@ -203,9 +203,9 @@ void rg_conv_backward_gemm(const rg_conv2d_shape *s, const float *x, const float
                            float *db);
 
 /* The data pass of a stride-1 convolution whose output keeps the input's size, as a forward pass
- * of dy with the filters flipped (conv2d.c): whether a shape takes it (no fused pool or ReLU, C a
- * multiple of RG_CONV_NR; RG_CONV_DATA_AS_FORWARD=0 turns it off), and the pass itself,
- * dx = beta dx + the gradient, with the arguments of rg_cpu_conv2d_backward_data. */
+ * of dy with the filters flipped (conv2d.c): whether a shape takes it (RG_CONV_DATA_AS_FORWARD=0
+ * turns it off), and the pass itself, dx = beta dx + the gradient, with the arguments of
+ * rg_cpu_conv2d_backward_data (a fused ReLU or pool is the caller's to undo first). */
 bool rg_conv_data_as_forward_applies(const rg_conv2d_shape *s);
 void rg_conv_data_as_forward(const rg_conv2d_shape *s, const float *dy, const float *w, float beta,
                              float *dx);
