@@ -104,6 +104,12 @@ static RG_HOSTDEV void rg_bn_finalize_channel(int64_t c, int64_t ch, float momen
     }
 }
 
+/* An affine parameter's gradient from its channel's sum: beta*old + sum, not reading old when
+ * beta is 0 (a fresh gradient may hold anything). */
+static RG_HOSTDEV float rg_bn_grad_param(float sum, float beta, float old) {
+    return beta == 0.0f ? sum : beta * old + sum;
+}
+
 /* dx of one element: w*invstd*(dy - mean_dy - xhat*mean_dy_xhat) */
 static RG_HOSTDEV float rg_bn_dx(float dy, float xhat, float w_invstd, float mean_dy,
                                  float mean_dy_xhat) {

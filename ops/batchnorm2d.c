@@ -45,15 +45,11 @@ static void batchnorm2d_backward(rg_node *nd) {
     }
     rg_tensor *sums = rg_tensor_empty(RG_F32, RG_SHAPE(2 * c + 1), dy->device); /* (2C+1) */
     float *s = sums->data;
-    be->batchnorm_backward_reduce(n, c, hw, x->data, dy->data, mean, var, eps, s);
-    if (dw) { /* dweight = sum dy*xhat (rg_grad_begin first: it may make w->grad) */
-        float beta_w = rg_grad_begin(w);
-        be->axpby(c, 1.0f, s + c, beta_w, w->grad->data);
-    }
-    if (db) { /* dbias = sum dy */
-        float beta_b = rg_grad_begin(b);
-        be->axpby(c, 1.0f, s, beta_b, b->grad->data);
-    }
+    /* dweight = sum dy*xhat, dbias = sum dy, written by the reduction itself (rg_grad_begin
+     * first: it may make the gradients) */
+    float beta_w = dw ? rg_grad_begin(w) : 0.0f, beta_b = db ? rg_grad_begin(b) : 0.0f;
+    be->batchnorm_backward_reduce(n, c, hw, x->data, dy->data, mean, var, eps, s, beta_w,
+                                  dw ? w->grad->data : NULL, beta_b, db ? b->grad->data : NULL);
     if (!dx) return;
     if (train && sync) sync_sum(sync, s, 2 * c + 1, dy->device);
     float beta = rg_grad_begin(x);

@@ -4,6 +4,7 @@
  * gradient of a broadcast operand is the output gradient summed over the stretched dimensions,
  * which is what reduce_bcast computes. */
 #include "ops/op_impl.h"
+#include "tensor/scope_impl.h"
 
 bool rg_bcast_plan(const rg_tensor *big, const rg_tensor *small, rg_bcast *bc) {
     if (small->ndim > big->ndim) return false;
@@ -55,10 +56,23 @@ static void order_operands(const char *op, rg_tensor **a, rg_tensor **b, rg_bcas
              "the result's shape)", op, RG_SHAPE_STR(*a), RG_SHAPE_STR(*b));
 }
 
+/* Whether big, an op result with no gradient yet, may take dy itself as its gradient: both made in
+ * this step scope, so that they end together. The add's result gets no other reader of dy after
+ * this node (its producer is this node), so a later addition into big's gradient changes nothing
+ * backward still needs; PyTorch's autograd hands add's gradient on the same way. */
+static bool can_share_grad(const rg_tensor *big, const rg_tensor *dy) {
+    return !big->grad && big->grad_fn && (big->flags & RG_TENSOR_SCOPED) &&
+           (dy->flags & RG_TENSOR_SCOPED) && rg_scope_owns(big) && rg_scope_owns(dy);
+}
+
 /* big's gradient for add (dy) or mul (dy * small) */
 static void big_grad(rg_binary_op op, rg_tensor *big, rg_tensor *small, const rg_bcast *bc,
-                     const rg_tensor *dy) {
+                     rg_tensor *dy) {
     const rg_backend *be = rg_backend_for(dy->device);
+    if (op == RG_BINARY_ADD && can_share_grad(big, dy)) { /* a residual add: no copy of dy */
+        big->grad = dy;
+        return;
+    }
     float beta = rg_grad_begin(big);
     if (op == RG_BINARY_ADD) {
         be->axpby(dy->numel, 1.0f, dy->data, beta, big->grad->data);

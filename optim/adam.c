@@ -17,7 +17,7 @@ typedef struct {
     rg_adam_opts opts;
 } adam_optim;
 
-static void adam_update(rg_optim *o, int i) {
+static void adam_update_one(rg_optim *o, int i) {
     const rg_adam_opts *a = &((adam_optim *)o)->opts;
     rg_tensor *p = o->params[i].tensor;
     double t = (double)(o->param_steps[i] + 1);
@@ -34,6 +34,10 @@ static void adam_update(rg_optim *o, int i) {
     };
     rg_backend_for(p->device)->adam_step(p->numel, &h, p->data, p->grad->data, o->bufs[0][i]->data,
                                          o->bufs[1][i]->data);
+}
+
+static void adam_update(rg_optim *o, const int *idx, int count) {
+    for (int j = 0; j < count; j++) adam_update_one(o, idx[j]);
 }
 
 /* torch's defaults for the zero fields. */

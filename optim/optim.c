@@ -1,7 +1,8 @@
 /* optim.c — what every optimizer shares: the parameter walk of a step, zeroing gradients, the
  * learning rate and its schedule, and the named state list that checkpoints save.
  *
- * What it teaches: an optimizer is a loop over parameters that calls one fused kernel each; the
+ * What it teaches: an optimizer is a loop over parameters that calls one fused kernel each (SGD
+ * hands the whole list to one multi-tensor call, which on a GPU is a launch per 48 tensors); the
  * rest is bookkeeping. The bookkeeping is what makes a resumed run bit-identical: every number the
  * update depends on (buffers, per-parameter step counts, the global step) is in the state list. */
 #include "optim/optim_impl.h"
@@ -64,10 +65,11 @@ rg_optim *rg_optim_alloc(size_t size, const rg_param_list *params, int n_bufs,
     o->params = calloc((size_t)params->n + 1, sizeof *o->params);
     o->param_steps = calloc((size_t)params->n + 1, sizeof *o->param_steps);
     o->no_decay = calloc((size_t)params->n + 1, sizeof *o->no_decay);
+    o->ready = calloc((size_t)params->n + 1, sizeof *o->ready);
     for (int b = 0; b < n_bufs; b++)
         o->bufs[b] = calloc((size_t)params->n + 1, sizeof(rg_tensor *));
-    bool ok = o->params && o->param_steps && o->no_decay && (n_bufs < 1 || o->bufs[0]) &&
-              (n_bufs < 2 || o->bufs[1]);
+    bool ok = o->params && o->param_steps && o->no_decay && o->ready &&
+              (n_bufs < 1 || o->bufs[0]) && (n_bufs < 2 || o->bufs[1]);
     for (int i = 0; ok && i < params->n; i++) {
         const rg_named_tensor *p = &params->items[i];
         if (p->is_buffer) continue;
@@ -93,12 +95,14 @@ void rg_optim_free(rg_optim *o) {
     for (int b = 0; b < o->n_bufs; b++) free(o->bufs[b]);
     free(o->param_steps);
     free(o->no_decay);
+    free(o->ready);
     free(o->params);
     free(o);
 }
 
 void rg_optim_step(rg_optim *o) {
     RG_CHECK(o, "rg_optim_step: NULL optimizer");
+    int count = 0;
     for (int i = 0; i < o->n; i++) {
         const rg_tensor *p = o->params[i].tensor;
         if (!p->grad) continue; /* as torch: no gradient, no update, no state change */
@@ -106,9 +110,10 @@ void rg_optim_step(rg_optim *o) {
             RG_CHECK(rg_device_eq(o->bufs[b][i]->device, p->device),
                      "%s: parameter %s moved to another device after the optimizer was created",
                      o->kind, o->params[i].name);
-        o->update(o, i);
-        o->param_steps[i]++;
+        o->ready[count++] = i;
     }
+    if (count > 0) o->update(o, o->ready, count); /* reads param_steps as they were */
+    for (int j = 0; j < count; j++) o->param_steps[o->ready[j]]++;
     o->step++;
     if (o->has_schedule) o->lr = rg_lr_schedule_at(&o->schedule, o->step);
 }

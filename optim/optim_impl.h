@@ -16,7 +16,9 @@
 
 struct rg_optim {
     const char *kind;                   /* "sgd", "adam", "adamw" */
-    void (*update)(rg_optim *o, int i); /* applies the rule to parameter i (it has a gradient) */
+    /* applies the rule to parameters idx[0..count) (each has a gradient), all of one step:
+     * one call, so that a rule may update them all in one multi-tensor kernel */
+    void (*update)(rg_optim *o, const int *idx, int count);
     rg_named_tensor *params;            /* the trainable parameters; tensors borrowed */
     int n;
     float lr;
@@ -24,6 +26,7 @@ struct rg_optim {
     int64_t step;         /* rg_optim_step calls */
     int64_t *param_steps; /* per parameter: updates applied (torch's state['step']) */
     bool *no_decay;       /* per parameter: weight decay off (rg_optim_exclude_decay) */
+    int *ready;           /* a step's parameters with a gradient (n slots) */
     int n_bufs;
     rg_tensor **bufs[RG_OPTIM_MAX_BUFS]; /* per parameter, e.g. exp_avg and exp_avg_sq */
     bool has_schedule;

@@ -3,7 +3,8 @@
  *   g = grad_scale*grad;  d = g + wd*p;  buf = first ? d : mu*buf + (1-dampening)*d;
  *   d = nesterov ? d + mu*buf : buf;  p -= lr*d
  *
- * The formula is rg_sgd_update in core/kernels.h; the backend's sgd_step runs it over a tensor.
+ * The formula is rg_sgd_update in core/kernels.h; the backend's sgd_step_many runs it over the
+ * step's tensors in one call (one launch per 48 tensors on a GPU).
  * "first" is per parameter: torch creates the momentum buffer on a parameter's first update.
  * This file owns SGD's options (rg_sgd_opts) and their names for the registry. */
 #include "optim/optim_impl.h"
@@ -12,22 +13,37 @@
 typedef struct {
     rg_optim base; /* first: an sgd_optim is an rg_optim */
     rg_sgd_opts opts;
+    rg_sgd_tensor list[]; /* a step's tensors for the backend's sgd_step_many (one per parameter) */
 } sgd_optim;
 
-static void sgd_update(rg_optim *o, int i) {
-    const rg_sgd_opts *s = &((sgd_optim *)o)->opts;
-    rg_tensor *p = o->params[i].tensor;
-    rg_sgd_hparams h = {
-        .lr = o->lr,
-        .momentum = s->momentum,
-        .dampening = s->dampening,
-        .weight_decay = rg_optim_decay_of(o, i, s->weight_decay),
-        .nesterov = s->nesterov,
-        .first_step = o->param_steps[i] == 0,
-        .grad_scale = o->grad_scale,
-    };
-    float *buf = o->n_bufs ? o->bufs[0][i]->data : NULL;
-    rg_backend_for(p->device)->sgd_step(p->numel, &h, p->data, p->grad->data, buf);
+static void sgd_update(rg_optim *o, const int *idx, int count) {
+    sgd_optim *so = (sgd_optim *)o;
+    const rg_sgd_opts *s = &so->opts;
+    for (int j = 0; j < count; j++) {
+        int i = idx[j];
+        rg_tensor *p = o->params[i].tensor;
+        so->list[j] = (rg_sgd_tensor){
+            .n = p->numel,
+            .param = p->data,
+            .grad = p->grad->data,
+            .momentum_buf = o->n_bufs ? o->bufs[0][i]->data : NULL,
+            .h = {.lr = o->lr,
+                  .momentum = s->momentum,
+                  .dampening = s->dampening,
+                  .weight_decay = rg_optim_decay_of(o, i, s->weight_decay),
+                  .nesterov = s->nesterov,
+                  .first_step = o->param_steps[i] == 0,
+                  .grad_scale = o->grad_scale},
+        };
+    }
+    /* one multi-tensor call per run of parameters on one device (normally the whole list) */
+    for (int j = 0; j < count;) {
+        rg_device dev = o->params[idx[j]].tensor->device;
+        int k = j + 1;
+        while (k < count && rg_device_eq(o->params[idx[k]].tensor->device, dev)) k++;
+        rg_backend_for(dev)->sgd_step_many(k - j, so->list + j);
+        j = k;
+    }
 }
 
 /* RG_OK, or RG_EINVAL with a message naming the bad value. */
@@ -47,7 +63,8 @@ static rg_optim *sgd_create(const rg_param_list *params, const void *opts) {
     const rg_sgd_opts *s = opts;
     if (sgd_check(s) != RG_OK) return NULL;
     static const char *const names[] = {"momentum_buffer"};
-    rg_optim *o = rg_optim_alloc(sizeof(sgd_optim), params, s->momentum != 0.0f ? 1 : 0, names);
+    rg_optim *o = rg_optim_alloc(sizeof(sgd_optim) + (size_t)params->n * sizeof(rg_sgd_tensor),
+                                 params, s->momentum != 0.0f ? 1 : 0, names);
     if (!o) return NULL;
     o->kind = "sgd";
     o->update = sgd_update;

@@ -73,6 +73,16 @@ typedef struct rg_pool2d_shape {
     int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
 } rg_pool2d_shape;
 
+/* One tensor of a multi-tensor SGD step (sgd_step_many): n floats of param, grad and the momentum
+ * buffer (NULL without momentum), and the rule's hyper-parameters for it. */
+typedef struct {
+    int64_t n;
+    float *param;
+    const float *grad;
+    float *momentum_buf;
+    rg_sgd_hparams h;
+} rg_sgd_tensor;
+
 typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_COUNT } rg_copy_kind;
 
 
@@ -101,12 +111,12 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
     /* ---- elementwise and reductions (float32; n elements) ---- */                               \
     X(void, fill, (int64_t n, float v, float *x))                                                  \
     X(void, axpby, (int64_t n, float a, const float *x, float b, float *y)) /* y = a*x + b*y */    \
-    X(void, binary, (rg_binary_op op, const rg_bcast *bc, const float *a, const float *b,          \
-                     float *out))                                                                  \
+    X(void, binary,                                                                                \
+      (rg_binary_op op, const rg_bcast *bc, const float *a, const float *b, float *out))           \
     /* db = beta*db + sum of dy over the dimensions b was broadcast along; dy has out's shape. If  \
      * x is not NULL the summand is dy*x (for the gradient of a product), x having out's shape. */ \
-    X(void, reduce_bcast, (const rg_bcast *bc, const float *dy, const float *x, float beta,        \
-                           float *db))                                                             \
+    X(void, reduce_bcast,                                                                          \
+      (const rg_bcast *bc, const float *dy, const float *x, float beta, float *db))                \
     X(void, relu_forward, (int64_t n, const float *x, float *y))                                   \
     X(void, relu_backward, (int64_t n, const float *x, const float *dy, float beta, float *dx))    \
     X(void, sum, (int64_t n, const float *x, float *out)) /* out: one element */                   \
@@ -118,88 +128,97 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
                                                                                                    \
     /* ---- matrix product, row-major: C = alpha * op(A) * op(B) + beta * C;                       \
      * op(A) is (m,k), op(B) is (k,n), C is (m,n); lda/ldb/ldc are row strides ---- */             \
-    X(void, gemm, (bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,       \
-                   const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, \
-                   int64_t ldc))                                                                   \
+    X(void, gemm,                                                                                  \
+      (bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,   \
+       int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc))               \
                                                                                                    \
     /* ---- convolution: y = conv(x, w) + b;  x (N,C,H,W), w (K,C,R,S), b (K) or NULL ---- */      \
-    X(void, conv2d_forward, (const rg_conv2d_shape *s, const float *x, const float *w,             \
-                             const float *b, float *y))                                            \
+    X(void, conv2d_forward,                                                                        \
+      (const rg_conv2d_shape *s, const float *x, const float *w, const float *b, float *y))        \
     /* dx = beta*dx + conv_transpose(dy, w) */                                                     \
-    X(void, conv2d_backward_data, (const rg_conv2d_shape *s, const float *dy, const float *w,      \
-                                   float beta, float *dx))                                         \
+    X(void, conv2d_backward_data,                                                                  \
+      (const rg_conv2d_shape *s, const float *dy, const float *w, float beta, float *dx))          \
     /* dw = beta*dw + corr(x, dy);  db = beta*db + sum_{n,p,q} dy (db may be NULL) */              \
-    X(void, conv2d_backward_filter, (const rg_conv2d_shape *s, const float *x, const float *dy,    \
-                                     float beta, float *dw, float *db))                            \
+    X(void, conv2d_backward_filter,                                                                \
+      (const rg_conv2d_shape *s, const float *x, const float *dy, float beta, float *dw,           \
+       float *db))                                                                                 \
     /* the two above in one call, so that they share their reading of dy; dx or dw may be NULL, */ \
     /* db (may be NULL) only with dw */                                                            \
-    X(void, conv2d_backward, (const rg_conv2d_shape *s, const float *x, const float *dy,           \
-                              const float *w, float beta_x, float *dx, float beta_w, float *dw,    \
-                              float *db))                                                          \
+    X(void, conv2d_backward,                                                                       \
+      (const rg_conv2d_shape *s, const float *x, const float *dy, const float *w, float beta_x,    \
+       float *dx, float beta_w, float *dw, float *db))                                             \
                                                                                                    \
     /* ---- max pooling; argmax holds the flat input index (within one (n,c) plane) of each max */ \
-    X(void, maxpool2d_forward, (const rg_pool2d_shape *s, const float *x, float *y,                \
-                                int32_t *argmax))                                                  \
-    X(void, maxpool2d_backward, (const rg_pool2d_shape *s, const float *dy, const int32_t *argmax, \
-                                 float beta, float *dx))                                           \
+    X(void, maxpool2d_forward,                                                                     \
+      (const rg_pool2d_shape *s, const float *x, float *y, int32_t *argmax))                       \
+    X(void, maxpool2d_backward,                                                                    \
+      (const rg_pool2d_shape *s, const float *dy, const int32_t *argmax, float beta, float *dx))   \
                                                                                                    \
-    /* ---- batch normalisation over x (N,C,HW), per channel; a statistics buffer is (2C+1):     \
-     * two per-channel sums and the element count, so that SyncBatchNorm sums it across ranks    \
+    /* ---- batch normalisation over x (N,C,HW), per channel; a statistics buffer is (2C+1):       \
+     * two per-channel sums and the element count, so that SyncBatchNorm sums it across ranks      \
      * in one allreduce. mean, var (C); var biased; weight, bias (C) ---- */                       \
     /* stats = (sum x, sum x^2, N*HW) */                                                           \
     X(void, batchnorm_stats, (int64_t n, int64_t c, int64_t hw, const float *x, float *stats))     \
     /* meanvar (2C+1) = (mean, biased var, count) from stats; running_mean/var (may be NULL)       \
      * = (1-momentum)*running + momentum*(mean | unbiased var); *num_batches += 1 (may be NULL) */ \
-    X(void, batchnorm_finalize, (int64_t c, float momentum, const float *stats, float *meanvar,    \
-                                 float *running_mean, float *running_var, int64_t *num_batches))   \
+    X(void, batchnorm_finalize,                                                                    \
+      (int64_t c, float momentum, const float *stats, float *meanvar, float *running_mean,         \
+       float *running_var, int64_t *num_batches))                                                  \
     /* y = (x - mean) / sqrt(var + eps) * weight + bias */                                         \
-    X(void, batchnorm_apply, (int64_t n, int64_t c, int64_t hw, const float *x, const float *mean, \
-                              const float *var, float eps, const float *weight, const float *bias, \
-                              float *y))                                                           \
-    /* sums = (sum dy, sum dy*xhat, N*HW), xhat = (x - mean) / sqrt(var + eps) */                  \
-    X(void, batchnorm_backward_reduce, (int64_t n, int64_t c, int64_t hw, const float *x,          \
-                                        const float *dy, const float *mean, const float *var,      \
-                                        float eps, float *sums))                                   \
+    X(void, batchnorm_apply,                                                                       \
+      (int64_t n, int64_t c, int64_t hw, const float *x, const float *mean, const float *var,      \
+       float eps, const float *weight, const float *bias, float *y))                               \
+    /* sums = (sum dy, sum dy*xhat, N*HW), xhat = (x - mean) / sqrt(var + eps); and the affine     \
+     * parameters' gradients from them where not NULL: dweight = beta_w*dweight + sum dy*xhat,     \
+     * dbias = beta_b*dbias + sum dy (a beta of 0 does not read the old values) */                 \
+    X(void, batchnorm_backward_reduce,                                                             \
+      (int64_t n, int64_t c, int64_t hw, const float *x, const float *dy, const float *mean,       \
+       const float *var, float eps, float *sums, float beta_w, float *dweight, float beta_b,       \
+       float *dbias))                                                                              \
     /* dx = beta*dx + w*invstd*(dy - sum_dy/count - xhat*sum_dy_xhat/count), count = sums[2C];     \
      * sums NULL (statistics were constants, evaluation mode): dx = beta*dx + w*invstd*dy */       \
-    X(void, batchnorm_backward_data, (int64_t n, int64_t c, int64_t hw, const float *x,            \
-                                      const float *dy, const float *mean, const float *var,        \
-                                      float eps, const float *weight, const float *sums,           \
-                                      float beta, float *dx))                                      \
+    X(void, batchnorm_backward_data,                                                               \
+      (int64_t n, int64_t c, int64_t hw, const float *x, const float *dy, const float *mean,       \
+       const float *var, float eps, const float *weight, const float *sums, float beta,            \
+       float *dx))                                                                                 \
                                                                                                    \
-    /* ---- dropout: keep(i) = rg_dropout_keep(p, seed, offset + i). Forward writes the keeps    \
-     * into mask (rg_dropout_mask_words(n, offset) words, laid out as core/kernels.h says) unless \
-     * mask is NULL; backward reads them from mask, or recomputes them from (seed, offset) when   \
-     * mask is NULL ---- */                                                                       \
-    X(void, dropout_forward, (int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,  \
-                              float *y, uint32_t *mask))                                           \
-    X(void, dropout_backward, (int64_t n, float p, uint64_t seed, uint64_t offset,                 \
-                               const uint32_t *mask, const float *dy, float beta, float *dx))      \
+    /* ---- dropout: keep(i) = rg_dropout_keep(p, seed, offset + i). Forward writes the keeps      \
+     * into mask (rg_dropout_mask_words(n, offset) words, laid out as core/kernels.h says) unless  \
+     * mask is NULL; backward reads them from mask, or recomputes them from (seed, offset) when    \
+     * mask is NULL ---- */                                                                        \
+    X(void, dropout_forward,                                                                       \
+      (int64_t n, float p, uint64_t seed, uint64_t offset, const float *x, float *y,               \
+       uint32_t *mask))                                                                            \
+    X(void, dropout_backward,                                                                      \
+      (int64_t n, float p, uint64_t seed, uint64_t offset, const uint32_t *mask, const float *dy,  \
+       float beta, float *dx))                                                                     \
                                                                                                    \
     /* ---- fused log-softmax + negative log-likelihood, mean over the rows: logits (N,C), labels  \
      * (N) in [0,C); writes probs = softmax(logits) (N,C) for backward and loss (one element) =    \
-     * -mean_n log softmax(logits)[n, label_n]; with label smoothing e (PyTorch's formula):       \
+     * -mean_n log softmax(logits)[n, label_n]; with label smoothing e (PyTorch's formula):        \
      * loss = mean_n [(1-e) nll_n + e/C sum_k -log softmax(logits)[n,k]] ---- */                   \
-    X(void, cross_entropy_forward, (int64_t n, int64_t c, const float *logits,                     \
-                                    const int64_t *labels, float smoothing, float *probs,          \
-                                    float *loss))                                                  \
+    X(void, cross_entropy_forward,                                                                 \
+      (int64_t n, int64_t c, const float *logits, const int64_t *labels, float smoothing,          \
+       float *probs, float *loss))                                                                 \
     /* dlogits = beta*dlogits + dloss * (probs - (1-e) onehot(labels) - e/C) / N;  dloss: one      \
      * element */                                                                                  \
-    X(void, cross_entropy_backward, (int64_t n, int64_t c, const float *probs,                     \
-                                     const int64_t *labels, float smoothing, const float *dloss,   \
-                                     float beta, float *dlogits))                                  \
+    X(void, cross_entropy_backward,                                                                \
+      (int64_t n, int64_t c, const float *probs, const int64_t *labels, float smoothing,           \
+       const float *dloss, float beta, float *dlogits))                                            \
                                                                                                    \
     /* ---- global average pooling: y (NC) = mean of each of the NC planes of x (NC,HW) ---- */    \
     X(void, avgpool_global_forward, (int64_t nc, int64_t hw, const float *x, float *y))            \
     /* dx = beta*dx + dy / HW broadcast over each plane */                                         \
-    X(void, avgpool_global_backward, (int64_t nc, int64_t hw, const float *dy, float beta,         \
-                                      float *dx))                                                  \
+    X(void, avgpool_global_backward,                                                               \
+      (int64_t nc, int64_t hw, const float *dy, float beta, float *dx))                            \
                                                                                                    \
     /* ---- fused optimizer updates (formulas in core/kernels.h) ---- */                           \
-    X(void, sgd_step, (int64_t n, const rg_sgd_hparams *h, float *param, const float *grad,        \
-                       float *momentum_buf))                                                       \
-    X(void, adam_step, (int64_t n, const rg_adam_hparams *h, float *param, const float *grad,      \
-                        float *m, float *v))                                                       \
+    X(void, sgd_step,                                                                              \
+      (int64_t n, const rg_sgd_hparams *h, float *param, const float *grad, float *momentum_buf))  \
+    /* sgd_step over count tensors, in as few launches as the backend can (CUDA: one per 48) */    \
+    X(void, sgd_step_many, (int count, const rg_sgd_tensor *t))                                    \
+    X(void, adam_step,                                                                             \
+      (int64_t n, const rg_adam_hparams *h, float *param, const float *grad, float *m, float *v))  \
                                                                                                    \
     /* ---- float16 packing for gradient compression ---- */                                       \
     X(void, f32_to_f16, (int64_t n, const float *x, uint16_t *y))                                  \

@@ -93,7 +93,8 @@ static void bn_forward(bufs *x, bn_size s) { /* x: a, y: b */
 }
 static void bn_backward(bufs *x, bn_size s) { /* x: a, dy: c, dx: b */
     rg_cpu_backend.batchnorm_backward_reduce(s.n, s.c, s.hw, x->a, x->c, bn.meanvar,
-                                             bn.meanvar + s.c, 1e-5f, bn.sums);
+                                             bn.meanvar + s.c, 1e-5f, bn.sums, 0.0f, NULL, 0.0f,
+                                             NULL);
     rg_cpu_backend.batchnorm_backward_data(s.n, s.c, s.hw, x->a, x->c, bn.meanvar, bn.meanvar + s.c,
                                            1e-5f, bn.weight, bn.sums, 0.0f, x->b);
 }

@@ -149,7 +149,8 @@ void rg_cpu_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, co
 
 void rg_cpu_batchnorm_backward_reduce(int64_t n, int64_t c, int64_t hw, const float *x,
                                       const float *dy, const float *mean, const float *var,
-                                      float eps, float *sums) {
+                                      float eps, float *sums, float beta_w, float *dweight,
+                                      float beta_b, float *dbias) {
     int64_t block = planes_per_block(hw), chunk = reduce_chunk(n, c, hw);
 #pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
     for (int64_t c0 = 0; c0 < c; c0 += chunk) {
@@ -173,6 +174,10 @@ void rg_cpu_batchnorm_backward_reduce(int64_t n, int64_t c, int64_t hw, const fl
         }
     }
     sums[2 * c] = (float)(n * hw);
+    for (int64_t ch = 0; ch < c; ch++) {
+        if (dweight) dweight[ch] = rg_bn_grad_param(sums[c + ch], beta_w, dweight[ch]);
+        if (dbias) dbias[ch] = rg_bn_grad_param(sums[ch], beta_b, dbias[ch]);
+    }
 }
 
 void rg_cpu_batchnorm_backward_data(int64_t n, int64_t c, int64_t hw, const float *x,

@@ -51,6 +51,13 @@ void rg_cpu_sgd_step(int64_t n, const rg_sgd_hparams *h, float *param, const flo
     }
 }
 
+/* One tensor after another: each is already split across the threads, and a step over many small
+ * tensors costs the CPU no launches. */
+void rg_cpu_sgd_step_many(int count, const rg_sgd_tensor *t) {
+    for (int i = 0; i < count; i++)
+        rg_cpu_sgd_step(t[i].n, &t[i].h, t[i].param, t[i].grad, t[i].momentum_buf);
+}
+
 static inline __attribute__((always_inline)) void
 adam_range(rg_adam_hparams hp, bool wd, bool decoupled, int64_t lo, int64_t hi, float *restrict p,
            const float *restrict g, float *restrict m, float *restrict v) {

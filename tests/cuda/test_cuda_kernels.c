@@ -151,6 +151,44 @@ static void optim_case(const rg_sgd_hparams *sgd, const rg_adam_hparams *adam, u
     rgt_dev_free(dp, b), rgt_dev_free(dg, b), rgt_dev_free(dm, b), rgt_dev_free(dv, b);
 }
 
+/* The multi-tensor SGD step against the CPU's: 100 tensors (three launches of at most 48), sizes
+ * around the kernel's 16384-float chunk and empty ones, per-tensor hyper-parameters, and tensors
+ * without a momentum buffer; three steps, so that the buffers carry. */
+Test(cuda_kernels, multi_tensor_sgd_step_matches_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    enum { T = 100 };
+    static const int64_t pattern[] = {0, 1, 255, 16383, 16384, 16385, 40000, 7, 64, 2048};
+    int64_t sizes[T], total = 0;
+    for (int t = 0; t < T; t++) total += sizes[t] = pattern[t % 10];
+    size_t bytes = (size_t)total * 4;
+    float *p = rgt_rand(total, -1, 1, 71), *g = rgt_rand(total, -1, 1, 72),
+          *m = rgt_rand(total, -1, 1, 73);
+    float *dp = rgt_dev(p, bytes), *dg = rgt_dev(g, bytes), *dm = rgt_dev(m, bytes);
+    rg_sgd_tensor host[T], dev[T];
+    for (int step = 0; step < 3; step++) {
+        int64_t off = 0;
+        for (int t = 0; t < T; t++) {
+            bool momentum = t % 7 != 3;
+            rg_sgd_hparams h = {.lr = 0.05f + 0.001f * (float)t,
+                                .momentum = momentum ? 0.9f : 0.0f,
+                                .dampening = t % 5 == 1 ? 0.1f : 0.0f,
+                                .weight_decay = t % 3 == 0 ? 0.0f : 1e-2f,
+                                .nesterov = t % 5 == 2,
+                                .first_step = step == 0,
+                                .grad_scale = t % 4 == 0 ? 0.25f : 0.0f};
+            host[t] = (rg_sgd_tensor){sizes[t], p + off, g + off, momentum ? m + off : NULL, h};
+            dev[t] = (rg_sgd_tensor){sizes[t], dp + off, dg + off, momentum ? dm + off : NULL, h};
+            off += sizes[t];
+        }
+        rg_cpu_backend.sgd_step_many(T, host);
+        rgt_gpu()->sgd_step_many(T, dev);
+    }
+    rgt_assert_dev_close(dp, p, total, 1e-6, 1e-6, "multi-tensor sgd param");
+    rgt_assert_dev_close(dm, m, total, 1e-6, 1e-6, "multi-tensor sgd momentum");
+    free(p), free(g), free(m);
+    rgt_dev_free(dp, bytes), rgt_dev_free(dg, bytes), rgt_dev_free(dm, bytes);
+}
+
 Test(cuda_kernels, sgd_and_adam_updates_match_the_cpu) {
     RGT_REQUIRE_CUDA();
     rg_sgd_hparams sgd[] = {

@@ -104,6 +104,33 @@ Test(layers_batchnorm, matches_pytorch_in_training_and_evaluation) {
     rg_safetensors_close(f);
 }
 
+/* The affine gradients come from the backward's reduction (no separate accumulation): a second
+ * backward over the same batch adds the same amounts, so they double, and dx, fresh per backward,
+ * stays PyTorch's. */
+Test(layers_batchnorm, affine_gradients_accumulate_over_backwards) {
+    rg_safetensors *f = nn_ref_open("bn_ref.safetensors");
+    rg_layer *bn = ref_layer(f);
+    const rg_param_list *p = rg_layer_params(bn);
+    rg_tensor *x1 = ref_tensor(f, "bn.x1", RG_SHAPE(4, C, 5, 5));
+    rg_tensor *dy = ref_tensor(f, "bn.dy", RG_SHAPE(4 * C * 25));
+    for (int pass = 0; pass < 2; pass++) {
+        rg_scope_begin();
+        rg_tensor *y = rg_layer_forward(bn, x1, RG_TRAIN);
+        rg_backward(rg_sum(rg_mul(rg_reshape(y, RG_SHAPE(4 * C * 25)), dy)));
+        rg_scope_end();
+    }
+    const char *names[2] = {"bn.dweight1", "bn.dbias1"};
+    for (int k = 0; k < 2; k++) {
+        float *want = nn_ref_read(f, names[k], "F32", C);
+        for (int i = 0; i < C; i++) want[i] *= 2.0f;
+        rgt_assert_close(rg_tensor_f32(p->items[k].tensor->grad), want, C, 1e-4, 1e-4, names[k]);
+        free(want);
+    }
+    rgt_free_all(2, (rg_tensor *[]){x1, dy});
+    rg_layer_free(bn);
+    rg_safetensors_close(f);
+}
+
 /* A fake world of `ranks` identical ranks: the sum over ranks is the local value times ranks. */
 typedef struct {
     int calls;
@@ -164,7 +191,7 @@ Test(layers_batchnorm, two_ranks_summing_statistics_equal_one_batch) {
     be->batchnorm_stats(N, CH, HW, xp, st);
     be->batchnorm_finalize(CH, 0.1f, st, mv, NULL, NULL, NULL);
     be->batchnorm_apply(N, CH, HW, xp, mv, mv + CH, 1e-5f, wp, bp, y);
-    be->batchnorm_backward_reduce(N, CH, HW, xp, dyp, mv, mv + CH, 1e-5f, sums);
+    be->batchnorm_backward_reduce(N, CH, HW, xp, dyp, mv, mv + CH, 1e-5f, sums, 0, NULL, 0, NULL);
     be->batchnorm_backward_data(N, CH, HW, xp, dyp, mv, mv + CH, 1e-5f, wp, sums, 0.0f, dx);
 
     static float rx[2][N / 2 * PLANE], rdy[2][N / 2 * PLANE], rst[2][2 * CH + 1],
@@ -179,7 +206,8 @@ Test(layers_batchnorm, two_ranks_summing_statistics_equal_one_batch) {
     be->batchnorm_finalize(CH, 0.1f, gst, gmv, NULL, NULL, NULL);
     for (int r = 0; r < 2; r++) {
         be->batchnorm_apply(N / 2, CH, HW, rx[r], gmv, gmv + CH, 1e-5f, wp, bp, ry[r]);
-        be->batchnorm_backward_reduce(N / 2, CH, HW, rx[r], rdy[r], gmv, gmv + CH, 1e-5f, rsum[r]);
+        be->batchnorm_backward_reduce(N / 2, CH, HW, rx[r], rdy[r], gmv, gmv + CH, 1e-5f, rsum[r],
+                                      0, NULL, 0, NULL);
     }
     for (int k = 0; k < 2 * CH + 1; k++) gsum[k] = rsum[0][k] + rsum[1][k];
     for (int r = 0; r < 2; r++)

@@ -163,6 +163,28 @@ Test(tensor_elementwise, reused_inputs_gradients_match_finite_differences) {
     rgt_free_all(2, (rg_tensor *[]){x, b});
 }
 
+/* Residual adds whose first operand is an op result take the add's gradient itself (no copy).
+ * Here every add is its operands' last use, so they share: u + u@m (the matmul's backward reads
+ * its own gradient while it adds into u's: had both operands shared the add's, it would read what
+ * it writes), r + r, s*w + s and t + t*t, each followed by ops that add into the shared
+ * gradient. */
+static rg_tensor *f_residual(rg_tensor *const *in, void *ctx) {
+    (void)ctx;
+    rg_tensor *x = in[0], *w = in[1], *m = in[2];
+    rg_tensor *u = rg_relu(rg_mul(x, w));
+    rg_tensor *r = rg_add(u, rg_matmul(u, m));
+    rg_tensor *s = rg_add(r, r);
+    rg_tensor *t = rg_add(rg_mul(s, w), s);
+    return rg_add(t, rg_mul(t, t));
+}
+
+Test(tensor_elementwise, residual_adds_sharing_their_gradient_match_finite_differences) {
+    rg_tensor *x = rgt_param(RG_SHAPE(4, 5), -2, 2, 8), *w = rgt_param(RG_SHAPE(4, 5), -2, 2, 9),
+              *m = rgt_param(RG_SHAPE(5, 5), -1, 1, 10);
+    rgt_assert_gradcheck(f_residual, NULL, 3, (rg_tensor *[]){x, w, m}, NULL);
+    rgt_free_all(3, (rg_tensor *[]){x, w, m});
+}
+
 Test(tensor_elementwise, intermediate_used_twice_accumulates) {
     /* h = 3x; L = sum(h * h) -> dL/dx = 2 * 3x * 3 = 18x */
     rg_tensor *x = rgt_param(RG_SHAPE(6), -1, 1, 7);

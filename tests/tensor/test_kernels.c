@@ -400,6 +400,50 @@ Test(tensor_kernels, backend_optimizer_steps_apply_the_update_to_every_element) 
     }
 }
 
+/* The multi-tensor step is the single-tensor one, tensor by tensor, bit for bit: tensors of
+ * several sizes (one empty), each with its own hyper-parameters, some without a momentum buffer. */
+Test(tensor_kernels, multi_tensor_sgd_step_matches_one_step_per_tensor) {
+    enum { T = 5, N = 3000 };
+    static const int64_t sizes[T] = {1003, 0, 1, 17, 1979};
+    static float p[N], g[N], b[N], p2[N], b2[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = p2[i] = rg_philox_uniform(3, (uint64_t)i) - 0.5f;
+        g[i] = rg_philox_uniform(4, (uint64_t)i) - 0.5f;
+        b[i] = b2[i] = rg_philox_uniform(5, (uint64_t)i);
+    }
+    rg_sgd_tensor list[T];
+    int64_t off = 0;
+    for (int t = 0; t < T; t++) {
+        bool momentum = t != 2;
+        list[t] = (rg_sgd_tensor){
+            .n = sizes[t],
+            .param = p + off,
+            .grad = g + off,
+            .momentum_buf = momentum ? b + off : NULL,
+            .h = {.lr = 0.1f + 0.01f * (float)t,
+                  .momentum = momentum ? 0.9f : 0.0f,
+                  .weight_decay = t == 3 ? 0.0f : 1e-2f,
+                  .nesterov = t == 4,
+                  .first_step = t == 0,
+                  .grad_scale = t == 1 ? 0.5f : 0.0f},
+        };
+        off += sizes[t];
+    }
+    cr_assert(off <= N);
+    rg_cpu_backend.sgd_step_many(T, list);
+    off = 0;
+    for (int t = 0; t < T; t++) {
+        rg_cpu_backend.sgd_step(sizes[t], &list[t].h, p2 + off, g + off,
+                                list[t].momentum_buf ? b2 + off : NULL);
+        off += sizes[t];
+    }
+    for (int i = 0; i < off; i++) {
+        cr_assert_eq(p[i], p2[i], "parameter element %d", i);
+        cr_assert_eq(b[i], b2[i], "buffer element %d", i);
+    }
+    cr_assert_neq(p[0], rg_philox_uniform(3, 0) - 0.5f, "the step moved nothing");
+}
+
 Test(tensor_kernels, normal_fill_at_an_odd_offset_reuses_no_uniform) {
     /* uniforms 0..4 were drawn (offset 5); the next normal must start at uniforms 6 and 7 */
     rg_tensor *t = rg_tensor_new(RG_F32, RG_SHAPE(3), RG_CPU);
