@@ -9,7 +9,11 @@
 #      PyTorch (bench/torch_*_step.py --device cuda, when the machine's python3 has it);
 #   3. ringgrad-train on the GPU for one epoch of Fashion-MNIST, the CNN and resnet20;
 #   4. compute-sanitizer's memcheck and racecheck over the kernel, op and comm tests;
-#   5. ncu's kernel times of two ResNet-50 steps, ringgrad's and PyTorch's (profile.txt).
+#   5. ncu's kernel times of two ResNet-50 steps, ringgrad's and PyTorch's (profile.txt). Under
+#      ncu our convolution race picks other algorithms than in a plain run (ncu intercepts every
+#      launch, which charges a plan of several kernels more): read the convolutions' share from
+#      RG_CUDA_CONV_VERBOSE=1 of a plain run, the other families from the profile
+#      (docs/PERFORMANCE.md, fifteenth session).
 # Writes OUT_DIR/{summary,env,tests,bench,train,sanitizer,profile}.{txt,log}; the summary is
 # printed last. GPU_CHECK_BUDGET (seconds, default 330) stops starting new steps after it;
 # GPU_CHECK_STEPS (default "tests multigpu bench torch train sanitizer profile") picks the steps;
