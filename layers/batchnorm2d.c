@@ -3,6 +3,7 @@
  *
  * Its state_dict is PyTorch's, in PyTorch's order: weight (C) = 1, bias (C) = 0 (parameters),
  * running_mean (C) = 0, running_var (C) = 1, num_batches_tracked (int64, shape ()) = 0 (buffers). */
+#include "layers/layers_impl.h"
 #include "ringgrad/layer.h"
 #include "ringgrad/ops.h"
 
@@ -20,6 +21,14 @@ static rg_tensor *bn_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
 }
 
 static const rg_layer_vtable bn_vt = {.kind = "BatchNorm2d", .forward = bn_forward};
+
+rg_tensor *rg_batchnorm2d_layer_forward_relu(rg_layer *l, rg_tensor *x, rg_mode mode) {
+    if (!l || l->vt != &bn_vt) return NULL;
+    bn_layer *b = (bn_layer *)l;
+    return rg_batch_norm2d_relu(x, b->weight, b->bias, b->running_mean, b->running_var,
+                                b->num_batches_tracked, mode == RG_TRAIN, b->momentum, b->eps,
+                                b->sync);
+}
 
 static rg_tensor *new_f32(const char *name, int64_t c, float v) {
     rg_tensor *t = rg_tensor_new(RG_F32, RG_SHAPE(c), RG_CPU);

@@ -13,6 +13,10 @@ rg_tensor *rg_conv2d_layer_forward_relu(rg_layer *l, rg_tensor *x);
  * being {kernel, stride, padding}; NULL when l is not a Conv2d. */
 rg_tensor *rg_conv2d_layer_forward_relu_pool(rg_layer *l, rg_tensor *x, const int pool[3]);
 
+/* relu(forward of the BatchNorm2d l) as one fused op (rg_batch_norm2d_relu), or NULL when l is
+ * not a BatchNorm2d. */
+rg_tensor *rg_batchnorm2d_layer_forward_relu(rg_layer *l, rg_tensor *x, rg_mode mode);
+
 /* When l is a MaxPool2d: true, and its {kernel, stride, padding} in pool. */
 bool rg_maxpool2d_layer_params(const rg_layer *l, int pool[3]);
 

@@ -2,7 +2,8 @@
  *
  * It is also where the layer stack is fused, the one graph rewrite ringgrad does: a Conv2d and the
  * ReLU after it run as one op (rg_conv2d_relu), as oneDNN's post-ops and PyTorch's fused
- * ConvReLU2d do, and with a MaxPool2d after the ReLU, all three (rg_conv2d_relu_maxpool2d). The
+ * ConvReLU2d do, and with a MaxPool2d after the ReLU, all three (rg_conv2d_relu_maxpool2d); a
+ * BatchNorm2d and the ReLU after it (ResNet's conv, bn, relu) run as rg_batch_norm2d_relu. The
  * results are the same bit for bit; what goes is two memory-bound passes over the activation,
  * and with the pool the activation itself and its gradient (on the CPU). RG_FUSE=0 runs every
  * child by itself (to compare or to debug), RG_FUSE=relu fuses the ReLUs only. */
@@ -42,6 +43,7 @@ rg_tensor *rg_sequential_forward_range(rg_layer *l, int first, int last, rg_tens
                 continue;
             }
             y = rg_conv2d_layer_forward_relu(c, x); /* NULL: c is not a Conv2d */
+            if (!y) y = rg_batchnorm2d_layer_forward_relu(c, x, mode); /* nor a BatchNorm2d */
         }
         if (y) {
             x = y;

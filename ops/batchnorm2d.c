@@ -11,6 +11,11 @@
  *   dx = weight*invstd*(dy - mean(dy) - xhat*mean(dy*xhat))
  * In evaluation the statistics are constants and dx = weight*invstd*dy.
  *
+ * rg_batch_norm2d_relu is relu(batch_norm2d(x)) in one op, bit for bit: the ReLU is applied as
+ * the normalisation writes y, and backward masks dy by y > 0 before the passes above, so the
+ * normalised values before the ReLU are never stored (Sequential fuses a BatchNorm2d and the
+ * ReLU after it, as ResNet's blocks have them).
+ *
  * SyncBatchNorm is the same op with the two per-channel sums (and the count) summed across ranks
  * through a hook: one allreduce of (sum x, sum x^2, count) in forward and one of (sum dy,
  * sum dy*xhat, count) in backward. dweight and dbias stay local: DDP averages them, as it does
@@ -37,6 +42,12 @@ static void batchnorm2d_backward(rg_node *nd) {
     const float *mean = nd->saved[0]->data;
     const float *var = train ? mean + c : (const float *)nd->saved[1]->data;
     bool dx = rg_needs_grad(x), dw = rg_needs_grad(w), db = rg_needs_grad(b);
+    if (nd->iattr[2]) { /* a fused ReLU: its mask first, from the output (y > 0 where y's input is)
+                         */
+        rg_tensor *dz = rg_tensor_empty_like(dy);
+        be->relu_backward(dy->numel, nd->out->data, dy->data, 0.0f, dz->data);
+        dy = dz;
+    }
     if (!train && !dw && !db) { /* evaluation: dx needs no sums */
         float beta = rg_grad_begin(x);
         be->batchnorm_backward_data(n, c, hw, x->data, dy->data, mean, var, eps,
@@ -65,11 +76,12 @@ static void check_vec(const char *op, const char *arg, const rg_tensor *t, const
              "channels", op, arg, RG_SHAPE_STR(t), RG_SHAPE_STR(x), (long long)x->shape[1]);
 }
 
-rg_tensor *rg_batch_norm2d(rg_tensor *x, rg_tensor *weight, rg_tensor *bias,
-                           rg_tensor *running_mean, rg_tensor *running_var,
-                           rg_tensor *num_batches_tracked, bool train, float momentum, float eps,
-                           const rg_bn_sync *sync) {
-    const char *op = sync && train ? "sync_batch_norm" : "batch_norm2d";
+static rg_tensor *batch_norm2d(rg_tensor *x, rg_tensor *weight, rg_tensor *bias,
+                               rg_tensor *running_mean, rg_tensor *running_var,
+                               rg_tensor *num_batches_tracked, bool train, float momentum,
+                               float eps, const rg_bn_sync *sync, bool relu) {
+    const char *op = sync && train ? (relu ? "sync_batch_norm_relu" : "sync_batch_norm")
+                                   : (relu ? "batch_norm2d_relu" : "batch_norm2d");
     rg_op_check_f32(op, "input", x);
     rg_op_check_ndim(op, "input (N,C,H,W)", x, 4);
     const rg_backend *be = rg_op_backend(op, x, NULL);
@@ -104,17 +116,34 @@ rg_tensor *rg_batch_norm2d(rg_tensor *x, rg_tensor *weight, rg_tensor *bias,
                                running_mean ? running_mean->data : NULL,
                                running_var ? running_var->data : NULL,
                                num_batches_tracked ? num_batches_tracked->data : NULL);
-        be->batchnorm_apply(n, c, hw, x->data, mv, mv + c, eps, w, b, y->data);
+        be->batchnorm_apply(n, c, hw, x->data, mv, mv + c, eps, w, b, relu, y->data);
     } else {
         saved0 = running_mean, saved1 = running_var;
         be->batchnorm_apply(n, c, hw, x->data, running_mean->data, running_var->data, eps, w, b,
-                            y->data);
+                            relu, y->data);
     }
     rg_node *nd = rg_tape_record(op, batchnorm2d_backward, y, 3, (rg_tensor *[]){x, weight, bias});
     if (nd) {
         nd->saved[0] = saved0, nd->saved[1] = saved1;
         nd->iattr[0] = train, nd->iattr[1] = (int64_t)(intptr_t)(train ? sync : NULL);
+        nd->iattr[2] = relu;
         nd->fattr[0] = eps;
     }
     return y;
+}
+
+rg_tensor *rg_batch_norm2d(rg_tensor *x, rg_tensor *weight, rg_tensor *bias,
+                           rg_tensor *running_mean, rg_tensor *running_var,
+                           rg_tensor *num_batches_tracked, bool train, float momentum, float eps,
+                           const rg_bn_sync *sync) {
+    return batch_norm2d(x, weight, bias, running_mean, running_var, num_batches_tracked, train,
+                        momentum, eps, sync, false);
+}
+
+rg_tensor *rg_batch_norm2d_relu(rg_tensor *x, rg_tensor *weight, rg_tensor *bias,
+                                rg_tensor *running_mean, rg_tensor *running_var,
+                                rg_tensor *num_batches_tracked, bool train, float momentum,
+                                float eps, const rg_bn_sync *sync) {
+    return batch_norm2d(x, weight, bias, running_mean, running_var, num_batches_tracked, train,
+                        momentum, eps, sync, true);
 }

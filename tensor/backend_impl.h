@@ -164,10 +164,11 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
     X(void, batchnorm_finalize,                                                                    \
       (int64_t c, float momentum, const float *stats, float *meanvar, float *running_mean,         \
        float *running_var, int64_t *num_batches))                                                  \
-    /* y = (x - mean) / sqrt(var + eps) * weight + bias */                                         \
+    /* y = (x - mean) / sqrt(var + eps) * weight + bias, then, when relu, relu(y) (as              \
+     * relu_forward: NaN stays NaN) */                                                             \
     X(void, batchnorm_apply,                                                                       \
       (int64_t n, int64_t c, int64_t hw, const float *x, const float *mean, const float *var,      \
-       float eps, const float *weight, const float *bias, float *y))                               \
+       float eps, const float *weight, const float *bias, bool relu, float *y))                    \
     /* sums = (sum dy, sum dy*xhat, N*HW), xhat = (x - mean) / sqrt(var + eps); and the affine     \
      * parameters' gradients from them where not NULL: dweight = beta_w*dweight + sum dy*xhat,     \
      * dbias = beta_b*dbias + sum dy (a beta of 0 does not read the old values) */                 \

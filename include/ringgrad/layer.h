@@ -88,8 +88,9 @@ RG_API rg_layer *rg_layer_add(rg_layer *l, rg_layer *child);
 
 /* Children run in order: y = child_n(... child_1(x)). Add them with rg_layer_add. A Conv2d
  * followed by a ReLU runs as one fused op (rg_conv2d_relu), and with a MaxPool2d after the ReLU as
- * rg_conv2d_relu_maxpool2d: the same results, bit for bit, in less time. RG_FUSE=0 in the
- * environment turns that off, RG_FUSE=relu leaves the pool out of it. */
+ * rg_conv2d_relu_maxpool2d; a BatchNorm2d followed by a ReLU as rg_batch_norm2d_relu: the same
+ * results, bit for bit, in less time. RG_FUSE=0 in the environment turns that off, RG_FUSE=relu
+ * leaves the pool out of it. */
 RG_API rg_layer *rg_sequential_new(const char *name);
 /* Children [first, last) of the container l only, fused as its forward is: x through
  * child_{last-1}(... child_first(x)). A pipeline stage runs its share of a Sequential this way. */

@@ -85,6 +85,13 @@ RG_API rg_tensor *rg_batch_norm2d(rg_tensor *x, rg_tensor *weight, rg_tensor *bi
                                   rg_tensor *running_mean, rg_tensor *running_var,
                                   rg_tensor *num_batches_tracked, bool train, float momentum,
                                   float eps, const rg_bn_sync *sync);
+/* rg_relu(rg_batch_norm2d(...)) in one op, with the same results bit for bit: the ReLU is applied
+ * as the normalisation writes y, which saves a pass over y and the stored pre-ReLU activation
+ * (Sequential fuses a BatchNorm2d followed by a ReLU into it: see layer.h) */
+RG_API rg_tensor *rg_batch_norm2d_relu(rg_tensor *x, rg_tensor *weight, rg_tensor *bias,
+                                       rg_tensor *running_mean, rg_tensor *running_var,
+                                       rg_tensor *num_batches_tracked, bool train, float momentum,
+                                       float eps, const rg_bn_sync *sync);
 
 /* ---- regularisation (ops/dropout.c) ---- */
 /* Training: y = keep ? x / (1-p) : 0 with P(keep) = 1-p (p quantised to 2^-16), the mask drawn

@@ -177,10 +177,10 @@ static unsigned walk_grid(const rg_cuda_ctx *ctx, int64_t items) {
     return (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
 }
 
-/* y = weight * (x - mean) * invstd(var) + bias */
+/* y = weight * (x - mean) * invstd(var) + bias, then relu(y) when relu */
 __global__ void bn_apply_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, const float *x,
                                 const float *mean, const float *var, float eps, const float *weight,
-                                const float *bias, float *y) {
+                                const float *bias, bool relu, float *y) {
     int lane = threadIdx.x & 31;
     for (int64_t t = (int64_t)blockIdx.x * BN_WARPS + (threadIdx.x >> 5), items = n * c * q;
          t < items; t += (int64_t)gridDim.x * BN_WARPS) {
@@ -199,19 +199,20 @@ __global__ void bn_apply_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, con
 #pragma unroll
         for (int k = 0; k < BN_VEC; k++) {
             int64_t j = j0 + k * 32;
-            if (j < hw) yp[j] = a * (v[k] - mu) + b;
+            float r = a * (v[k] - mu) + b;
+            if (j < hw) yp[j] = relu ? rg_k_relu(r) : r;
         }
     }
 }
 
 void rg_cuda_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, const float *mean,
                              const float *var, float eps, const float *weight, const float *bias,
-                             float *y) {
+                             bool relu, float *y) {
     if (n * c * hw <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
     int64_t q = chunks(hw);
     bn_apply_kernel<<<walk_grid(ctx, n * c * q), BN_BLOCK, 0, rg_cuda_compute(ctx)>>>(
-        n, c, hw, q, x, mean, var, eps, weight, bias, y);
+        n, c, hw, q, x, mean, var, eps, weight, bias, relu, y);
     RG_CUDA_CHECK_LAUNCH();
 }
 

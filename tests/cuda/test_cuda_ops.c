@@ -306,6 +306,14 @@ static rg_tensor *f_bn_train(rg_tensor *const *in, void *ctx) {
 static rg_tensor *f_bn_eval(rg_tensor *const *in, void *ctx) {
     return rg_batch_norm2d(in[0], in[1], in[2], in[3], in[4], NULL, false, 0.1f, 1e-5f, NULL);
 }
+/* The same with the ReLU fused (rg_batch_norm2d_relu: the apply kernel's relu flag, the mask in
+ * backward) */
+static rg_tensor *f_bn_relu_train(rg_tensor *const *in, void *ctx) {
+    return rg_batch_norm2d_relu(in[0], in[1], in[2], NULL, NULL, NULL, true, 0.1f, 1e-5f, NULL);
+}
+static rg_tensor *f_bn_relu_eval(rg_tensor *const *in, void *ctx) {
+    return rg_batch_norm2d_relu(in[0], in[1], in[2], in[3], in[4], NULL, false, 0.1f, 1e-5f, NULL);
+}
 /* ... without weight and bias: in[1], in[2] are the running statistics (dx needs no sums) */
 static rg_tensor *f_bn_eval_x(rg_tensor *const *in, void *ctx) {
     return rg_batch_norm2d(in[0], NULL, NULL, in[1], in[2], NULL, false, 0.1f, 1e-5f, NULL);
@@ -324,11 +332,15 @@ Test(cuda_ops, batch_norm_and_global_avg_pool_match_the_cpu) {
         rg_tensor *g = rgt_param(RG_SHAPE(s[1]), 0.5, 2, 160 + t);
         rg_tensor *b = rgt_param(RG_SHAPE(s[1]), -1, 1, 170 + t);
         compare("batch_norm2d train", f_bn_train, NULL, 3, (rg_tensor *[]){x, g, b}, 1e-4, 1e-4);
+        compare("batch_norm2d_relu train", f_bn_relu_train, NULL, 3, (rg_tensor *[]){x, g, b}, 1e-4,
+                1e-4);
         compare("global_avg_pool2d", f_avgpool, NULL, 1, &x, 1e-5, 1e-5);
         rg_tensor *rm = rgt_uniform(RG_SHAPE(s[1]), -1, 1, 175 + t);
         rg_tensor *rv = rgt_uniform(RG_SHAPE(s[1]), 0.5, 2, 178 + t);
         compare("batch_norm2d eval", f_bn_eval, NULL, 5, (rg_tensor *[]){x, g, b, rm, rv}, 1e-4,
                 1e-4);
+        compare("batch_norm2d_relu eval", f_bn_relu_eval, NULL, 5, (rg_tensor *[]){x, g, b, rm, rv},
+                1e-4, 1e-4);
         compare("batch_norm2d eval, no affine", f_bn_eval_x, NULL, 3, (rg_tensor *[]){x, rm, rv},
                 1e-4, 1e-4);
         rgt_free_all(5, (rg_tensor *[]){x, g, b, rm, rv});

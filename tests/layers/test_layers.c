@@ -197,6 +197,28 @@ Test(layers_sequential, fuses_a_conv2d_relu_and_maxpool2d_into_one_op) {
     free_layer_and_input(net, x);
 }
 
+Test(layers_sequential, fuses_a_batchnorm2d_and_the_relu_after_it_in_training_and_evaluation) {
+    rg_rng_stream init = {.seed = 10};
+    rg_layer *net = rg_sequential_new("");
+    rg_layer_add(net, rg_conv2d_new("conv1", 2, 4, 3, NULL, &init));
+    rg_layer_add(net, rg_batchnorm2d_new("bn1", 4));
+    rg_layer_add(net, rg_relu_new("relu1"));
+    rg_tensor *x = rgt_uniform(RG_SHAPE(2, 2, 9, 9), -1, 1, 5);
+    rg_scope_begin();
+    for (int train = 0; train < 2; train++) {
+        rg_tensor *y = rg_layer_forward(net, x, train ? RG_TRAIN : RG_EVAL);
+        cr_assert_str_eq(made_by(y), "batch_norm2d_relu");
+        cr_assert_str_eq(made_by(((const rg_node *)y->grad_fn)->in[0]), "conv2d");
+    }
+    setenv("RG_FUSE", "0", 1);
+    rg_tensor *y = rg_layer_forward(net, x, RG_TRAIN);
+    unsetenv("RG_FUSE");
+    cr_assert_str_eq(made_by(y), "relu");
+    cr_assert_str_eq(made_by(((const rg_node *)y->grad_fn)->in[0]), "batch_norm2d");
+    rg_scope_end();
+    free_layer_and_input(net, x);
+}
+
 Test(layers_sequential, a_range_past_the_children_stops_with_a_message, .signal = SIGABRT) {
     rg_layer *net = rg_sequential_new("");
     rg_layer_add(net, rg_relu_new("relu1"));
@@ -205,12 +227,14 @@ Test(layers_sequential, a_range_past_the_children_stops_with_a_message, .signal 
     rg_sequential_forward_range(net, 0, 2, x, RG_TRAIN);
 }
 
-/* Logits and every gradient of two training steps of the CNN (dropout on), fused and not. */
-static void cnn_two_steps(bool fused, float **out, int *nout) {
+/* Logits, every gradient and every float buffer (BatchNorm's running statistics) after each of
+ * two training steps of a model (the CNN with dropout on, or resnet20, whose conv, bn, relu fuse
+ * the BatchNorm2d and the ReLU), fused and not; NULL for an int64 buffer. */
+static void two_steps(const char *model, bool fused, float **out, int *nout) {
     if (!fused) setenv("RG_FUSE", "0", 1);
-    rg_model *m = rg_model_cnn(21);
+    rg_model *m = rg_model_new_by_name(model, 21);
     const rg_param_list *p = rg_model_params(m);
-    rg_tensor *x = rgt_uniform(RG_SHAPE(4, 1, 28, 28), 0, 1, 6);
+    rg_tensor *x = rgt_uniform(RG_SHAPE(4, 1, 28, 28), 0, 1, 6); /* both are built for 1x28x28 */
     *nout = 0;
     for (int step = 0; step < 2; step++) {
         rg_scope_begin();
@@ -218,8 +242,10 @@ static void cnn_two_steps(bool fused, float **out, int *nout) {
         rg_backward(rg_sum(rg_mul(y, y)));
         out[(*nout)++] = rgt_copy_out(y);
         for (int i = 0; i < p->n; i++) {
-            out[(*nout)++] = rgt_copy_out(p->items[i].tensor->grad);
-            rg_zero_grad(p->items[i].tensor);
+            const rg_named_tensor *it = &p->items[i];
+            const rg_tensor *t = it->is_buffer ? it->tensor : it->tensor->grad;
+            out[(*nout)++] = t->dtype == RG_F32 ? rgt_copy_out(t) : NULL;
+            if (!it->is_buffer) rg_zero_grad(it->tensor);
         }
         rg_scope_end();
     }
@@ -228,25 +254,36 @@ static void cnn_two_steps(bool fused, float **out, int *nout) {
     unsetenv("RG_FUSE");
 }
 
-Test(layers_sequential, the_fused_cnn_trains_bit_for_bit_as_the_unfused_one) {
+static void fused_trains_bit_for_bit(const char *model) {
     rg_set_num_threads(2);
-    float *want[64], *got[64];
+    float *want[512], *got[512];
     int nwant, ngot;
-    cnn_two_steps(false, want, &nwant);
-    cnn_two_steps(true, got, &ngot);
+    two_steps(model, false, want, &nwant);
+    cr_assert(nwant <= 512);
+    two_steps(model, true, got, &ngot);
     cr_assert_eq(nwant, ngot);
-    rg_model *m = rg_model_cnn(21);
+    rg_model *m = rg_model_new_by_name(model, 21);
     const rg_param_list *p = rg_model_params(m);
     int64_t logits = 4 * 10;
     for (int i = 0; i < nwant; i++) {
         int pi = i % (p->n + 1) - 1; /* -1: the logits, else parameter pi's gradient */
         int64_t n = pi < 0 ? logits : p->items[pi].tensor->numel;
-        cr_assert(memcmp(got[i], want[i], (size_t)n * sizeof(float)) == 0, "step %d: %s differs",
-                  i / (p->n + 1), pi < 0 ? "the logits" : p->items[pi].name);
+        cr_assert_eq(!got[i], !want[i]);
+        cr_assert(!want[i] || memcmp(got[i], want[i], (size_t)n * sizeof(float)) == 0,
+                  "%s step %d: %s differs", model, i / (p->n + 1),
+                  pi < 0 ? "the logits" : p->items[pi].name);
         free(got[i]), free(want[i]);
     }
     rg_model_free(m);
     rg_set_num_threads(1);
+}
+
+Test(layers_sequential, the_fused_cnn_trains_bit_for_bit_as_the_unfused_one) {
+    fused_trains_bit_for_bit("cnn");
+}
+
+Test(layers_sequential, the_fused_resnet20_trains_bit_for_bit_as_the_unfused_one) {
+    fused_trains_bit_for_bit("resnet20");
 }
 
 Test(layers_dropout, stream_advances_only_in_training_and_rate_can_change) {

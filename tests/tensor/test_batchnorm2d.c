@@ -2,6 +2,7 @@
  * gradient checks of every input in training and evaluation, accumulation into existing
  * gradients, and misuse (a single value per channel, a wrong number of channels). */
 #include <math.h>
+#include <string.h>
 
 #include "rgtest.h"
 
@@ -85,6 +86,44 @@ Test(tensor_batchnorm2d, gradients_accumulate_with_beta_one) {
         free(twice), free(once[k]);
     }
     rgt_free_all(3, ts);
+}
+
+/* rg_batch_norm2d_relu is rg_relu(rg_batch_norm2d(...)) bit for bit: output, every gradient and
+ * the running statistics, in training and evaluation, with and without affine parameters. */
+Test(tensor_batchnorm2d, fused_relu_is_relu_of_batch_norm_bit_for_bit) {
+    for (int t = 0; t < 4; t++) {
+        bool train = t & 1, affine = t & 2;
+        float *got[6], *want[6];
+        for (int fused = 0; fused < 2; fused++) {
+            rg_tensor *x = rgt_param(RG_SHAPE(3, 4, 5, 6), -2, 2, 30);
+            rg_tensor *g = affine ? rgt_param(RG_SHAPE(4), 0.5, 2, 31) : NULL;
+            rg_tensor *b = affine ? rgt_param(RG_SHAPE(4), -1, 1, 32) : NULL;
+            rg_tensor *rm = rgt_uniform(RG_SHAPE(4), -1, 1, 33);
+            rg_tensor *rv = rgt_uniform(RG_SHAPE(4), 0.5, 2, 34);
+            rg_tensor *r = rgt_uniform(RG_SHAPE(3, 4, 5, 6), -1, 1, 35);
+            rg_scope_begin();
+            rg_tensor *y =
+                fused ? rg_batch_norm2d_relu(x, g, b, rm, rv, NULL, train, 0.1f, 1e-5f, NULL)
+                      : rg_relu(rg_batch_norm2d(x, g, b, rm, rv, NULL, train, 0.1f, 1e-5f, NULL));
+            rg_backward(rg_sum(rg_mul(y, r)));
+            float **out = fused ? got : want;
+            out[0] = rgt_copy_out(y), out[1] = rgt_copy_out(x->grad);
+            out[2] = affine ? rgt_copy_out(g->grad) : NULL;
+            out[3] = affine ? rgt_copy_out(b->grad) : NULL;
+            out[4] = rgt_copy_out(rm), out[5] = rgt_copy_out(rv);
+            rg_scope_end();
+            int zeros = 0;
+            for (int i = 0; i < 360; i++) zeros += out[0][i] == 0.0f;
+            cr_assert(zeros > 60 && zeros < 300, "the ReLU cut %d of 360", zeros);
+            rgt_free_all(6, (rg_tensor *[]){x, g, b, rm, rv, r});
+        }
+        int64_t n[6] = {360, 360, 4, 4, 4, 4};
+        for (int k = 0; k < 6; k++) {
+            cr_assert(!want[k] || memcmp(got[k], want[k], (size_t)n[k] * sizeof(float)) == 0,
+                      "case %d: output %d differs", t, k);
+            free(got[k]), free(want[k]);
+        }
+    }
 }
 
 Test(tensor_batchnorm2d, one_value_per_channel_in_training_is_misuse, .signal = SIGABRT) {
