@@ -98,6 +98,9 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
     X(void *, alloc, (size_t bytes)) /* NULL when out of memory; 64-byte aligned */                \
     X(void, free, (void *p, size_t bytes))                                                         \
     X(void, memset0, (void *p, size_t bytes))                                                      \
+    /* p[i][0..n[i]) = 0 for i < count, in as few launches as the backend can (CUDA: one per       \
+     * 128 tensors): zeroing a model's gradients one memset per tensor is launch-bound on a GPU */ \
+    X(void, zero_f32_many, (int count, float *const *p, const int64_t *n))                         \
     X(void, copy, (void *dst, const void *src, size_t bytes, rg_copy_kind kind))                   \
     X(void, synchronize, (void)) /* wait for all queued work of this backend */                    \
     X(rg_mem_stats, mem_stats, (void))                                                             \

@@ -16,6 +16,10 @@
 #define MEMSET_PAR_MIN (1 << 20)
 #define MEMSET_PIECE (256 << 10)
 
+void rg_cpu_zero_f32_many(int count, float *const *p, const int64_t *n) {
+    for (int i = 0; i < count; i++) rg_cpu_memset0(p[i], (size_t)n[i] * sizeof(float));
+}
+
 void rg_cpu_memset0(void *p, size_t bytes) {
     if (bytes < MEMSET_PAR_MIN) {
         if (bytes) memset(p, 0, bytes);

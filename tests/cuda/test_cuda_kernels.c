@@ -8,6 +8,8 @@
  *   uniform 1e-6 (one FMA); normal 1e-5 (device logf/cosf are within 2 ulp, not glibc's);
  *   sgd, adam 1e-6 (same formulas; division and sqrt are correctly rounded on both). */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cudatest.h"
 
@@ -149,6 +151,30 @@ static void optim_case(const rg_sgd_hparams *sgd, const rg_adam_hparams *adam, u
     if (adam) rgt_assert_dev_close(dv, v, n, 1e-6, 1e-6, "adam v");
     free(p), free(g), free(m), free(v);
     rgt_dev_free(dp, b), rgt_dev_free(dg, b), rgt_dev_free(dm, b), rgt_dev_free(dv, b);
+}
+
+/* Zeroing many tensors: 300 ranges of one buffer (three launches of at most 128), sizes around
+ * the kernel's 16384-float chunk and empty ones, with a gap of 3 floats after each that must keep
+ * its values. */
+Test(cuda_kernels, zeroing_many_tensors_zeroes_exactly_them) {
+    RGT_REQUIRE_CUDA();
+    enum { T = 300, GAP = 3 };
+    static const int64_t pattern[] = {0, 1, 255, 16383, 16384, 16385, 40000, 7, 64, 2048};
+    int64_t n[T], total = 0;
+    for (int t = 0; t < T; t++) total += (n[t] = pattern[t % 10]) + GAP;
+    size_t bytes = (size_t)total * 4;
+    float *host = rgt_rand(total, 1, 2, 81), *want = malloc(bytes);
+    float *dev = rgt_dev(host, bytes), *p[T];
+    memcpy(want, host, bytes);
+    int64_t off = 0;
+    for (int t = 0; t < T; t++) {
+        p[t] = dev + off;
+        for (int64_t i = 0; i < n[t]; i++) want[off + i] = 0.0f;
+        off += n[t] + GAP;
+    }
+    rgt_gpu()->zero_f32_many(T, p, n);
+    rgt_assert_dev_equal(dev, want, bytes, "zeroed ranges and untouched gaps");
+    free(host), free(want), rgt_dev_free(dev, bytes);
 }
 
 /* The multi-tensor SGD step against the CPU's: 100 tensors (three launches of at most 48), sizes

@@ -2,6 +2,8 @@
  * weight decay), Adam and AdamW on two parameters, one of which has no gradient on the first step,
  * with the learning rate halved after three steps. References: tests/data/nn/optim_ref.safetensors
  * from scripts/make_reference_nn.py (OPTIM_CONFIGS there mirrors the table below). */
+#include <stdio.h>
+
 #include "../models/nn_ref.h"
 
 enum { STEPS = 6, HALVE_LR_AFTER = 3, NA = 12, NB = 5 };
@@ -261,6 +263,36 @@ Test(optim_zero_grad, zeroes_in_place_without_reallocating) {
     cr_assert_null(tp.b->grad, "a missing gradient stays missing");
     rg_optim_free(opt);
     rg_tensor_free(tp.a), rg_tensor_free(tp.b);
+}
+
+/* More parameters than one zero_f32_many call takes (128), every other one without a gradient,
+ * and one gradient of no elements: each existing gradient is zeroed, the rest stay missing. */
+Test(optim_zero_grad, zeroes_gradients_in_batches) {
+    enum { N = 301 };
+    rg_named_tensor items[N];
+    char names[N][8];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "p%d", i);
+        int64_t len = i == 7 ? 0 : 1 + i % 5;
+        rg_tensor *t = rg_tensor_new(RG_F32, RG_SHAPE(len), RG_CPU);
+        rg_tensor_set_requires_grad(t, true);
+        if (i % 2 == 0) {
+            t->grad = rg_tensor_new(RG_F32, RG_SHAPE(len), RG_CPU);
+            rg_tensor_fill_(t->grad, 3.0f);
+        }
+        items[i] = (rg_named_tensor){names[i], t, false};
+    }
+    rg_param_list list = {items, N};
+    rg_optim *opt = rg_sgd_new(&list, &(rg_sgd_opts){.lr = 0.1f});
+    rg_optim_zero_grad(opt);
+    for (int i = 0; i < N; i++) {
+        const rg_tensor *g = items[i].tensor->grad;
+        cr_assert_eq(g != NULL, i % 2 == 0, "parameter %d", i);
+        for (int64_t k = 0; g && k < g->numel; k++)
+            cr_assert_eq(rg_tensor_f32(g)[k], 0.0f, "parameter %d element %lld", i, (long long)k);
+    }
+    rg_optim_free(opt);
+    for (int i = 0; i < N; i++) rg_tensor_free(items[i].tensor);
 }
 
 Test(optim_buffers, buffers_are_not_optimized) {

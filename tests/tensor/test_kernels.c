@@ -400,6 +400,18 @@ Test(tensor_kernels, backend_optimizer_steps_apply_the_update_to_every_element) 
     }
 }
 
+Test(tensor_kernels, zeroing_many_tensors_zeroes_exactly_them) {
+    float buf[40];
+    for (int i = 0; i < 40; i++) buf[i] = (float)i + 1;
+    float *p[3] = {buf + 2, buf + 10, buf + 20};
+    int64_t n[3] = {5, 0, 13};
+    rg_cpu_backend.zero_f32_many(3, p, n);
+    for (int i = 0; i < 40; i++) {
+        bool zero = (i >= 2 && i < 7) || (i >= 20 && i < 33);
+        cr_assert_eq(buf[i], zero ? 0.0f : (float)i + 1, "element %d", i);
+    }
+}
+
 /* The multi-tensor step is the single-tensor one, tensor by tensor, bit for bit: tensors of
  * several sizes (one empty), each with its own hyper-parameters, some without a momentum buffer. */
 Test(tensor_kernels, multi_tensor_sgd_step_matches_one_step_per_tensor) {
