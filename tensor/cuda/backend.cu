@@ -37,15 +37,7 @@ struct zero_many_args {
 static_assert(sizeof(zero_many_args) <= 4096, "a kernel's parameters are at most 4 KB");
 
 __global__ void zero_many_kernel(const __grid_constant__ zero_many_args a) {
-    int b = (int)blockIdx.x, lo = 0,
-        hi = a.count; /* the tensor i with first[i] <= b < first[i+1] */
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (a.first[mid] <= b)
-            lo = mid;
-        else
-            hi = mid;
-    }
+    int b = (int)blockIdx.x, lo = rg_cuda_list_owner(a.first, a.count, b);
     float *p = a.p[lo];
     int64_t start = (int64_t)(b - a.first[lo]) * ZERO_CHUNK;
     int64_t end = start + ZERO_CHUNK < a.n[lo] ? start + ZERO_CHUNK : a.n[lo];

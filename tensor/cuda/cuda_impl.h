@@ -105,6 +105,20 @@ static inline unsigned rg_cuda_warp_grid(const rg_cuda_ctx *ctx, int64_t rows) {
     for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < (rows);            \
          r += ((int64_t)gridDim.x * blockDim.x) >> 5)
 
+/* Multi-tensor kernels (one launch over a list of tensors, each cut into chunks of a block each):
+ * the tensor whose blocks [first[i], first[i+1]) hold block b, first[0] = 0, by binary search. */
+static __device__ __forceinline__ int rg_cuda_list_owner(const int *first, int count, int b) {
+    int lo = 0, hi = count;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (first[mid] <= b)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* Whether p may be read as float4 (and promised to cuDNN as 16-byte aligned). */
 static inline bool rg_cuda_aligned16(const void *p) {
     return ((uintptr_t)p & 15u) == 0;

@@ -42,15 +42,7 @@ struct sgd_many_args {
 static_assert(sizeof(sgd_many_args) <= 4096, "a kernel's parameters are at most 4 KB");
 
 __global__ void sgd_many_kernel(const __grid_constant__ sgd_many_args a) {
-    int b = (int)blockIdx.x, lo = 0,
-        hi = a.count; /* the tensor i with first[i] <= b < first[i+1] */
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (a.first[mid] <= b)
-            lo = mid;
-        else
-            hi = mid;
-    }
+    int b = (int)blockIdx.x, lo = rg_cuda_list_owner(a.first, a.count, b);
     const rg_sgd_hparams h = a.t[lo].h;
     float *param = a.t[lo].param, *buf = a.t[lo].momentum_buf;
     const float *grad = a.t[lo].grad;
