@@ -126,18 +126,19 @@ void rg_optim_zero_grad(rg_optim *o) {
     int64_t n[BATCH];
     int count = 0;
     rg_device dev = {0};
-    for (int i = 0; i <= o->n; i++) {
-        const rg_tensor *g = i < o->n ? o->params[i].tensor->grad : NULL;
-        if (count > 0 && (i == o->n || count == BATCH || (g && !rg_device_eq(g->device, dev)))) {
-            rg_backend_for(dev)->zero_f32_many(count, p, n);
-            count = 0;
-        }
+    for (int i = 0; i < o->n; i++) {
+        const rg_tensor *g = o->params[i].tensor->grad;
         if (!g) continue;
         RG_CHECK(g->dtype == RG_F32, "%s: gradient of %s is not float32", o->kind,
                  o->params[i].name);
-        if (count == 0) dev = g->device;
+        if (count == BATCH || (count > 0 && !rg_device_eq(g->device, dev))) {
+            rg_backend_for(dev)->zero_f32_many(count, p, n);
+            count = 0;
+        }
+        dev = g->device;
         p[count] = g->data, n[count] = g->numel, count++;
     }
+    if (count > 0) rg_backend_for(dev)->zero_f32_many(count, p, n);
 }
 
 float rg_optim_get_lr(const rg_optim *o) {

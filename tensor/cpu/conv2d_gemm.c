@@ -113,12 +113,18 @@ static image_blocks blocks_of(const rg_conv2d_shape *s, int threads, int64_t col
 
 /* off[tap * P*Q + j]: where output pixel j's window reads at tap (r, u) in a channel's (H, W)
  * plane, or -1 in the padding. From the scratch pool; free with rg_conv_scratch_free(off,
- * tap_table_len(s)). */
+ * tap_table_len(s)). NULL for the shapes whose im2col copies without it. */
 static int64_t tap_table_len(const rg_conv2d_shape *s) {
     return s->r * s->s * s->p * s->q;
 }
 
+/* Whether im2col reads the table: not for a 1x1 kernel at stride 1 or 2 (plain copies). */
+static bool reads_tap_table(const rg_conv2d_shape *s) {
+    return !(one_by_one(s) && (!strided(s) || s->stride_w == 2));
+}
+
 static int32_t *tap_table(const rg_conv2d_shape *s) {
+    if (!reads_tap_table(s)) return NULL;
     int32_t *off = (int32_t *)rg_conv_scratch(tap_table_len(s));
     int32_t *o = off;
     for (int64_t r = 0; r < s->r; r++)
@@ -143,12 +149,12 @@ static int32_t *tap_table(const rg_conv2d_shape *s) {
 static void im2col(const rg_conv2d_shape *s, const int32_t *off, const float *x, int64_t t0,
                    int64_t t1, float *col, int64_t ld) {
     int64_t rs = s->r * s->s, pq = s->p * s->q, hw = s->h * s->w;
-    if (one_by_one(s) && !strided(s)) { /* the identity table: whole rows */
+    if (!reads_tap_table(s) && !strided(s)) { /* the identity table: whole rows */
         for (int64_t t = t0; t < t1; t++)
             memcpy(col + (t - t0) * ld, x + t * hw, (size_t)pq * sizeof(float));
         return;
     }
-    if (one_by_one(s) && s->stride_w == 2) { /* every other pixel of every stride_h-th row */
+    if (!reads_tap_table(s)) { /* 1x1 at stride 2: every other pixel of every stride_h-th row */
         for (int64_t t = t0; t < t1; t++)
             for (int64_t p = 0; p < s->p; p++) {
                 const float *row = x + t * hw + p * s->stride_h * s->w;
@@ -171,14 +177,18 @@ static void im2col(const rg_conv2d_shape *s, const int32_t *off, const float *x,
 /* Copies len floats for each row r < rows of images i < g, between image-major data (row r of
  * image i at (i * image_rows + r) * len) and a block holding the images' rows side by side (at
  * (r * g + i) * len): into the block, or with to_images back out of it. */
+static void block_copy_row(int64_t g, int64_t rows, int64_t image_rows, int64_t len,
+                           const float *src, float *dst, bool to_images, int64_t ir) {
+    int64_t i = ir / rows, r = ir % rows; /* image i's row r */
+    int64_t image = (i * image_rows + r) * len, block = (r * g + i) * len;
+    memcpy(dst + (to_images ? image : block), src + (to_images ? block : image),
+           (size_t)len * sizeof(float));
+}
+
 static void block_copy(int64_t g, int64_t rows, int64_t image_rows, int64_t len, const float *src,
                        float *dst, bool to_images) {
-    for (int64_t i = 0; i < g; i++)
-        for (int64_t r = 0; r < rows; r++) {
-            int64_t image = (i * image_rows + r) * len, block = (r * g + i) * len;
-            memcpy(dst + (to_images ? image : block), src + (to_images ? block : image),
-                   (size_t)len * sizeof(float));
-        }
+    for (int64_t ir = 0; ir < g * rows; ir++)
+        block_copy_row(g, rows, image_rows, len, src, dst, to_images, ir);
 }
 
 /* out (K, len), a product's output: the bias added to row k, and the fused ReLU, still in cache. */
@@ -309,10 +319,8 @@ static void backward_filter(const rg_conv2d_shape *s, const float *x, const floa
             if (dyb) {
 #pragma omp barrier /* every product of the block before is done with dyb */
 #pragma omp for schedule(static)
-                for (int64_t ir = 0; ir < gi * s->k; ir++) { /* (image, row) to (row, image) */
-                    int64_t i = ir / s->k, r = ir % s->k;
-                    memcpy(dyb + (r * gi + i) * pq, dyn + ir * pq, (size_t)pq * sizeof(float));
-                }
+                for (int64_t ir = 0; ir < gi * s->k; ir++) /* block_copy, shared out */
+                    block_copy_row(gi, s->k, s->k, pq, dyn, dyb, false, ir);
             }
             if (tn > 0)
                 rg_cpu_gemm_blas(false, true, s->k, tn, len, 1.0f, dyb ? dyb : dyn, len,

@@ -10,7 +10,6 @@
  *   - rg_cuda_timer_elapsed_ms (context.cu) waits for its stop event.
  * H2D copies from pageable memory return once the driver has staged the source (it may wait for
  * the stream to do so); from pinned memory (host_alloc) they are fully asynchronous. */
-#include <limits.h>
 #include <string.h>
 
 #include <array>
@@ -45,25 +44,15 @@ __global__ void zero_many_kernel(const __grid_constant__ zero_many_args a) {
 }
 
 void rg_cuda_zero_f32_many(int count, float *const *p, const int64_t *n) {
-    rg_cuda_ctx *ctx = rg_cuda_ctx_current();
+    cudaStream_t st = rg_cuda_compute(rg_cuda_ctx_current());
     zero_many_args a;
-    a.count = 0, a.first[0] = 0;
-    for (int i = 0; i <= count; i++) {
-        bool last = i == count;
-        int64_t chunks = last ? 0 : (n[i] + ZERO_CHUNK - 1) / ZERO_CHUNK;
-        /* launch what is gathered when the list ends, is full, or would pass a grid's 2^31 - 1 */
-        if (a.count > 0 && (last || a.count == ZERO_MANY || a.first[a.count] + chunks > INT_MAX)) {
-            zero_many_kernel<<<(unsigned)a.first[a.count], RG_CUDA_BLOCK, 0,
-                               rg_cuda_compute(ctx)>>>(a);
+    rg_cuda_list_launches(
+        a, count, ZERO_CHUNK, [&](int i) { return n[i]; },
+        [&](zero_many_args &b, int slot, int i) { b.p[slot] = p[i], b.n[slot] = n[i]; },
+        [&](const zero_many_args &b) {
+            zero_many_kernel<<<(unsigned)b.first[b.count], RG_CUDA_BLOCK, 0, st>>>(b);
             RG_CUDA_CHECK_LAUNCH();
-            a.count = 0;
-        }
-        if (last || n[i] <= 0) continue;
-        RG_CHECK(chunks <= INT_MAX, "cuda zero: a tensor of %lld floats", (long long)n[i]);
-        a.p[a.count] = p[i], a.n[a.count] = n[i];
-        a.first[a.count + 1] = a.first[a.count] + (int)chunks;
-        a.count++;
-    }
+        });
 }
 
 /* The device that owns device pointer p. */

@@ -15,6 +15,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <limits.h>
 #include <pthread.h>
 
 #include "tensor/backend_impl.h"
@@ -105,8 +106,10 @@ static inline unsigned rg_cuda_warp_grid(const rg_cuda_ctx *ctx, int64_t rows) {
     for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < (rows);            \
          r += ((int64_t)gridDim.x * blockDim.x) >> 5)
 
-/* Multi-tensor kernels (one launch over a list of tensors, each cut into chunks of a block each):
- * the tensor whose blocks [first[i], first[i+1]) hold block b, first[0] = 0, by binary search. */
+/* Multi-tensor kernels (one launch over a list of tensors, each cut into chunks of a block each;
+ * the launch's arguments, passed by value, hold count and first[MAX + 1], the tensors' first
+ * blocks, first[0] = 0). On the device: the tensor whose blocks [first[i], first[i+1]) hold block
+ * b, by binary search. */
 static __device__ __forceinline__ int rg_cuda_list_owner(const int *first, int count, int b) {
     int lo = 0, hi = count;
     while (hi - lo > 1) {
@@ -117,6 +120,30 @@ static __device__ __forceinline__ int rg_cuda_list_owner(const int *first, int c
             hi = mid;
     }
     return lo;
+}
+
+/* On the host: walks count tensors, tensor i of len(i) floats in blocks of `chunk`, skipping empty
+ * ones; gathers them into a (count, first[], and the tensor itself through put(a, slot, i)) and
+ * calls launch(a) whenever a is full, would pass a grid's 2^31 - 1 blocks, or the list ends. */
+template <class Args, class Len, class Put, class Launch>
+static void rg_cuda_list_launches(Args &a, int count, int64_t chunk, Len len, Put put,
+                                  Launch launch) {
+    const int max = (int)(sizeof a.first / sizeof a.first[0]) - 1;
+    a.count = 0, a.first[0] = 0;
+    for (int i = 0; i < count; i++) {
+        int64_t n = len(i), chunks = (n + chunk - 1) / chunk;
+        if (n <= 0) continue;
+        RG_CHECK(chunks <= INT_MAX, "cuda: a tensor of %lld floats in a multi-tensor launch",
+                 (long long)n);
+        if (a.count == max || a.first[a.count] + chunks > INT_MAX) {
+            launch(a);
+            a.count = 0;
+        }
+        put(a, a.count, i);
+        a.first[a.count + 1] = a.first[a.count] + (int)chunks;
+        a.count++;
+    }
+    if (a.count > 0) launch(a);
 }
 
 /* Whether p may be read as float4 (and promised to cuDNN as 16-byte aligned). */

@@ -10,8 +10,6 @@
  * small (ResNet-50: 161 tensors, 106 of them BatchNorm vectors of 64-2048 floats), so one launch
  * per tensor left the step launch-bound: on the H100 the 161 launches took 1.0-1.4 ms against
  * 0.7 ms of kernel time (docs/PERFORMANCE.md, fifteenth session). */
-#include <limits.h>
-
 #include "tensor/cuda/cuda_impl.h"
 
 /* param, grad, momentum_buf (n); momentum_buf is NULL when momentum is 0 */
@@ -53,25 +51,15 @@ __global__ void sgd_many_kernel(const __grid_constant__ sgd_many_args a) {
 }
 
 void rg_cuda_sgd_step_many(int count, const rg_sgd_tensor *t) {
-    rg_cuda_ctx *ctx = rg_cuda_ctx_current();
+    cudaStream_t st = rg_cuda_compute(rg_cuda_ctx_current());
     sgd_many_args a;
-    a.count = 0, a.first[0] = 0;
-    for (int i = 0; i <= count; i++) {
-        bool last = i == count;
-        int64_t chunks = last ? 0 : (t[i].n + SGD_CHUNK - 1) / SGD_CHUNK;
-        /* launch what is gathered when the list ends, is full, or would pass a grid's 2^31 - 1 */
-        if (a.count > 0 && (last || a.count == SGD_MANY || a.first[a.count] + chunks > INT_MAX)) {
-            sgd_many_kernel<<<(unsigned)a.first[a.count], RG_CUDA_BLOCK, 0, rg_cuda_compute(ctx)>>>(
-                a);
+    rg_cuda_list_launches(
+        a, count, SGD_CHUNK, [&](int i) { return t[i].n; },
+        [&](sgd_many_args &b, int slot, int i) { b.t[slot] = t[i]; },
+        [&](const sgd_many_args &b) {
+            sgd_many_kernel<<<(unsigned)b.first[b.count], RG_CUDA_BLOCK, 0, st>>>(b);
             RG_CUDA_CHECK_LAUNCH();
-            a.count = 0;
-        }
-        if (last || t[i].n <= 0) continue;
-        RG_CHECK(chunks <= INT_MAX, "cuda sgd: a tensor of %lld floats", (long long)t[i].n);
-        a.t[a.count] = t[i];
-        a.first[a.count + 1] = a.first[a.count] + (int)chunks;
-        a.count++;
-    }
+        });
 }
 
 /* param, grad, m, v (n) */
