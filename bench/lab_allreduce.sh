@@ -10,7 +10,7 @@
 # Each (rate, N) is one `sim-cluster.sh run N --rate R -- -np N allreduce_bench --jsonl ...`
 # (bench/allreduce_bench.c): raw = MPI_Allreduce, ring = ringgrad's ring communicator (its comm
 # thread included), ps = every rank sends its buffer to rank 0, which sums and sends the sum back
-# (point to point, 1 MiB chunks, pipelined), reducebcast = MPI_Reduce + MPI_Bcast. Sizes from
+# (point to point, 64,000-byte chunks, pipelined), reducebcast = MPI_Reduce + MPI_Bcast. Sizes from
 # --min to --max by --factor; each figure is the median of --rounds interleaved rounds of calls.
 # The rates take turns innermost (N=2 at 1gbit, N=2 at 10gbit, N=3 ...), so a burst of load from
 # other jobs hits both alike. Results: OUT/lab_allreduce.jsonl, one line per (rate, N, size,

@@ -12,9 +12,9 @@
  * In evaluation the statistics are constants and dx = weight*invstd*dy.
  *
  * rg_batch_norm2d_relu is relu(batch_norm2d(x)) in one op, bit for bit: the ReLU is applied as
- * the normalisation writes y, and backward masks dy by y > 0 before the passes above, so the
- * normalised values before the ReLU are never stored (Sequential fuses a BatchNorm2d and the
- * ReLU after it, as ResNet's blocks have them).
+ * the normalisation writes y, and backward's passes read dy masked by y > 0 as they load it, so
+ * neither the normalised values before the ReLU nor the masked gradient are ever stored
+ * (Sequential fuses a BatchNorm2d and the ReLU after it, as ResNet's blocks have them).
  *
  * SyncBatchNorm is the same op with the two per-channel sums (and the count) summed across ranks
  * through a hook: one allreduce of (sum x, sum x^2, count) in forward and one of (sum dy,
@@ -42,15 +42,11 @@ static void batchnorm2d_backward(rg_node *nd) {
     const float *mean = nd->saved[0]->data;
     const float *var = train ? mean + c : (const float *)nd->saved[1]->data;
     bool dx = rg_needs_grad(x), dw = rg_needs_grad(w), db = rg_needs_grad(b);
-    if (nd->iattr[2]) { /* a fused ReLU: its mask first, from the output (y > 0 where y's input is)
-                         */
-        rg_tensor *dz = rg_tensor_empty_like(dy);
-        be->relu_backward(dy->numel, nd->out->data, dy->data, 0.0f, dz->data);
-        dy = dz;
-    }
+    /* a fused ReLU: the passes mask dy by its output (y > 0 where y's input is) */
+    const float *relu_y = nd->iattr[2] ? (const float *)nd->out->data : NULL;
     if (!train && !dw && !db) { /* evaluation: dx needs no sums */
         float beta = rg_grad_begin(x);
-        be->batchnorm_backward_data(n, c, hw, x->data, dy->data, mean, var, eps,
+        be->batchnorm_backward_data(n, c, hw, x->data, dy->data, relu_y, mean, var, eps,
                                     w ? w->data : NULL, NULL, beta, x->grad->data);
         return;
     }
@@ -59,13 +55,13 @@ static void batchnorm2d_backward(rg_node *nd) {
     /* dweight = sum dy*xhat, dbias = sum dy, written by the reduction itself (rg_grad_begin
      * first: it may make the gradients) */
     float beta_w = dw ? rg_grad_begin(w) : 0.0f, beta_b = db ? rg_grad_begin(b) : 0.0f;
-    be->batchnorm_backward_reduce(n, c, hw, x->data, dy->data, mean, var, eps, s, beta_w,
+    be->batchnorm_backward_reduce(n, c, hw, x->data, dy->data, relu_y, mean, var, eps, s, beta_w,
                                   dw ? w->grad->data : NULL, beta_b, db ? b->grad->data : NULL);
     if (!dx) return;
     if (train && sync) sync_sum(sync, s, 2 * c + 1, dy->device);
     float beta = rg_grad_begin(x);
-    be->batchnorm_backward_data(n, c, hw, x->data, dy->data, mean, var, eps, w ? w->data : NULL,
-                                train ? s : NULL, beta, x->grad->data);
+    be->batchnorm_backward_data(n, c, hw, x->data, dy->data, relu_y, mean, var, eps,
+                                w ? w->data : NULL, train ? s : NULL, beta, x->grad->data);
 }
 
 static void check_vec(const char *op, const char *arg, const rg_tensor *t, const rg_tensor *x) {

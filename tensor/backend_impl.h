@@ -172,19 +172,22 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
     X(void, batchnorm_apply,                                                                       \
       (int64_t n, int64_t c, int64_t hw, const float *x, const float *mean, const float *var,      \
        float eps, const float *weight, const float *bias, bool relu, float *y))                    \
-    /* sums = (sum dy, sum dy*xhat, N*HW), xhat = (x - mean) / sqrt(var + eps); and the affine     \
+    /* Both backward passes: where relu_y (the fused ReLU's output, the op's y) is not NULL, dy    \
+     * stands for rg_k_relu_grad(relu_y, dy), 0 where relu_y <= 0, so that the masked copy of dy   \
+     * is never written.                                                                           \
+     * sums = (sum dy, sum dy*xhat, N*HW), xhat = (x - mean) / sqrt(var + eps); and the affine     \
      * parameters' gradients from them where not NULL: dweight = beta_w*dweight + sum dy*xhat,     \
      * dbias = beta_b*dbias + sum dy (a beta of 0 does not read the old values) */                 \
     X(void, batchnorm_backward_reduce,                                                             \
-      (int64_t n, int64_t c, int64_t hw, const float *x, const float *dy, const float *mean,       \
-       const float *var, float eps, float *sums, float beta_w, float *dweight, float beta_b,       \
-       float *dbias))                                                                              \
+      (int64_t n, int64_t c, int64_t hw, const float *x, const float *dy, const float *relu_y,     \
+       const float *mean, const float *var, float eps, float *sums, float beta_w, float *dweight,  \
+       float beta_b, float *dbias))                                                                \
     /* dx = beta*dx + w*invstd*(dy - sum_dy/count - xhat*sum_dy_xhat/count), count = sums[2C];     \
      * sums NULL (statistics were constants, evaluation mode): dx = beta*dx + w*invstd*dy */       \
     X(void, batchnorm_backward_data,                                                               \
-      (int64_t n, int64_t c, int64_t hw, const float *x, const float *dy, const float *mean,       \
-       const float *var, float eps, const float *weight, const float *sums, float beta,            \
-       float *dx))                                                                                 \
+      (int64_t n, int64_t c, int64_t hw, const float *x, const float *dy, const float *relu_y,     \
+       const float *mean, const float *var, float eps, const float *weight, const float *sums,     \
+       float beta, float *dx))                                                                     \
                                                                                                    \
     /* ---- dropout: keep(i) = rg_dropout_keep(p, seed, offset + i). Forward writes the keeps      \
      * into mask (rg_dropout_mask_words(n, offset) words, laid out as core/kernels.h says) unless  \

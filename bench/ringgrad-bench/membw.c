@@ -92,11 +92,11 @@ static void bn_forward(bufs *x, bn_size s) { /* x: a, y: b */
                                    bn.weight, bn.bias, false, x->b);
 }
 static void bn_backward(bufs *x, bn_size s) { /* x: a, dy: c, dx: b */
-    rg_cpu_backend.batchnorm_backward_reduce(s.n, s.c, s.hw, x->a, x->c, bn.meanvar,
+    rg_cpu_backend.batchnorm_backward_reduce(s.n, s.c, s.hw, x->a, x->c, NULL, bn.meanvar,
                                              bn.meanvar + s.c, 1e-5f, bn.sums, 0.0f, NULL, 0.0f,
                                              NULL);
-    rg_cpu_backend.batchnorm_backward_data(s.n, s.c, s.hw, x->a, x->c, bn.meanvar, bn.meanvar + s.c,
-                                           1e-5f, bn.weight, bn.sums, 0.0f, x->b);
+    rg_cpu_backend.batchnorm_backward_data(s.n, s.c, s.hw, x->a, x->c, NULL, bn.meanvar,
+                                           bn.meanvar + s.c, 1e-5f, bn.weight, bn.sums, 0.0f, x->b);
 }
 static void op_bn1_fwd(bufs *x) {
     bn_forward(x, BN_STAGE1);

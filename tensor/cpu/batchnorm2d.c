@@ -44,23 +44,27 @@ typedef float bn_vec __attribute__((vector_size(BN_LANES * sizeof(float))));
         memcpy((lanes), &s_, sizeof s_);                                                           \
     } while (0)
 
-/* Adds the sums of F and of G over the whole vectors of the plane p[0, len) into the lanes a and
- * b, in four sets at a time, and is the number of elements that covered (the caller adds the
- * tail). F and G are expressions in v = the vector p[o_ ...]. */
-#define BN_PLANE_SUMS(p, len, a, b, F, G)                                                          \
+/* rg_k_relu_grad(m, v) on vectors: v where m > 0 or NaN (where m <= 0 is false), else +0.0f */
+typedef int32_t bn_ivec __attribute__((vector_size(BN_LANES * sizeof(int32_t))));
+#define BN_RELU_GRAD(m, v) ((bn_vec)((bn_ivec)(v) & ~((m) <= (bn_vec){0})))
+
+/* Adds the sums of F and of G over the whole vectors of a plane of len floats into the lanes a
+ * and b, in four sets at a time, and is the number of elements that covered (the caller adds the
+ * tail). F and G are expressions in v = LOAD, the plane's vector at element o_ (BN_VEC(p + o_)). */
+#define BN_PLANE_SUMS(LOAD, len, a, b, F, G)                                                       \
     ({                                                                                             \
         bn_vec a0_ = {0}, a1_ = {0}, a2_ = {0}, a3_ = {0}, b0_ = {0}, b1_ = {0}, b2_ = {0},        \
                b3_ = {0}, v;                                                                       \
         int64_t o_ = 0;                                                                            \
         for (; o_ + 4 * BN_LANES <= (len); o_ += BN_LANES) {                                       \
-            v = BN_VEC((p) + o_), a0_ += (F), b0_ += (G), o_ += BN_LANES;                          \
-            v = BN_VEC((p) + o_), a1_ += (F), b1_ += (G), o_ += BN_LANES;                          \
-            v = BN_VEC((p) + o_), a2_ += (F), b2_ += (G), o_ += BN_LANES;                          \
-            v = BN_VEC((p) + o_), a3_ += (F), b3_ += (G);                                          \
+            v = (LOAD), a0_ += (F), b0_ += (G), o_ += BN_LANES;                                    \
+            v = (LOAD), a1_ += (F), b1_ += (G), o_ += BN_LANES;                                    \
+            v = (LOAD), a2_ += (F), b2_ += (G), o_ += BN_LANES;                                    \
+            v = (LOAD), a3_ += (F), b3_ += (G);                                                    \
         }                                                                                          \
-        if (o_ + BN_LANES <= (len)) v = BN_VEC((p) + o_), a0_ += (F), b0_ += (G), o_ += BN_LANES;  \
-        if (o_ + BN_LANES <= (len)) v = BN_VEC((p) + o_), a1_ += (F), b1_ += (G), o_ += BN_LANES;  \
-        if (o_ + BN_LANES <= (len)) v = BN_VEC((p) + o_), a2_ += (F), b2_ += (G), o_ += BN_LANES;  \
+        if (o_ + BN_LANES <= (len)) v = (LOAD), a0_ += (F), b0_ += (G), o_ += BN_LANES;            \
+        if (o_ + BN_LANES <= (len)) v = (LOAD), a1_ += (F), b1_ += (G), o_ += BN_LANES;            \
+        if (o_ + BN_LANES <= (len)) v = (LOAD), a2_ += (F), b2_ += (G), o_ += BN_LANES;            \
         BN_ADD_TO((a), (a0_ + a1_) + (a2_ + a3_));                                                 \
         BN_ADD_TO((b), (b0_ + b1_) + (b2_ + b3_));                                                 \
         o_;                                                                                        \
@@ -106,7 +110,7 @@ void rg_cpu_batchnorm_stats(int64_t n, int64_t c, int64_t hw, const float *x, fl
         for (int64_t i = 0; i < n; i++) {
             for (int64_t k = 0; k < cn; k++) {
                 const float *p = x + (i * c + c0 + k) * hw; /* (HW) */
-                int64_t j = BN_PLANE_SUMS(p, hw, s1[k], s2[k], v, v * v);
+                int64_t j = BN_PLANE_SUMS(BN_VEC(p + o_), hw, s1[k], s2[k], v, v * v);
                 for (; j < hw; j++) s[k] += p[j], ss[k] += (double)p[j] * p[j]; /* the tail */
             }
             if ((i + 1) % block == 0 || i + 1 == n)
@@ -151,9 +155,9 @@ void rg_cpu_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, co
 }
 
 void rg_cpu_batchnorm_backward_reduce(int64_t n, int64_t c, int64_t hw, const float *x,
-                                      const float *dy, const float *mean, const float *var,
-                                      float eps, float *sums, float beta_w, float *dweight,
-                                      float beta_b, float *dbias) {
+                                      const float *dy, const float *relu_y, const float *mean,
+                                      const float *var, float eps, float *sums, float beta_w,
+                                      float *dweight, float beta_b, float *dbias) {
     int64_t block = planes_per_block(hw), chunk = reduce_chunk(n, c, hw);
 #pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
     for (int64_t c0 = 0; c0 < c; c0 += chunk) {
@@ -162,10 +166,17 @@ void rg_cpu_batchnorm_backward_reduce(int64_t n, int64_t c, int64_t hw, const fl
         double sd[BN_RCHUNK] = {0}, sdx[BN_RCHUNK] = {0};
         for (int64_t i = 0; i < n; i++) {
             for (int64_t k = 0; k < cn; k++) {
-                const float *p = x + (i * c + c0 + k) * hw, *g = dy + (i * c + c0 + k) * hw;
+                int64_t at = (i * c + c0 + k) * hw;
+                const float *p = x + at, *g = dy + at, *ry = relu_y ? relu_y + at : NULL;
                 float m = mean[c0 + k];
-                int64_t j = BN_PLANE_SUMS(g, hw, s1[k], s2[k], v, v * (BN_VEC(p + o_) - m));
-                for (; j < hw; j++) sd[k] += g[j], sdx[k] += (double)g[j] * (p[j] - m); /* tail */
+                int64_t j = ry ? BN_PLANE_SUMS(BN_RELU_GRAD(BN_VEC(ry + o_), BN_VEC(g + o_)), hw,
+                                               s1[k], s2[k], v, v * (BN_VEC(p + o_) - m))
+                               : BN_PLANE_SUMS(BN_VEC(g + o_), hw, s1[k], s2[k], v,
+                                               v * (BN_VEC(p + o_) - m));
+                for (; j < hw; j++) { /* the tail */
+                    float gj = ry ? rg_k_relu_grad(ry[j], g[j]) : g[j];
+                    sd[k] += gj, sdx[k] += (double)gj * (p[j] - m);
+                }
             }
             if ((i + 1) % block == 0 || i + 1 == n)
                 for (int64_t k = 0; k < cn; k++)
@@ -183,9 +194,23 @@ void rg_cpu_batchnorm_backward_reduce(int64_t n, int64_t c, int64_t hw, const fl
     }
 }
 
+/* One plane's dx: d = beta * d + rg_bn_dx(dy, xhat, ...), dy masked by ry where ry is not NULL.
+ * Inlined with constants for ry == NULL and beta == 0, so that each loop vectorises. */
+static inline __attribute__((always_inline)) void dx_plane(int64_t hw, const float *p,
+                                                           const float *g, const float *ry,
+                                                           float mk, float ik, float wk, float a,
+                                                           float b, float beta, float *d) {
+    for (int64_t j = 0; j < hw; j++) {
+        float gj = ry ? rg_k_relu_grad(ry[j], g[j]) : g[j];
+        float r = rg_bn_dx(gj, (p[j] - mk) * ik, wk, a, b);
+        d[j] = beta == 0.0f ? r : r + beta * d[j];
+    }
+}
+
 void rg_cpu_batchnorm_backward_data(int64_t n, int64_t c, int64_t hw, const float *x,
-                                    const float *dy, const float *mean, const float *var, float eps,
-                                    const float *weight, const float *sums, float beta, float *dx) {
+                                    const float *dy, const float *relu_y, const float *mean,
+                                    const float *var, float eps, const float *weight,
+                                    const float *sums, float beta, float *dx) {
     for (int64_t c0 = 0; c0 < c; c0 += BN_CHUNK) {
         int64_t cn = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
         float m[BN_CHUNK], inv[BN_CHUNK], w_inv[BN_CHUNK], mdy[BN_CHUNK], mdyx[BN_CHUNK];
@@ -200,15 +225,18 @@ void rg_cpu_batchnorm_backward_data(int64_t n, int64_t c, int64_t hw, const floa
 #pragma omp parallel for collapse(2) BN_PAR(n, cn, hw) schedule(static)
         for (int64_t i = 0; i < n; i++)
             for (int64_t k = 0; k < cn; k++) {
-                const float *p = x + (i * c + c0 + k) * hw, *g = dy + (i * c + c0 + k) * hw;
-                float *d = dx + (i * c + c0 + k) * hw;
+                int64_t at = (i * c + c0 + k) * hw;
+                const float *p = x + at, *g = dy + at;
+                float *d = dx + at;
                 float mk = m[k], ik = inv[k], wk = w_inv[k], a = mdy[k], b = mdyx[k];
-                if (beta == 0.0f)
-                    for (int64_t j = 0; j < hw; j++)
-                        d[j] = rg_bn_dx(g[j], (p[j] - mk) * ik, wk, a, b);
+                if (relu_y && beta == 0.0f)
+                    dx_plane(hw, p, g, relu_y + at, mk, ik, wk, a, b, 0.0f, d);
+                else if (relu_y)
+                    dx_plane(hw, p, g, relu_y + at, mk, ik, wk, a, b, beta, d);
+                else if (beta == 0.0f)
+                    dx_plane(hw, p, g, NULL, mk, ik, wk, a, b, 0.0f, d);
                 else
-                    for (int64_t j = 0; j < hw; j++)
-                        d[j] = rg_bn_dx(g[j], (p[j] - mk) * ik, wk, a, b) + beta * d[j];
+                    dx_plane(hw, p, g, NULL, mk, ik, wk, a, b, beta, d);
             }
     }
 }

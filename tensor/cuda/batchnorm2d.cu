@@ -62,7 +62,8 @@ static int64_t chunks(int64_t hw) {
  * statistics (BWD false): sum x and sum x^2; backward (BWD true): sum dy and sum dy*(x - mean) */
 template <bool BWD>
 __global__ void bn_reduce_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, const float *x,
-                                 const float *dy, const float *mean, double *part) {
+                                 const float *dy, const float *relu_y, const float *mean,
+                                 double *part) {
     int64_t ch = blockIdx.x, s = blockIdx.y, nblk = gridDim.y, items = n * q;
     int lane = threadIdx.x & 31;
     float mu = BWD ? mean[ch] : 0.0f;
@@ -76,6 +77,7 @@ __global__ void bn_reduce_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, co
             int64_t j = j0 + k * 32;
             v[k] = j < hw ? x[at + j] : 0.0f;
             if (BWD) g[k] = j < hw ? dy[at + j] : 0.0f;
+            if (BWD && relu_y && j < hw) g[k] = rg_k_relu_grad(relu_y[at + j], g[k]);
         }
 #pragma unroll
         for (int k = 0; k < BN_VEC; k++) {
@@ -113,10 +115,10 @@ __global__ void bn_combine_kernel(int64_t c, int64_t nblk, int64_t m, const doub
     }
 }
 
-/* The two launches of one reduction; dy and mean are NULL for the statistics. */
+/* The two launches of one reduction; dy, relu_y and mean are NULL for the statistics. */
 static void bn_reduce(int64_t n, int64_t c, int64_t hw, const float *x, const float *dy,
-                      const float *mean, const float *var, float eps, float *out,
-                      bn_param_grads g) {
+                      const float *relu_y, const float *mean, const float *var, float eps,
+                      float *out, bn_param_grads g) {
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
     cudaStream_t st = rg_cuda_compute(ctx);
     int64_t q = chunks(hw), items = n * q;
@@ -127,9 +129,9 @@ static void bn_reduce(int64_t n, int64_t c, int64_t hw, const float *x, const fl
     dim3 grid((unsigned)c, (unsigned)nblk);
     bool bwd = dy != NULL;
     if (bwd)
-        bn_reduce_kernel<true><<<grid, BN_BLOCK, 0, st>>>(n, c, hw, q, x, dy, mean, part);
+        bn_reduce_kernel<true><<<grid, BN_BLOCK, 0, st>>>(n, c, hw, q, x, dy, relu_y, mean, part);
     else
-        bn_reduce_kernel<false><<<grid, BN_BLOCK, 0, st>>>(n, c, hw, q, x, dy, mean, part);
+        bn_reduce_kernel<false><<<grid, BN_BLOCK, 0, st>>>(n, c, hw, q, x, dy, NULL, mean, part);
     RG_CUDA_CHECK_LAUNCH();
     bn_combine_kernel<<<rg_cuda_grid(ctx, c), RG_CUDA_BLOCK, 0, st>>>(
         c, nblk, n * hw, part, bwd ? var : NULL, eps, out, g);
@@ -140,7 +142,8 @@ static void bn_reduce(int64_t n, int64_t c, int64_t hw, const float *x, const fl
 /* stats (2C+1) = (sum x, sum x^2, N*HW) per channel */
 void rg_cuda_batchnorm_stats(int64_t n, int64_t c, int64_t hw, const float *x, float *stats) {
     if (c <= 0) return;
-    bn_reduce(n, c, hw, x, NULL, NULL, NULL, 0.0f, stats, bn_param_grads{0.0f, 0.0f, NULL, NULL});
+    bn_reduce(n, c, hw, x, NULL, NULL, NULL, NULL, 0.0f, stats,
+              bn_param_grads{0.0f, 0.0f, NULL, NULL});
 }
 
 __global__ void bn_finalize_kernel(int64_t c, float momentum, const float *stats, float *meanvar,
@@ -158,13 +161,14 @@ void rg_cuda_batchnorm_finalize(int64_t c, float momentum, const float *stats, f
     RG_CUDA_CHECK_LAUNCH();
 }
 
-/* sums (2C+1) = (sum dy, sum dy*xhat, N*HW) per channel; dweight, dbias from them */
+/* sums (2C+1) = (sum dy, sum dy*xhat, N*HW) per channel, dy masked by relu_y where not NULL;
+ * dweight, dbias from them */
 void rg_cuda_batchnorm_backward_reduce(int64_t n, int64_t c, int64_t hw, const float *x,
-                                       const float *dy, const float *mean, const float *var,
-                                       float eps, float *sums, float beta_w, float *dweight,
-                                       float beta_b, float *dbias) {
+                                       const float *dy, const float *relu_y, const float *mean,
+                                       const float *var, float eps, float *sums, float beta_w,
+                                       float *dweight, float beta_b, float *dbias) {
     if (c <= 0) return;
-    bn_reduce(n, c, hw, x, dy, mean, var, eps, sums,
+    bn_reduce(n, c, hw, x, dy, relu_y, mean, var, eps, sums,
               bn_param_grads{beta_w, beta_b, dweight, dbias});
 }
 
@@ -216,12 +220,12 @@ void rg_cuda_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, c
     RG_CUDA_CHECK_LAUNCH();
 }
 
-/* dx = beta*dx + weight*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)); without sums (evaluation)
- * the two means are 0 */
+/* dx = beta*dx + weight*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)), dy masked by relu_y where
+ * not NULL; without sums (evaluation) the two means are 0 */
 __global__ void bn_backward_data_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, const float *x,
-                                        const float *dy, const float *mean, const float *var,
-                                        float eps, const float *weight, const float *sums,
-                                        float beta, float *dx) {
+                                        const float *dy, const float *relu_y, const float *mean,
+                                        const float *var, float eps, const float *weight,
+                                        const float *sums, float beta, float *dx) {
     int lane = threadIdx.x & 31;
     float count = sums ? sums[2 * c] : 1.0f;
     for (int64_t t = (int64_t)blockIdx.x * BN_WARPS + (threadIdx.x >> 5), items = n * c * q;
@@ -232,7 +236,7 @@ __global__ void bn_backward_data_kernel(int64_t n, int64_t c, int64_t hw, int64_
         float w_inv = (weight ? weight[ch] : 1.0f) * inv;
         float mean_dy = sums ? sums[ch] / count : 0.0f;
         float mean_dy_xhat = sums ? sums[c + ch] / count : 0.0f;
-        const float *xp = x + pc * hw, *gp = dy + pc * hw;
+        const float *xp = x + pc * hw, *gp = dy + pc * hw, *rp = relu_y ? relu_y + pc * hw : NULL;
         float *dp = dx + pc * hw;
         float v[BN_VEC], g[BN_VEC], d[BN_VEC];
 #pragma unroll
@@ -240,6 +244,7 @@ __global__ void bn_backward_data_kernel(int64_t n, int64_t c, int64_t hw, int64_
             int64_t j = j0 + k * 32;
             v[k] = j < hw ? xp[j] : 0.0f;
             g[k] = j < hw ? gp[j] : 0.0f;
+            if (rp && j < hw) g[k] = rg_k_relu_grad(rp[j], g[k]);
             d[k] = j < hw && beta != 0.0f ? dp[j] : 0.0f;
         }
 #pragma unroll
@@ -252,13 +257,13 @@ __global__ void bn_backward_data_kernel(int64_t n, int64_t c, int64_t hw, int64_
 }
 
 void rg_cuda_batchnorm_backward_data(int64_t n, int64_t c, int64_t hw, const float *x,
-                                     const float *dy, const float *mean, const float *var,
-                                     float eps, const float *weight, const float *sums,
-                                     float beta, float *dx) {
+                                     const float *dy, const float *relu_y, const float *mean,
+                                     const float *var, float eps, const float *weight,
+                                     const float *sums, float beta, float *dx) {
     if (n * c * hw <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
     int64_t q = chunks(hw);
     bn_backward_data_kernel<<<walk_grid(ctx, n * c * q), BN_BLOCK, 0, rg_cuda_compute(ctx)>>>(
-        n, c, hw, q, x, dy, mean, var, eps, weight, sums, beta, dx);
+        n, c, hw, q, x, dy, relu_y, mean, var, eps, weight, sums, beta, dx);
     RG_CUDA_CHECK_LAUNCH();
 }

@@ -306,8 +306,8 @@ static rg_tensor *f_bn_train(rg_tensor *const *in, void *ctx) {
 static rg_tensor *f_bn_eval(rg_tensor *const *in, void *ctx) {
     return rg_batch_norm2d(in[0], in[1], in[2], in[3], in[4], NULL, false, 0.1f, 1e-5f, NULL);
 }
-/* The same with the ReLU fused (rg_batch_norm2d_relu: the apply kernel's relu flag, the mask in
- * backward) */
+/* The same with the ReLU fused (rg_batch_norm2d_relu: the apply kernel's relu flag; backward's
+ * reduce and data kernels mask dy by the output as they load it) */
 static rg_tensor *f_bn_relu_train(rg_tensor *const *in, void *ctx) {
     return rg_batch_norm2d_relu(in[0], in[1], in[2], NULL, NULL, NULL, true, 0.1f, 1e-5f, NULL);
 }

@@ -191,8 +191,9 @@ Test(layers_batchnorm, two_ranks_summing_statistics_equal_one_batch) {
     be->batchnorm_stats(N, CH, HW, xp, st);
     be->batchnorm_finalize(CH, 0.1f, st, mv, NULL, NULL, NULL);
     be->batchnorm_apply(N, CH, HW, xp, mv, mv + CH, 1e-5f, wp, bp, false, y);
-    be->batchnorm_backward_reduce(N, CH, HW, xp, dyp, mv, mv + CH, 1e-5f, sums, 0, NULL, 0, NULL);
-    be->batchnorm_backward_data(N, CH, HW, xp, dyp, mv, mv + CH, 1e-5f, wp, sums, 0.0f, dx);
+    be->batchnorm_backward_reduce(N, CH, HW, xp, dyp, NULL, mv, mv + CH, 1e-5f, sums, 0, NULL, 0,
+                                  NULL);
+    be->batchnorm_backward_data(N, CH, HW, xp, dyp, NULL, mv, mv + CH, 1e-5f, wp, sums, 0.0f, dx);
 
     static float rx[2][N / 2 * PLANE], rdy[2][N / 2 * PLANE], rst[2][2 * CH + 1],
         rsum[2][2 * CH + 1], ry[2][N / 2 * PLANE], rdx[2][N / 2 * PLANE];
@@ -206,13 +207,13 @@ Test(layers_batchnorm, two_ranks_summing_statistics_equal_one_batch) {
     be->batchnorm_finalize(CH, 0.1f, gst, gmv, NULL, NULL, NULL);
     for (int r = 0; r < 2; r++) {
         be->batchnorm_apply(N / 2, CH, HW, rx[r], gmv, gmv + CH, 1e-5f, wp, bp, false, ry[r]);
-        be->batchnorm_backward_reduce(N / 2, CH, HW, rx[r], rdy[r], gmv, gmv + CH, 1e-5f, rsum[r],
-                                      0, NULL, 0, NULL);
+        be->batchnorm_backward_reduce(N / 2, CH, HW, rx[r], rdy[r], NULL, gmv, gmv + CH, 1e-5f,
+                                      rsum[r], 0, NULL, 0, NULL);
     }
     for (int k = 0; k < 2 * CH + 1; k++) gsum[k] = rsum[0][k] + rsum[1][k];
     for (int r = 0; r < 2; r++)
-        be->batchnorm_backward_data(N / 2, CH, HW, rx[r], rdy[r], gmv, gmv + CH, 1e-5f, wp, gsum,
-                                    0.0f, rdx[r]);
+        be->batchnorm_backward_data(N / 2, CH, HW, rx[r], rdy[r], NULL, gmv, gmv + CH, 1e-5f, wp,
+                                    gsum, 0.0f, rdx[r]);
     cr_assert_eq(gst[2 * CH], (float)(N * HW), "the counts add up");
     rgt_assert_close(gsum, sums, 2 * CH + 1, 1e-5, 1e-5, "gradient sums");
     for (int i = 0; i < N; i++) {

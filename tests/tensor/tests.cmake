@@ -6,7 +6,7 @@
 #   tensor/isa_bad_env, tensor/isa_missing_set: an unknown RG_ISA, or one naming a set this build
 #     lacks, is a clear error listing the sets it runs.
 set(RG_ISA_RERUN tensor/test_conv2d tensor/test_elementwise tensor/test_kernels
-    tensor/test_dropout tensor/test_maxpool2d tensor/test_bcast tensor/test_reduce
+    tensor/test_dropout tensor/test_maxpool2d tensor/test_batchnorm2d tensor/test_bcast tensor/test_reduce
     tensor/test_cross_entropy tensor/test_matmul autograd/test_gradcheck layers/test_layers
     models/test_reference optim/test_optim dist/test_dist)
 foreach(isa ${RG_ISAS})

@@ -75,7 +75,7 @@ static const opt options[] = {
     {"accum-steps", "K", "gradient accumulation: reduce and step every K batches", OPT_INT, F(accum_steps), 1, 1e6, NULL},
     {"compress", "NAME", "gradient compression on the wire (powersgd: the large matrices as rank-R factors, with error feedback)", OPT_STR, F(compress), 0, 0, "none|fp16|powersgd"},
     {"powersgd-rank", "R", "rank of PowerSGD's approximation", OPT_INT, F(powersgd_rank), 1, 1024, NULL},
-    {"stall-seconds", "S", "report ranks that have not joined a collective after S seconds", OPT_DBL, F(stall_seconds), 0.1, 1e7, NULL},
+    {"stall-seconds", "S", "report ranks that have not joined a collective after S seconds (default: $RG_STALL_SECONDS, else 60)", OPT_DBL, F(stall_seconds), 0.1, 1e7, NULL},
     {"help", NULL, "show this help", OPT_FLAG, F(help), 0, 0, NULL},
 };
 #undef F
@@ -86,7 +86,7 @@ static void defaults(train_args *a) {
         .batch_size = 128, .optim = "adam", .lr = -1, .momentum = 0, .lr_schedule = "constant",
         .lr_scaling = "linear", .strategy = "ddp",
         .lr_step_size = 1000, .lr_gamma = 0.1, .seed = 42, .dropout = -1, .bucket_mb = 25,
-        .accum_steps = 1, .compress = "none", .powersgd_rank = 4, .stall_seconds = 60, .keep = 3,
+        .accum_steps = 1, .compress = "none", .powersgd_rank = 4, .stall_seconds = 0, .keep = 3,
         .augment = "none", .normalize = "none", .pipeline_stages = 2, .micro_batches = 4,
         .servers = 1, .straggle_rank = -1,
     };

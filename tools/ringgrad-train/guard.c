@@ -3,8 +3,9 @@
  * probed at start-up, and a --json summary that stays valid JSON whatever happened.
  *
  * How the ranks agree to stop: at every optimizer step each rank contributes one word of flags
- * (its loss was not finite, its gradients are not, it caught a signal) to a tiny allgather after
- * the gradients are reduced. Every rank then sees every rank's flags and takes the same decision
+ * (its loss was not finite, its gradients are not, it caught a signal) to a small allreduce after
+ * the gradients are reduced (a float per rank, each rank's own slot set, the others 0: the sum
+ * hands everyone all of them). Every rank then sees every rank's flags and takes the same decision
  * at the same step, so a signal or a NaN on one rank never leaves the others waiting. */
 #include <errno.h>
 #include <fcntl.h>
