@@ -200,6 +200,7 @@ PY
 case_ "images of 14x56, not 28x28 (CNN)" 1 "14x56" "--data-dir data_14x56 --model cnn" \
     "$RG_TRAIN" --data-dir "$out/data_14x56" --model cnn --batch-size 48 --max-steps 2
 case_ "RG_NUM_THREADS=abc" 2 "RG_NUM_THREADS='abc': expected a whole number" "RG_NUM_THREADS=abc ringgrad-train" env RG_NUM_THREADS=abc "$RG_TRAIN" --data-dir "$D" "${M[@]}" --max-steps 1
+case_ "RG_STALL_SECONDS=abc" 1 "RG_STALL_SECONDS=\"abc\" is not a number of seconds" "RG_STALL_SECONDS=abc ringgrad-train" env RG_STALL_SECONDS=abc "$RG_TRAIN" --data-dir "$D" "${M[@]}" --max-steps 1
 
 {
     echo "| # | bad input or fault | command (ringgrad-train ...) | exit | first message |"
