@@ -17,7 +17,7 @@
 #   sim-cluster.sh exec K [--id ID] -- COMMAND...        run a command on host K (0 = head)
 #   sim-cluster.sh down [--id ID] [--all]   remove the cluster and stale ones (--all: every rg-*)
 #   sim-cluster.sh status                   list the clusters, their hosts, links and processes
-#   sim-cluster.sh run N [--rate R] [--delay D] [--slots S] -- MPIRUN_ARGS...
+#   sim-cluster.sh run N [--rate R] [--delay D] [--slots S] [--id ID] -- MPIRUN_ARGS...
 #                                           up, mpirun, down; exits with mpirun's status
 #   sim-cluster.sh check                    exit 0 if this machine can do it, else 77 and why
 # up and run also exit 77 with "SKIPPED: <why>" where namespaces are not allowed, so a ctest with
