@@ -30,6 +30,16 @@ rg_tensor *rg_batchnorm2d_layer_forward_relu(rg_layer *l, rg_tensor *x, rg_mode 
                                 b->sync);
 }
 
+rg_tensor *rg_batchnorm2d_forward_add_relu(rg_layer *l, rg_tensor *x, rg_tensor *residual,
+                                           rg_mode mode) {
+    if (!l || l->vt != &bn_vt) return NULL;
+    bn_layer *b = (bn_layer *)l;
+    if (rg_fusion_level() == RG_FUSE_NONE) return rg_relu(rg_add(bn_forward(l, x, mode), residual));
+    return rg_batch_norm2d_add_relu(x, b->weight, b->bias, b->running_mean, b->running_var,
+                                    b->num_batches_tracked, mode == RG_TRAIN, b->momentum, b->eps,
+                                    b->sync, residual);
+}
+
 static rg_tensor *new_f32(const char *name, int64_t c, float v) {
     rg_tensor *t = rg_tensor_new(RG_F32, RG_SHAPE(c), RG_CPU);
     RG_CHECK(t, "BatchNorm2d %s: %s", name, rg_last_error());

@@ -17,6 +17,12 @@ rg_tensor *rg_conv2d_layer_forward_relu_pool(rg_layer *l, rg_tensor *x, const in
  * not a BatchNorm2d. */
 rg_tensor *rg_batchnorm2d_layer_forward_relu(rg_layer *l, rg_tensor *x, rg_mode mode);
 
+/* RG_FUSE: 0 fuses nothing, "relu" a Conv2d or BatchNorm2d and its ReLU but not a pool after
+ * them (to measure what the pool's fusion adds), anything else (or unset) everything
+ * (sequential.c). */
+typedef enum { RG_FUSE_NONE, RG_FUSE_RELU, RG_FUSE_ALL } rg_fusion;
+rg_fusion rg_fusion_level(void);
+
 /* When l is a MaxPool2d: true, and its {kernel, stride, padding} in pool. */
 bool rg_maxpool2d_layer_params(const rg_layer *l, int pool[3]);
 

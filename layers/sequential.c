@@ -13,15 +13,11 @@
 #include "layers/layers_impl.h"
 #include "ringgrad/layer.h"
 
-/* RG_FUSE: 0 fuses nothing, "relu" a Conv2d and its ReLU only (to measure what the pool's fusion
- * adds), anything else (or unset) everything */
-typedef enum { FUSE_NONE, FUSE_RELU, FUSE_ALL } fusion;
-
-static fusion fusion_level(void) {
+rg_fusion rg_fusion_level(void) {
     const char *v = getenv("RG_FUSE");
-    if (v && strcmp(v, "0") == 0) return FUSE_NONE;
-    if (v && strcmp(v, "relu") == 0) return FUSE_RELU;
-    return FUSE_ALL;
+    if (v && strcmp(v, "0") == 0) return RG_FUSE_NONE;
+    if (v && strcmp(v, "relu") == 0) return RG_FUSE_RELU;
+    return RG_FUSE_ALL;
 }
 
 rg_tensor *rg_sequential_forward_range(rg_layer *l, int first, int last, rg_tensor *x,
@@ -29,13 +25,13 @@ rg_tensor *rg_sequential_forward_range(rg_layer *l, int first, int last, rg_tens
     RG_CHECK(l && x, "rg_sequential_forward_range: NULL argument");
     RG_CHECK(0 <= first && first <= last && last <= l->n_children,
              "layer %s: children [%d, %d) of %d", l->name, first, last, l->n_children);
-    fusion fuse = fusion_level();
+    rg_fusion fuse = rg_fusion_level();
     for (int i = first; i < last; i++) {
         rg_layer *c = l->children[i];
         rg_tensor *y = NULL;
         int pool[3];
-        if (fuse != FUSE_NONE && i + 1 < last && rg_layer_is_relu(l->children[i + 1])) {
-            if (fuse == FUSE_ALL && i + 2 < last &&
+        if (fuse != RG_FUSE_NONE && i + 1 < last && rg_layer_is_relu(l->children[i + 1])) {
+            if (fuse == RG_FUSE_ALL && i + 2 < last &&
                 rg_maxpool2d_layer_params(l->children[i + 2], pool) &&
                 (y = rg_conv2d_layer_forward_relu_pool(c, x, pool))) { /* NULL: not a Conv2d */
                 x = y;

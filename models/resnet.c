@@ -19,7 +19,10 @@
 #include "models/zoo_impl.h"
 
 /* A residual block: its children are the branch's layers in order, then optionally the
- * downsample Sequential; forward is relu(branch(x) + shortcut(x)). */
+ * downsample Sequential; forward is relu(branch(x) + shortcut(x)). The branch but its last
+ * BatchNorm2d runs as a Sequential's range, so that each BatchNorm2d and the ReLU after it run as
+ * one op (rg_batch_norm2d_relu), and the last BatchNorm2d, the add and the ReLU as another
+ * (rg_batch_norm2d_add_relu); RG_FUSE=0 keeps them all apart. */
 typedef struct {
     rg_layer base;
     int n_branch;  /* children[0..n_branch) form the branch (conv, bn, relu, ..., conv, bn) */
@@ -28,10 +31,11 @@ typedef struct {
 
 static rg_tensor *block_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
     block_layer *b = (block_layer *)l;
-    rg_tensor *h = x;
-    for (int i = 0; i < b->n_branch; i++) h = rg_layer_forward(l->children[i], h, mode);
+    rg_tensor *h = rg_sequential_forward_range(l, 0, b->n_branch - 1, x, mode);
     rg_tensor *sc = b->has_down ? rg_layer_forward(l->children[b->n_branch], x, mode) : x;
-    return rg_relu(rg_add(h, sc));
+    rg_layer *last = l->children[b->n_branch - 1];
+    rg_tensor *y = rg_batchnorm2d_forward_add_relu(last, h, sc, mode); /* NULL: not a BatchNorm2d */
+    return y ? y : rg_relu(rg_add(rg_layer_forward(last, h, mode), sc));
 }
 
 static const rg_layer_vtable block_vt = {.kind = "ResidualBlock", .forward = block_forward};

@@ -167,11 +167,12 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
     X(void, batchnorm_finalize,                                                                    \
       (int64_t c, float momentum, const float *stats, float *meanvar, float *running_mean,         \
        float *running_var, int64_t *num_batches))                                                  \
-    /* y = (x - mean) / sqrt(var + eps) * weight + bias, then, when relu, relu(y) (as              \
-     * relu_forward: NaN stays NaN) */                                                             \
+    /* y = (x - mean) / sqrt(var + eps) * weight + bias, then + residual (the same shape as x)     \
+     * where residual is not NULL, then, when relu, relu(y) (as relu_forward: NaN stays NaN) */    \
     X(void, batchnorm_apply,                                                                       \
       (int64_t n, int64_t c, int64_t hw, const float *x, const float *mean, const float *var,      \
-       float eps, const float *weight, const float *bias, bool relu, float *y))                    \
+       float eps, const float *weight, const float *bias, const float *residual, bool relu,        \
+       float *y))                                                                                  \
     /* Both backward passes: where relu_y (the fused ReLU's output, the op's y) is not NULL, dy    \
      * stands for rg_k_relu_grad(relu_y, dy), 0 where relu_y <= 0, so that the masked copy of dy   \
      * is never written.                                                                           \

@@ -89,7 +89,7 @@ static void bn_forward(bufs *x, bn_size s) { /* x: a, y: b */
     rg_cpu_backend.batchnorm_finalize(s.c, 0.1f, bn.stats, bn.meanvar, bn.rmean, bn.rvar,
                                       &bn.batches);
     rg_cpu_backend.batchnorm_apply(s.n, s.c, s.hw, x->a, bn.meanvar, bn.meanvar + s.c, 1e-5f,
-                                   bn.weight, bn.bias, false, x->b);
+                                   bn.weight, bn.bias, NULL, false, x->b);
 }
 static void bn_backward(bufs *x, bn_size s) { /* x: a, dy: c, dx: b */
     rg_cpu_backend.batchnorm_backward_reduce(s.n, s.c, s.hw, x->a, x->c, NULL, bn.meanvar,

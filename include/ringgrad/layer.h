@@ -92,6 +92,11 @@ RG_API rg_layer *rg_layer_add(rg_layer *l, rg_layer *child);
  * results, bit for bit, in less time. RG_FUSE=0 in the environment turns that off, RG_FUSE=relu
  * leaves the pool out of it. */
 RG_API rg_layer *rg_sequential_new(const char *name);
+/* relu(the BatchNorm2d l's forward of x + residual), a residual block's end (models/resnet.c), as
+ * one op (rg_batch_norm2d_add_relu) unless RG_FUSE=0, when the three run apart; NULL when l is
+ * not a BatchNorm2d. */
+RG_API rg_tensor *rg_batchnorm2d_forward_add_relu(rg_layer *l, rg_tensor *x, rg_tensor *residual,
+                                                  rg_mode mode);
 /* Children [first, last) of the container l only, fused as its forward is: x through
  * child_{last-1}(... child_first(x)). A pipeline stage runs its share of a Sequential this way. */
 RG_API rg_tensor *rg_sequential_forward_range(rg_layer *l, int first, int last, rg_tensor *x,

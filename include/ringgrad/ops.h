@@ -87,11 +87,19 @@ RG_API rg_tensor *rg_batch_norm2d(rg_tensor *x, rg_tensor *weight, rg_tensor *bi
                                   float eps, const rg_bn_sync *sync);
 /* rg_relu(rg_batch_norm2d(...)) in one op, with the same results bit for bit: the ReLU is applied
  * as the normalisation writes y, which saves a pass over y and the stored pre-ReLU activation
- * (Sequential fuses a BatchNorm2d followed by a ReLU into it: see layer.h) */
+ * (Sequential fuses a BatchNorm2d followed by a ReLU into it: see layer.h). */
 RG_API rg_tensor *rg_batch_norm2d_relu(rg_tensor *x, rg_tensor *weight, rg_tensor *bias,
                                        rg_tensor *running_mean, rg_tensor *running_var,
                                        rg_tensor *num_batches_tracked, bool train, float momentum,
                                        float eps, const rg_bn_sync *sync);
+/* rg_relu(rg_add(rg_batch_norm2d(...), residual)) in one op, bit for bit: a residual block's end
+ * (the ResNet blocks of models/resnet.c run their last BatchNorm2d, the shortcut's add and the
+ * ReLU as this). residual has x's shape and gets dy masked by y > 0 as its gradient. */
+RG_API rg_tensor *rg_batch_norm2d_add_relu(rg_tensor *x, rg_tensor *weight, rg_tensor *bias,
+                                           rg_tensor *running_mean, rg_tensor *running_var,
+                                           rg_tensor *num_batches_tracked, bool train,
+                                           float momentum, float eps, const rg_bn_sync *sync,
+                                           rg_tensor *residual);
 
 /* ---- regularisation (ops/dropout.c) ---- */
 /* Training: y = keep ? x / (1-p) : 0 with P(keep) = 1-p (p quantised to 2^-16), the mask drawn

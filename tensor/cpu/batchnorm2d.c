@@ -132,7 +132,7 @@ void rg_cpu_batchnorm_finalize(int64_t c, float momentum, const float *stats, fl
 
 void rg_cpu_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, const float *mean,
                             const float *var, float eps, const float *weight, const float *bias,
-                            bool relu, float *y) {
+                            const float *residual, bool relu, float *y) {
     for (int64_t c0 = 0; c0 < c; c0 += BN_CHUNK) {
         int64_t cn = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
         float a[BN_CHUNK], b[BN_CHUNK]; /* y = a x + b */
@@ -144,9 +144,15 @@ void rg_cpu_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, co
 #pragma omp parallel for collapse(2) BN_PAR(n, cn, hw) schedule(static)
         for (int64_t i = 0; i < n; i++)
             for (int64_t k = 0; k < cn; k++) {
-                const float *p = x + (i * c + c0 + k) * hw;
-                float *q = y + (i * c + c0 + k) * hw, ak = a[k], bk = b[k];
-                if (relu) /* a fused ReLU (rg_batch_norm2d_relu): one pass instead of two */
+                int64_t at = (i * c + c0 + k) * hw;
+                const float *p = x + at, *r = residual ? residual + at : NULL;
+                float *q = y + at, ak = a[k], bk = b[k];
+                if (r) /* a fused residual add and ReLU (rg_batch_norm2d_add_relu) */
+                    for (int64_t j = 0; j < hw; j++) {
+                        float v = (ak * p[j] + bk) + r[j];
+                        q[j] = relu ? rg_k_relu(v) : v;
+                    }
+                else if (relu) /* a fused ReLU (rg_batch_norm2d_relu): one pass instead of two */
                     for (int64_t j = 0; j < hw; j++) q[j] = rg_k_relu(ak * p[j] + bk);
                 else
                     for (int64_t j = 0; j < hw; j++) q[j] = ak * p[j] + bk;

@@ -181,10 +181,11 @@ static unsigned walk_grid(const rg_cuda_ctx *ctx, int64_t items) {
     return (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
 }
 
-/* y = weight * (x - mean) * invstd(var) + bias, then relu(y) when relu */
+/* y = weight * (x - mean) * invstd(var) + bias, then + residual where given, then relu(y) when
+ * relu */
 __global__ void bn_apply_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, const float *x,
                                 const float *mean, const float *var, float eps, const float *weight,
-                                const float *bias, bool relu, float *y) {
+                                const float *bias, const float *residual, bool relu, float *y) {
     int lane = threadIdx.x & 31;
     for (int64_t t = (int64_t)blockIdx.x * BN_WARPS + (threadIdx.x >> 5), items = n * c * q;
          t < items; t += (int64_t)gridDim.x * BN_WARPS) {
@@ -192,18 +193,20 @@ __global__ void bn_apply_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, con
         int64_t j0 = (t - pc * q) * BN_CHUNK + lane;
         float a = (weight ? weight[ch] : 1.0f) * rg_bn_invstd(var[ch], eps), mu = mean[ch];
         float b = bias ? bias[ch] : 0.0f;
-        const float *xp = x + pc * hw;
+        const float *xp = x + pc * hw, *rp = residual ? residual + pc * hw : NULL;
         float *yp = y + pc * hw;
-        float v[BN_VEC];
+        float v[BN_VEC], s[BN_VEC];
 #pragma unroll
         for (int k = 0; k < BN_VEC; k++) { /* loads first (y may be x: each j is its own) */
             int64_t j = j0 + k * 32;
             v[k] = j < hw ? xp[j] : 0.0f;
+            s[k] = rp && j < hw ? rp[j] : 0.0f;
         }
 #pragma unroll
         for (int k = 0; k < BN_VEC; k++) {
             int64_t j = j0 + k * 32;
             float r = a * (v[k] - mu) + b;
+            if (rp) r += s[k];
             if (j < hw) yp[j] = relu ? rg_k_relu(r) : r;
         }
     }
@@ -211,12 +214,12 @@ __global__ void bn_apply_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, con
 
 void rg_cuda_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, const float *mean,
                              const float *var, float eps, const float *weight, const float *bias,
-                             bool relu, float *y) {
+                             const float *residual, bool relu, float *y) {
     if (n * c * hw <= 0) return;
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
     int64_t q = chunks(hw);
     bn_apply_kernel<<<walk_grid(ctx, n * c * q), BN_BLOCK, 0, rg_cuda_compute(ctx)>>>(
-        n, c, hw, q, x, mean, var, eps, weight, bias, relu, y);
+        n, c, hw, q, x, mean, var, eps, weight, bias, residual, relu, y);
     RG_CUDA_CHECK_LAUNCH();
 }
 

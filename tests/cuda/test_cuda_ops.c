@@ -314,6 +314,16 @@ static rg_tensor *f_bn_relu_train(rg_tensor *const *in, void *ctx) {
 static rg_tensor *f_bn_relu_eval(rg_tensor *const *in, void *ctx) {
     return rg_batch_norm2d_relu(in[0], in[1], in[2], in[3], in[4], NULL, false, 0.1f, 1e-5f, NULL);
 }
+/* ... and with the residual add before the ReLU (rg_batch_norm2d_add_relu: the apply kernel adds
+ * in[3] / in[5]; backward writes its gradient with the ReLU's mask) */
+static rg_tensor *f_bn_add_relu_train(rg_tensor *const *in, void *ctx) {
+    return rg_batch_norm2d_add_relu(in[0], in[1], in[2], NULL, NULL, NULL, true, 0.1f, 1e-5f, NULL,
+                                    in[3]);
+}
+static rg_tensor *f_bn_add_relu_eval(rg_tensor *const *in, void *ctx) {
+    return rg_batch_norm2d_add_relu(in[0], in[1], in[2], in[3], in[4], NULL, false, 0.1f, 1e-5f,
+                                    NULL, in[5]);
+}
 /* ... without weight and bias: in[1], in[2] are the running statistics (dx needs no sums) */
 static rg_tensor *f_bn_eval_x(rg_tensor *const *in, void *ctx) {
     return rg_batch_norm2d(in[0], NULL, NULL, in[1], in[2], NULL, false, 0.1f, 1e-5f, NULL);
@@ -334,6 +344,9 @@ Test(cuda_ops, batch_norm_and_global_avg_pool_match_the_cpu) {
         compare("batch_norm2d train", f_bn_train, NULL, 3, (rg_tensor *[]){x, g, b}, 1e-4, 1e-4);
         compare("batch_norm2d_relu train", f_bn_relu_train, NULL, 3, (rg_tensor *[]){x, g, b}, 1e-4,
                 1e-4);
+        rg_tensor *res = rgt_param(RG_SHAPE(s[0], s[1], s[2], s[3]), -1, 1, 185 + t);
+        compare("batch_norm2d_add_relu train", f_bn_add_relu_train, NULL, 4,
+                (rg_tensor *[]){x, g, b, res}, 1e-4, 1e-4);
         compare("global_avg_pool2d", f_avgpool, NULL, 1, &x, 1e-5, 1e-5);
         rg_tensor *rm = rgt_uniform(RG_SHAPE(s[1]), -1, 1, 175 + t);
         rg_tensor *rv = rgt_uniform(RG_SHAPE(s[1]), 0.5, 2, 178 + t);
@@ -341,9 +354,11 @@ Test(cuda_ops, batch_norm_and_global_avg_pool_match_the_cpu) {
                 1e-4);
         compare("batch_norm2d_relu eval", f_bn_relu_eval, NULL, 5, (rg_tensor *[]){x, g, b, rm, rv},
                 1e-4, 1e-4);
+        compare("batch_norm2d_add_relu eval", f_bn_add_relu_eval, NULL, 6,
+                (rg_tensor *[]){x, g, b, rm, rv, res}, 1e-4, 1e-4);
         compare("batch_norm2d eval, no affine", f_bn_eval_x, NULL, 3, (rg_tensor *[]){x, rm, rv},
                 1e-4, 1e-4);
-        rgt_free_all(5, (rg_tensor *[]){x, g, b, rm, rv});
+        rgt_free_all(6, (rg_tensor *[]){x, g, b, rm, rv, res});
     }
 }
 

@@ -190,7 +190,7 @@ Test(layers_batchnorm, two_ranks_summing_statistics_equal_one_batch) {
     static float st[2 * CH + 1], mv[2 * CH + 1], sums[2 * CH + 1], y[N * PLANE], dx[N * PLANE];
     be->batchnorm_stats(N, CH, HW, xp, st);
     be->batchnorm_finalize(CH, 0.1f, st, mv, NULL, NULL, NULL);
-    be->batchnorm_apply(N, CH, HW, xp, mv, mv + CH, 1e-5f, wp, bp, false, y);
+    be->batchnorm_apply(N, CH, HW, xp, mv, mv + CH, 1e-5f, wp, bp, NULL, false, y);
     be->batchnorm_backward_reduce(N, CH, HW, xp, dyp, NULL, mv, mv + CH, 1e-5f, sums, 0, NULL, 0,
                                   NULL);
     be->batchnorm_backward_data(N, CH, HW, xp, dyp, NULL, mv, mv + CH, 1e-5f, wp, sums, 0.0f, dx);
@@ -206,7 +206,7 @@ Test(layers_batchnorm, two_ranks_summing_statistics_equal_one_batch) {
     for (int k = 0; k < 2 * CH + 1; k++) gst[k] = rst[0][k] + rst[1][k]; /* the allreduce */
     be->batchnorm_finalize(CH, 0.1f, gst, gmv, NULL, NULL, NULL);
     for (int r = 0; r < 2; r++) {
-        be->batchnorm_apply(N / 2, CH, HW, rx[r], gmv, gmv + CH, 1e-5f, wp, bp, false, ry[r]);
+        be->batchnorm_apply(N / 2, CH, HW, rx[r], gmv, gmv + CH, 1e-5f, wp, bp, NULL, false, ry[r]);
         be->batchnorm_backward_reduce(N / 2, CH, HW, rx[r], rdy[r], NULL, gmv, gmv + CH, 1e-5f,
                                       rsum[r], 0, NULL, 0, NULL);
     }
