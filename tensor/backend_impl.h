@@ -221,9 +221,8 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
       (int64_t nc, int64_t hw, const float *dy, float beta, float *dx))                            \
                                                                                                    \
     /* ---- fused optimizer updates (formulas in core/kernels.h) ---- */                           \
-    X(void, sgd_step,                                                                              \
-      (int64_t n, const rg_sgd_hparams *h, float *param, const float *grad, float *momentum_buf))  \
-    /* sgd_step over count tensors, in as few launches as the backend can (CUDA: one per 48) */    \
+    /* SGD (rg_sgd_update) over count tensors, in as few launches as the backend can (CUDA: one    \
+     * per 48); a single tensor is a list of one */                                                \
     X(void, sgd_step_many, (int count, const rg_sgd_tensor *t))                                    \
     X(void, adam_step,                                                                             \
       (int64_t n, const rg_adam_hparams *h, float *param, const float *grad, float *m, float *v))  \

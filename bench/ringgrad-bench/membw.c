@@ -113,8 +113,12 @@ static void op_bn3_bwd(bufs *x) {
 #define BN_NUMEL(s) ((double)(s).n * (double)(s).c * (double)(s).hw)
 
 static void op_sgd(bufs *x) {
-    rg_sgd_hparams h = {.lr = 1e-3f, .momentum = 0.9f};
-    rg_cpu_backend.sgd_step(N_PAR, &h, x->c, x->a, x->d);
+    rg_sgd_tensor t = {.n = N_PAR,
+                       .param = x->c,
+                       .grad = x->a,
+                       .momentum_buf = x->d,
+                       .h = {.lr = 1e-3f, .momentum = 0.9f}};
+    rg_cpu_backend.sgd_step_many(1, &t);
 }
 
 /* A streaming copy of `bytes` bytes (a multiple of 4), through the kernels' own loop. */

@@ -44,7 +44,6 @@
 #define rg_cpu_maxpool2d_forward_serial RG_ISA_NAME(rg_cpu_maxpool2d_forward_serial)
 #define rg_cpu_maxpool2d_backward_serial RG_ISA_NAME(rg_cpu_maxpool2d_backward_serial)
 /* optim.c */
-#define rg_cpu_sgd_step RG_ISA_NAME(rg_cpu_sgd_step)
 #define rg_cpu_sgd_step_many RG_ISA_NAME(rg_cpu_sgd_step_many)
 #define rg_cpu_adam_step RG_ISA_NAME(rg_cpu_adam_step)
 /* batchnorm2d.c */

@@ -31,7 +31,7 @@ sgd_range(rg_sgd_hparams hp, bool wd, bool momentum, bool first, bool nesterov, 
         for (int64_t i = lo; i < hi; i++) rg_sgd_update(&hp, &p[i], g[i], NULL);
 }
 
-void rg_cpu_sgd_step(int64_t n, const rg_sgd_hparams *h, float *param, const float *grad,
+static void sgd_step(int64_t n, const rg_sgd_hparams *h, float *param, const float *grad,
                      float *momentum_buf) {
     const rg_sgd_hparams hp = *h;
     const bool wd = hp.weight_decay != 0.0f, mom = hp.momentum != 0.0f;
@@ -55,7 +55,7 @@ void rg_cpu_sgd_step(int64_t n, const rg_sgd_hparams *h, float *param, const flo
  * tensors costs the CPU no launches. */
 void rg_cpu_sgd_step_many(int count, const rg_sgd_tensor *t) {
     for (int i = 0; i < count; i++)
-        rg_cpu_sgd_step(t[i].n, &t[i].h, t[i].param, t[i].grad, t[i].momentum_buf);
+        sgd_step(t[i].n, &t[i].h, t[i].param, t[i].grad, t[i].momentum_buf);
 }
 
 static inline __attribute__((always_inline)) void

@@ -5,27 +5,12 @@
  * about ten elementwise launches, each a full pass over memory. The hyper-parameters travel by
  * value in the kernel's parameter space: no host-to-device copy.
  *
- * SGD also runs multi-tensor (sgd_step_many, what the optimizer calls): one launch updates up to
+ * SGD runs multi-tensor (sgd_step_many, what the optimizer calls): one launch updates up to
  * SGD_MANY tensors, as PyTorch's foreach/multi_tensor_apply does. A model's parameters are mostly
  * small (ResNet-50: 161 tensors, 106 of them BatchNorm vectors of 64-2048 floats), so one launch
  * per tensor left the step launch-bound: on the H100 the 161 launches took 1.0-1.4 ms against
  * 0.7 ms of kernel time (docs/PERFORMANCE.md, fifteenth session). */
 #include "tensor/cuda/cuda_impl.h"
-
-/* param, grad, momentum_buf (n); momentum_buf is NULL when momentum is 0 */
-__global__ void sgd_step_kernel(int64_t n, rg_sgd_hparams h, float *param, const float *grad,
-                                float *momentum_buf) {
-    RG_CUDA_FOR(i, n) rg_sgd_update(&h, &param[i], grad[i], momentum_buf ? &momentum_buf[i] : NULL);
-}
-
-void rg_cuda_sgd_step(int64_t n, const rg_sgd_hparams *h, float *param, const float *grad,
-                      float *momentum_buf) {
-    if (n <= 0) return;
-    rg_cuda_ctx *ctx = rg_cuda_ctx_current();
-    sgd_step_kernel<<<rg_cuda_grid(ctx, n), RG_CUDA_BLOCK, 0, rg_cuda_compute(ctx)>>>(
-        n, *h, param, grad, momentum_buf);
-    RG_CUDA_CHECK_LAUNCH();
-}
 
 /* A launch of sgd_step_many: tensor i's chunks of SGD_CHUNK floats are blocks [first[i],
  * first[i+1]). 48 tensors make 48 * 56 + 49 * 4 + 4 = 2,888 bytes, inside the 4 KB every CUDA

@@ -139,8 +139,13 @@ static void optim_case(const rg_sgd_hparams *sgd, const rg_adam_hparams *adam, u
     float *dp = rgt_dev(p, b), *dg = rgt_dev(g, b), *dm = rgt_dev(m, b), *dv = rgt_dev(v, b);
     for (int step = 0; step < 3; step++) {
         if (sgd) {
-            rg_cpu_backend.sgd_step(n, sgd, p, g, sgd->momentum != 0.0f ? m : NULL);
-            rgt_gpu()->sgd_step(n, sgd, dp, dg, sgd->momentum != 0.0f ? dm : NULL);
+            bool mom = sgd->momentum != 0.0f;
+            rg_sgd_tensor cpu = {
+                .n = n, .param = p, .grad = g, .momentum_buf = mom ? m : NULL, .h = *sgd};
+            rg_sgd_tensor gpu = {
+                .n = n, .param = dp, .grad = dg, .momentum_buf = mom ? dm : NULL, .h = *sgd};
+            rg_cpu_backend.sgd_step_many(1, &cpu);
+            rgt_gpu()->sgd_step_many(1, &gpu);
         } else {
             rg_cpu_backend.adam_step(n, adam, p, g, m, v);
             rgt_gpu()->adam_step(n, adam, dp, dg, dm, dv);

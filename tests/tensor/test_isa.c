@@ -394,7 +394,11 @@ Test(tensor_isa, optimizer_steps_are_the_formula_bit_for_bit_on_every_copy) {
             const rg_backend *t = rg_cpu_backend_isa(all[c]);
             if (!t) continue;
             memcpy(p, p0, n * sizeof *p), memcpy(m, m0, n * sizeof *m);
-            t->sgd_step(n, &s, p, g, s.momentum != 0.0f ? m : NULL);
+            t->sgd_step_many(1, &(rg_sgd_tensor){.n = n,
+                                                 .param = p,
+                                                 .grad = g,
+                                                 .momentum_buf = s.momentum != 0.0f ? m : NULL,
+                                                 .h = s});
             cr_assert(!memcmp(p, pw, n * sizeof *p), "%s: sgd %d param", all[c], k);
             cr_assert(!memcmp(m, mw, n * sizeof *m), "%s: sgd %d buffer", all[c], k);
         }

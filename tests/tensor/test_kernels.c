@@ -376,14 +376,16 @@ Test(tensor_kernels, backend_optimizer_steps_apply_the_update_to_every_element) 
         v[i] = v2[i] = 0.2f;
     }
     rg_sgd_hparams hs = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f};
-    rg_cpu_backend.sgd_step(N, &hs, p, g, b);
+    rg_cpu_backend.sgd_step_many(
+        1, &(rg_sgd_tensor){.n = N, .param = p, .grad = g, .momentum_buf = b, .h = hs});
     for (int i = 0; i < N; i++) {
         rg_sgd_update(&hs, &p2[i], g[i], &b2[i]);
         cr_assert_eq(p[i], p2[i], "sgd element %d", i);
         cr_assert_eq(b[i], b2[i], "sgd buffer %d", i);
     }
     rg_sgd_hparams plain = {.lr = 0.1f};
-    rg_cpu_backend.sgd_step(N, &plain, p, g, NULL); /* no momentum: no buffer needed */
+    /* no momentum: no buffer needed */
+    rg_cpu_backend.sgd_step_many(1, &(rg_sgd_tensor){.n = N, .param = p, .grad = g, .h = plain});
     rg_adam_hparams ha = {.lr = 0.01f,
                           .beta1 = 0.9f,
                           .beta2 = 0.99f,
@@ -445,8 +447,9 @@ Test(tensor_kernels, multi_tensor_sgd_step_matches_one_step_per_tensor) {
     rg_cpu_backend.sgd_step_many(T, list);
     off = 0;
     for (int t = 0; t < T; t++) {
-        rg_cpu_backend.sgd_step(sizes[t], &list[t].h, p2 + off, g + off,
-                                list[t].momentum_buf ? b2 + off : NULL);
+        rg_sgd_tensor one = list[t]; /* the same tensor alone, on the copies */
+        one.param = p2 + off, one.momentum_buf = one.momentum_buf ? b2 + off : NULL;
+        rg_cpu_backend.sgd_step_many(1, &one);
         off += sizes[t];
     }
     for (int i = 0; i < off; i++) {

@@ -143,8 +143,10 @@ static void step(model *m, uint64_t *rng) {
     rg_tensor *params[] = {m->w1, m->b1, m->w2, m->scale};
     rg_sgd_hparams sgd = {.lr = 0.01f};
     for (int i = 0; i < 4; i++) {
-        rg_cpu_backend.sgd_step(params[i]->numel, &sgd, params[i]->data, params[i]->grad->data,
-                                NULL);
+        rg_cpu_backend.sgd_step_many(1, &(rg_sgd_tensor){.n = params[i]->numel,
+                                                         .param = params[i]->data,
+                                                         .grad = params[i]->grad->data,
+                                                         .h = sgd});
         rg_zero_grad(params[i]);
     }
 }
