@@ -35,13 +35,6 @@ static void sync_sum(const rg_bn_sync *sync, float *buf, int64_t n, rg_device de
              rg_last_error());
 }
 
-/* On the CPU the passes run a plane at a time with vectors along it, so on planes of fewer than
- * FOLD_MIN_PLANE floats (ResNet-50's last two stages at 64 px: 4x4 and 2x2) they would mask dy in
- * scalar code: one vectorised ReLU pass over the whole tensor first is faster there. (ResNet-50
- * at 64 px with the mask folded everywhere: the two BatchNorm passes 5.7% of the step's samples
- * against 3.0% and a 1.4% ReLU pass before.) */
-#define FOLD_MIN_PLANE 64
-
 static void batchnorm2d_backward(rg_node *nd) {
     rg_tensor *x = nd->in[0], *w = nd->in[1], *b = nd->in[2], *dy = nd->out->grad;
     const rg_backend *be = rg_backend_for(dy->device);
@@ -62,15 +55,7 @@ static void batchnorm2d_backward(rg_node *nd) {
         be->relu_backward(dy->numel, y, dy->data, beta, res->grad->data);
         if (beta == 0.0f) g = res->grad->data;
     }
-    if (nd->iattr[2] && g == dy->data) {
-        if (dy->device.type != RG_DEV_CPU || hw >= FOLD_MIN_PLANE) {
-            relu_y = y;
-        } else {
-            rg_tensor *dz = rg_tensor_empty_like(dy);
-            be->relu_backward(dy->numel, y, dy->data, 0.0f, dz->data);
-            g = dz->data;
-        }
-    }
+    if (nd->iattr[2] && g == dy->data) relu_y = y;
     if (!train && !dw && !db) { /* evaluation: dx needs no sums */
         float beta = rg_grad_begin(x);
         be->batchnorm_backward_data(n, c, hw, x->data, g, relu_y, mean, var, eps,

@@ -67,17 +67,19 @@ static void op_adam(bufs *x) {
     rg_cpu_backend.adam_step(N_PAR, &h, x->c, x->a, x->d, x->e);
 }
 /* BatchNorm in training mode at ResNet-20's sizes on 28x28 images, batch 128: stage 1 (16
- * channels of 28x28) and stage 3 (64 of 7x7). Forward is the statistics pass over x, the
- * per-channel finalisation and the normalising pass (x -> y); backward the pass for the two
- * gradient sums (x, dy) and the one that writes dx. The bytes counted are the least an
- * implementation that computes the statistics in one pass must move: forward reads x twice and
- * writes y (12 bytes an element), backward reads x and dy twice and writes dx (20 bytes); only a
- * tensor that stayed in cache between the two passes could do with less. */
+ * channels of 28x28) and stage 3 (64 of 7x7); and at ResNet-50's last two stages at 64 px, batch
+ * 32 (1024 channels of 4x4, 2048 of 2x2), which the CPU walks as rows of channels. Forward is the
+ * statistics pass over x, the per-channel finalisation and the normalising pass (x -> y); backward
+ * the pass for the two gradient sums (x, dy) and the one that writes dx. The bytes counted are the
+ * least an implementation that computes the statistics in one pass must move: forward reads x twice
+ * and writes y (12 bytes an element), backward reads x and dy twice and writes dx (20 bytes); only
+ * a tensor that stayed in cache between the two passes could do with less. */
 typedef struct {
     int64_t n, c, hw;
 } bn_size;
 static const bn_size BN_STAGE1 = {128, 16, 28 * 28}, BN_STAGE3 = {128, 64, 7 * 7};
-enum { BN_MAXC = 64 };
+static const bn_size BN_R50_4X4 = {32, 1024, 4 * 4}, BN_R50_2X2 = {32, 2048, 2 * 2};
+enum { BN_MAXC = 2048 };
 static struct {
     float stats[2 * BN_MAXC + 1], meanvar[2 * BN_MAXC + 1], sums[2 * BN_MAXC + 1];
     float rmean[BN_MAXC], rvar[BN_MAXC], weight[BN_MAXC], bias[BN_MAXC];
@@ -110,6 +112,18 @@ static void op_bn3_fwd(bufs *x) {
 static void op_bn3_bwd(bufs *x) {
     bn_backward(x, BN_STAGE3);
 }
+static void op_bn4x4_fwd(bufs *x) {
+    bn_forward(x, BN_R50_4X4);
+}
+static void op_bn4x4_bwd(bufs *x) {
+    bn_backward(x, BN_R50_4X4);
+}
+static void op_bn2x2_fwd(bufs *x) {
+    bn_forward(x, BN_R50_2X2);
+}
+static void op_bn2x2_bwd(bufs *x) {
+    bn_backward(x, BN_R50_2X2);
+}
 #define BN_NUMEL(s) ((double)(s).n * (double)(s).c * (double)(s).hw)
 
 static void op_sgd(bufs *x) {
@@ -141,6 +155,10 @@ void rgb_run_membw(const rgb_opts *o) {
         {"bn bwd 16x28x28", 20.0 * BN_NUMEL(BN_STAGE1), op_bn1_bwd},
         {"bn fwd 64x7x7", 12.0 * BN_NUMEL(BN_STAGE3), op_bn3_fwd},
         {"bn bwd 64x7x7", 20.0 * BN_NUMEL(BN_STAGE3), op_bn3_bwd},
+        {"bn fwd 1024x4x4", 12.0 * BN_NUMEL(BN_R50_4X4), op_bn4x4_fwd},
+        {"bn bwd 1024x4x4", 20.0 * BN_NUMEL(BN_R50_4X4), op_bn4x4_bwd},
+        {"bn fwd 2048x2x2", 12.0 * BN_NUMEL(BN_R50_2X2), op_bn2x2_fwd},
+        {"bn bwd 2048x2x2", 20.0 * BN_NUMEL(BN_R50_2X2), op_bn2x2_bwd},
     };
     for (int ch = 0; ch < BN_MAXC; ch++) bn.weight[ch] = 1.0f + 0.01f * (float)ch, bn.rvar[ch] = 1;
     bufs x = {.a = rgb_random(N_ACT, 1),

@@ -151,6 +151,84 @@ Test(tensor_batchnorm2d, fused_add_relu_is_relu_of_the_residual_add_bit_for_bit)
     fused_matches_unfused(true);
 }
 
+/* Training forward and backward against double-precision formulas on every kind of plane the
+ * CPU walks differently: planes under 32 floats go as rows of many channels (1x1, 2x2, 4x4, 5x6:
+ * several runs of channels, the last one partial), larger ones plane by plane (9x9); each with and
+ * without the fused ReLU, whose mask the passes apply themselves. The tensors are large enough
+ * for two threads to split them, and every result must be the same to the bit at one and two. */
+static void bn_against_doubles(int64_t n, int64_t c, int64_t h, int64_t w, bool relu, int threads,
+                               float *out[4]) {
+    int64_t hw = h * w;
+    rg_set_num_threads(threads);
+    rg_tensor *x = rgt_param(RG_SHAPE(n, c, h, w), -2, 3, 40);
+    rg_tensor *g = rgt_param(RG_SHAPE(c), 0.5, 2, 41), *b = rgt_param(RG_SHAPE(c), -1, 1, 42);
+    rg_tensor *r = rgt_uniform(RG_SHAPE(n, c, h, w), -1, 1, 43);
+    rg_scope_begin();
+    rg_tensor *y = relu ? rg_batch_norm2d_relu(x, g, b, NULL, NULL, NULL, true, 0.1f, 1e-5f, NULL)
+                        : rg_batch_norm2d(x, g, b, NULL, NULL, NULL, true, 0.1f, 1e-5f, NULL);
+    rg_backward(rg_sum(rg_mul(y, r)));
+    out[0] = rgt_copy_out(y), out[1] = rgt_copy_out(x->grad);
+    out[2] = rgt_copy_out(g->grad), out[3] = rgt_copy_out(b->grad);
+    rg_scope_end();
+    const float *xp = rg_tensor_f32(x), *gp = rg_tensor_f32(g), *bp = rg_tensor_f32(b);
+    const float *rp = rg_tensor_f32(r);
+    double cnt = (double)(n * hw);
+    for (int64_t ch = 0; ch < c; ch++) {
+        double s = 0, ss = 0, sdy = 0, sdyx = 0;
+#define AT(i, j) (((i)*c + ch) * hw + (j))
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < hw; j++) s += xp[AT(i, j)];
+        double mean = s / cnt;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < hw; j++) ss += (xp[AT(i, j)] - mean) * (xp[AT(i, j)] - mean);
+        double inv = 1.0 / sqrt(ss / cnt + 1e-5);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < hw; j++) {
+                double xhat = (xp[AT(i, j)] - mean) * inv, v = xhat * gp[ch] + bp[ch];
+                double want = relu && v < 0 ? 0 : v, dy = relu && v <= 0 ? 0 : rp[AT(i, j)];
+                cr_assert_float_eq(out[0][AT(i, j)], want, 2e-5, "y (%lld, %lld, %lld)",
+                                   (long long)i, (long long)ch, (long long)j);
+                sdy += dy, sdyx += dy * xhat;
+            }
+        cr_assert_float_eq(out[3][ch], sdy, 1e-4 * (1 + fabs(sdy)), "dbias %lld", (long long)ch);
+        cr_assert_float_eq(out[2][ch], sdyx, 1e-4 * (1 + fabs(sdyx)), "dweight %lld",
+                           (long long)ch);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < hw; j++) {
+                double xhat = (xp[AT(i, j)] - mean) * inv, v = xhat * gp[ch] + bp[ch];
+                double dy = relu && v <= 0 ? 0 : rp[AT(i, j)];
+                double dx = gp[ch] * inv * (dy - sdy / cnt - xhat * sdyx / cnt);
+                cr_assert_float_eq(out[1][AT(i, j)], dx, 1e-4 * (1 + fabs(dx)),
+                                   "dx (%lld, %lld, "
+                                   "%lld)",
+                                   (long long)i, (long long)ch, (long long)j);
+            }
+#undef AT
+    }
+    rgt_free_all(4, (rg_tensor *[]){x, g, b, r});
+    rg_set_num_threads(1);
+}
+
+Test(tensor_batchnorm2d, every_plane_size_matches_doubles_and_the_threads_agree) {
+    const int64_t shapes[][4] = {{40, 1000, 1, 1}, {8, 1100, 2, 2}, {8, 300, 4, 4},
+                                 {8, 150, 5, 6},   {3, 5, 5, 6},    {8, 60, 9, 9}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+        for (int relu = 0; relu < 2; relu++) {
+            const int64_t *sh = shapes[k];
+            int64_t numel = sh[0] * sh[1] * sh[2] * sh[3], len[4] = {numel, numel, sh[1], sh[1]};
+            float *one[4], *two[4];
+            bn_against_doubles(sh[0], sh[1], sh[2], sh[3], relu, 1, one);
+            bn_against_doubles(sh[0], sh[1], sh[2], sh[3], relu, 2, two);
+            for (int o = 0; o < 4; o++) {
+                cr_assert(memcmp(one[o], two[o], (size_t)len[o] * sizeof(float)) == 0,
+                          "%lldx%lldx%lldx%lld relu %d: result %d differs at 1 and 2 threads",
+                          (long long)sh[0], (long long)sh[1], (long long)sh[2], (long long)sh[3],
+                          relu, o);
+                free(one[o]), free(two[o]);
+            }
+        }
+}
+
 Test(tensor_batchnorm2d, a_residual_of_another_shape_is_misuse, .signal = SIGABRT) {
     rg_tensor *x = rgt_uniform(RG_SHAPE(2, 3, 4, 4), -1, 1, 1);
     rg_tensor *res = rgt_uniform(RG_SHAPE(2, 3, 4, 5), -1, 1, 2);
