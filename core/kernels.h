@@ -85,15 +85,17 @@ static RG_HOSTDEV float rg_k_relu_grad(float x, float dy) { return x <= 0.0f ? 0
 /* 1 / sqrt(var + eps) */
 static RG_HOSTDEV float rg_bn_invstd(float var, float eps) { return 1.0f / sqrtf(var + eps); }
 
-/* Channel c of a statistics buffer (2C+1: sum, sum of squares, count) into mean and biased
- * variance (meanvar has the same layout), and the running statistics' update with PyTorch's
- * momentum rule, which uses the unbiased variance: running = (1-m) running + m (mean | var n/(n-1)).
- * The difference of squares is taken in double; a negative rounding residue is clamped to 0. */
+/* Channel c of a statistics buffer (3C+1: sum and sum of squares about the shift K, count, K;
+ * see batchnorm_stats in tensor/backend_impl.h) into mean and biased variance (meanvar: 2C+1,
+ * mean, variance, count), and the running statistics' update with PyTorch's
+ * momentum rule, which uses the unbiased variance: running = (1-m) running + m (mean | var
+ * n/(n-1)). The difference of squares is taken in double; a negative rounding residue is clamped to
+ * 0. */
 static RG_HOSTDEV void rg_bn_finalize_channel(int64_t c, int64_t ch, float momentum,
                                               const float *stats, float *meanvar, float *rmean,
                                               float *rvar) {
-    double count = stats[2 * c], mean = stats[ch] / count;
-    double var = stats[c + ch] / count - mean * mean;
+    double count = stats[2 * c], d = stats[ch] / count, mean = stats[2 * c + 1 + ch] + d;
+    double var = stats[c + ch] / count - d * d; /* about the shift K: d = mean - K */
     var = var > 0.0 ? var : 0.0;
     meanvar[ch] = (float)mean, meanvar[c + ch] = (float)var;
     if (ch == 0) meanvar[2 * c] = (float)count;

@@ -157,11 +157,17 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
     X(void, maxpool2d_backward,                                                                    \
       (const rg_pool2d_shape *s, const float *dy, const int32_t *argmax, float beta, float *dx))   \
                                                                                                    \
-    /* ---- batch normalisation over x (N,C,HW), per channel; a statistics buffer is (2C+1):       \
-     * two per-channel sums and the element count, so that SyncBatchNorm sums it across ranks      \
-     * in one allreduce. mean, var (C); var biased; weight, bias (C) ---- */                       \
-    /* stats = (sum x, sum x^2, N*HW) */                                                           \
-    X(void, batchnorm_stats, (int64_t n, int64_t c, int64_t hw, const float *x, float *stats))     \
+    /* ---- batch normalisation over x (N,C,HW), per channel; a statistics buffer is (3C+1):       \
+     * two per-channel sums and the element count, which SyncBatchNorm sums across ranks in one    \
+     * allreduce (its first 2C+1 floats), then the shift of each channel's sums.                   \
+     * mean, var (C); var biased; weight, bias (C) ---- */                                         \
+    /* stats = (sum (x-K), sum (x-K)^2, N*HW, K): sums about a shift K per channel, K = shift[ch], \
+     * or where shift is NULL the channel's first value (image 0, pixel 0). Sums of x and x^2      \
+     * leave float nothing of the variance when a channel's mean is thousands of its standard      \
+     * deviations; about a value of the channel they keep it. Summing two ranks' buffers needs     \
+     * the same shift on both. */                                                                  \
+    X(void, batchnorm_stats,                                                                       \
+      (int64_t n, int64_t c, int64_t hw, const float *x, const float *shift, float *stats))        \
     /* meanvar (2C+1) = (mean, biased var, count) from stats; running_mean/var (may be NULL)       \
      * = (1-momentum)*running + momentum*(mean | unbiased var); *num_batches += 1 (may be NULL) */ \
     X(void, batchnorm_finalize,                                                                    \

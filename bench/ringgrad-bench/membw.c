@@ -81,13 +81,13 @@ static const bn_size BN_STAGE1 = {128, 16, 28 * 28}, BN_STAGE3 = {128, 64, 7 * 7
 static const bn_size BN_R50_4X4 = {32, 1024, 4 * 4}, BN_R50_2X2 = {32, 2048, 2 * 2};
 enum { BN_MAXC = 2048 };
 static struct {
-    float stats[2 * BN_MAXC + 1], meanvar[2 * BN_MAXC + 1], sums[2 * BN_MAXC + 1];
+    float stats[3 * BN_MAXC + 1], meanvar[2 * BN_MAXC + 1], sums[2 * BN_MAXC + 1];
     float rmean[BN_MAXC], rvar[BN_MAXC], weight[BN_MAXC], bias[BN_MAXC];
     int64_t batches;
 } bn;
 
 static void bn_forward(bufs *x, bn_size s) { /* x: a, y: b */
-    rg_cpu_backend.batchnorm_stats(s.n, s.c, s.hw, x->a, bn.stats);
+    rg_cpu_backend.batchnorm_stats(s.n, s.c, s.hw, x->a, NULL, bn.stats);
     rg_cpu_backend.batchnorm_finalize(s.c, 0.1f, bn.stats, bn.meanvar, bn.rmean, bn.rvar,
                                       &bn.batches);
     rg_cpu_backend.batchnorm_apply(s.n, s.c, s.hw, x->a, bn.meanvar, bn.meanvar + s.c, 1e-5f,

@@ -133,18 +133,33 @@ static void small_fold(int64_t cn, int64_t hw, float *acc, double *s) {
     memset(acc, 0, (size_t)(cn * hw) * sizeof(float));
 }
 
+/* batchnorm_stats on small planes; the shifts are already in stats[2C+1 ...]. */
 static void stats_small(int64_t n, int64_t c, int64_t hw, const float *x, float *stats) {
     int64_t block = planes_per_block(hw), cpr = small_run_channels(n, c, hw);
 #pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
     for (int64_t c0 = 0; c0 < c; c0 += cpr) {
         int64_t cn = c - c0 < cpr ? c - c0 : cpr, len = cn * hw;
-        float a1[SMALL_RUN] = {0}, a2[SMALL_RUN] = {0};
+        float a1[SMALL_RUN] = {0}, a2[SMALL_RUN] = {0}, kr[SMALL_RUN]; /* kr: the shifts, spread */
         double s[SMALL_RUN] = {0}, ss[SMALL_RUN] = {0};
-        for (int64_t i = 0; i < n; i++) {
-            const float *p = x + (i * c + c0) * hw; /* (cn, HW) */
-            for (int64_t j = 0; j < len; j++) a1[j] += p[j], a2[j] += p[j] * p[j];
-            if ((i + 1) % block == 0 || i + 1 == n)
-                small_fold(cn, hw, a1, s), small_fold(cn, hw, a2, ss);
+        for (int64_t k = 0; k < cn; k++)
+            for (int64_t j = 0; j < hw; j++) kr[k * hw + j] = stats[2 * c + 1 + c0 + k];
+        for (int64_t i0 = 0; i0 < n; i0 += block) { /* blocks of images, each then folded */
+            int64_t i1 = n - i0 < block ? n : i0 + block, i = i0;
+            for (; i + 1 < i1; i += 2) { /* two rows a pass over the accumulators */
+                const float *p = x + (i * c + c0) * hw, *q = p + c * hw; /* (cn, HW) each */
+                for (int64_t j = 0; j < len; j++) {
+                    float d = p[j] - kr[j], e = q[j] - kr[j];
+                    a1[j] += d + e, a2[j] += d * d + e * e;
+                }
+            }
+            if (i < i1) {
+                const float *p = x + (i * c + c0) * hw;
+                for (int64_t j = 0; j < len; j++) {
+                    float d = p[j] - kr[j];
+                    a1[j] += d, a2[j] += d * d;
+                }
+            }
+            small_fold(cn, hw, a1, s), small_fold(cn, hw, a2, ss);
         }
         for (int64_t k = 0; k < cn; k++)
             stats[c0 + k] = (float)s[k], stats[c + c0 + k] = (float)ss[k];
@@ -187,7 +202,10 @@ static void backward_reduce_small(int64_t n, int64_t c, int64_t hw, const float 
     }
 }
 
-void rg_cpu_batchnorm_stats(int64_t n, int64_t c, int64_t hw, const float *x, float *stats) {
+void rg_cpu_batchnorm_stats(int64_t n, int64_t c, int64_t hw, const float *x, const float *shift,
+                            float *stats) {
+    float *kc = stats + 2 * c + 1; /* each channel's shift K */
+    for (int64_t ch = 0; ch < c; ch++) kc[ch] = shift ? shift[ch] : x[ch * hw];
     if (hw < SMALL_HW) {
         stats_small(n, c, hw, x, stats);
         return;
@@ -201,8 +219,13 @@ void rg_cpu_batchnorm_stats(int64_t n, int64_t c, int64_t hw, const float *x, fl
         for (int64_t i = 0; i < n; i++) {
             for (int64_t k = 0; k < cn; k++) {
                 const float *p = x + (i * c + c0 + k) * hw; /* (HW) */
-                int64_t j = BN_PLANE_SUMS(BN_VEC(p + o_), hw, s1[k], s2[k], v, v * v);
-                for (; j < hw; j++) s[k] += p[j], ss[k] += (double)p[j] * p[j]; /* the tail */
+                float kk = kc[c0 + k];
+                bn_vec kv = (bn_vec){0} + kk;
+                int64_t j = BN_PLANE_SUMS(BN_VEC(p + o_) - kv, hw, s1[k], s2[k], v, v * v);
+                for (; j < hw; j++) { /* the tail */
+                    float d = p[j] - kk;
+                    s[k] += d, ss[k] += (double)d * d;
+                }
             }
             if ((i + 1) % block == 0 || i + 1 == n)
                 for (int64_t k = 0; k < cn; k++)

@@ -59,14 +59,17 @@ static int64_t chunks(int64_t hw) {
 /* ---- the reductions ------------------------------------------------------------------------ */
 
 /* part (2, C, S): over the chunks of channel blockIdx.x that block s = blockIdx.y takes,
- * statistics (BWD false): sum x and sum x^2; backward (BWD true): sum dy and sum dy*(x - mean) */
+ * statistics (BWD false): sum (x - K) and sum (x - K)^2, K = mean[ch] (the shift) or, where mean
+ * is NULL, x[0][ch][0], which block 0 writes to kout[ch]; backward (BWD true): sum dy and
+ * sum dy*(x - mean) */
 template <bool BWD>
 __global__ void bn_reduce_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, const float *x,
                                  const float *dy, const float *relu_y, const float *mean,
-                                 double *part) {
+                                 double *part, float *kout) {
     int64_t ch = blockIdx.x, s = blockIdx.y, nblk = gridDim.y, items = n * q;
     int lane = threadIdx.x & 31;
-    float mu = BWD ? mean[ch] : 0.0f;
+    float mu = mean ? mean[ch] : x[ch * hw]; /* BWD: the mean; statistics: the shift K */
+    if (!BWD && s == 0 && threadIdx.x == 0) kout[ch] = mu;
     double a = 0.0, b = 0.0;
     for (int64_t t = s * BN_WARPS + (threadIdx.x >> 5); t < items; t += nblk * BN_WARPS) {
         int64_t p = q == 1 ? t : bn_div(t, q), j0 = (t - p * q) * BN_CHUNK + lane;
@@ -75,7 +78,7 @@ __global__ void bn_reduce_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, co
 #pragma unroll
         for (int k = 0; k < BN_VEC; k++) { /* all loads first, so they are in flight together */
             int64_t j = j0 + k * 32;
-            v[k] = j < hw ? x[at + j] : 0.0f;
+            v[k] = j < hw ? x[at + j] - (BWD ? 0.0f : mu) : 0.0f; /* statistics: about K */
             if (BWD) g[k] = j < hw ? dy[at + j] : 0.0f;
             if (BWD && relu_y && j < hw) g[k] = rg_k_relu_grad(relu_y[at + j], g[k]);
         }
@@ -118,7 +121,7 @@ __global__ void bn_combine_kernel(int64_t c, int64_t nblk, int64_t m, const doub
 /* The two launches of one reduction; dy, relu_y and mean are NULL for the statistics. */
 static void bn_reduce(int64_t n, int64_t c, int64_t hw, const float *x, const float *dy,
                       const float *relu_y, const float *mean, const float *var, float eps,
-                      float *out, bn_param_grads g) {
+                      float *out, float *kout, bn_param_grads g) {
     rg_cuda_ctx *ctx = rg_cuda_ctx_current();
     cudaStream_t st = rg_cuda_compute(ctx);
     int64_t q = chunks(hw), items = n * q;
@@ -129,9 +132,11 @@ static void bn_reduce(int64_t n, int64_t c, int64_t hw, const float *x, const fl
     dim3 grid((unsigned)c, (unsigned)nblk);
     bool bwd = dy != NULL;
     if (bwd)
-        bn_reduce_kernel<true><<<grid, BN_BLOCK, 0, st>>>(n, c, hw, q, x, dy, relu_y, mean, part);
+        bn_reduce_kernel<true>
+            <<<grid, BN_BLOCK, 0, st>>>(n, c, hw, q, x, dy, relu_y, mean, part, NULL);
     else
-        bn_reduce_kernel<false><<<grid, BN_BLOCK, 0, st>>>(n, c, hw, q, x, dy, NULL, mean, part);
+        bn_reduce_kernel<false>
+            <<<grid, BN_BLOCK, 0, st>>>(n, c, hw, q, x, dy, NULL, mean, part, kout);
     RG_CUDA_CHECK_LAUNCH();
     bn_combine_kernel<<<rg_cuda_grid(ctx, c), RG_CUDA_BLOCK, 0, st>>>(
         c, nblk, n * hw, part, bwd ? var : NULL, eps, out, g);
@@ -139,10 +144,11 @@ static void bn_reduce(int64_t n, int64_t c, int64_t hw, const float *x, const fl
     rg_cuda_scratch_free(ctx, part);
 }
 
-/* stats (2C+1) = (sum x, sum x^2, N*HW) per channel */
-void rg_cuda_batchnorm_stats(int64_t n, int64_t c, int64_t hw, const float *x, float *stats) {
+/* stats (3C+1) = (sum (x-K), sum (x-K)^2, N*HW, K) per channel, K = shift[ch] or x[0][ch][0] */
+void rg_cuda_batchnorm_stats(int64_t n, int64_t c, int64_t hw, const float *x, const float *shift,
+                             float *stats) {
     if (c <= 0) return;
-    bn_reduce(n, c, hw, x, NULL, NULL, NULL, NULL, 0.0f, stats,
+    bn_reduce(n, c, hw, x, NULL, NULL, shift, NULL, 0.0f, stats, stats + 2 * c + 1,
               bn_param_grads{0.0f, 0.0f, NULL, NULL});
 }
 
@@ -168,7 +174,7 @@ void rg_cuda_batchnorm_backward_reduce(int64_t n, int64_t c, int64_t hw, const f
                                        const float *var, float eps, float *sums, float beta_w,
                                        float *dweight, float beta_b, float *dbias) {
     if (c <= 0) return;
-    bn_reduce(n, c, hw, x, dy, relu_y, mean, var, eps, sums,
+    bn_reduce(n, c, hw, x, dy, relu_y, mean, var, eps, sums, NULL,
               bn_param_grads{beta_w, beta_b, dweight, dbias});
 }
 

@@ -362,6 +362,39 @@ Test(cuda_ops, batch_norm_and_global_avg_pool_match_the_cpu) {
     }
 }
 
+/* Channels whose mean is 10^4 times their spread: the statistics about each channel's first value
+ * (batchnorm_stats) keep the variance on both sides, where sums of x and x^2 lost it. */
+Test(cuda_ops, batch_norm_of_channels_far_from_zero_matches_the_cpu) {
+    RGT_REQUIRE_CUDA();
+    const int64_t planes[2] = {2, 10};
+    for (int t = 0; t < 2; t++) {
+        int64_t p = planes[t], hw = p * p;
+        rg_tensor *x = rgt_uniform(RG_SHAPE(8, 3, p, p), -1.7320508, 1.7320508, 190 + t);
+        float *xp = rg_tensor_f32(x);
+        for (int64_t i = 0; i < x->numel; i++) xp[i] += (i / hw) % 3 == 1 ? 1e4f : 0.0f;
+        rg_tensor *cpu[2] = {rgt_uniform(RG_SHAPE(3), 0, 0, 191),
+                             rgt_uniform(RG_SHAPE(3), 1, 1, 192)};
+        rg_tensor *gpu[2] = {copy_to(cpu[0], RG_CUDA_DEVICE(0)),
+                             copy_to(cpu[1], RG_CUDA_DEVICE(0))};
+        float *y[2];
+        for (int side = 0; side < 2; side++) {
+            rg_tensor **st = side ? gpu : cpu;
+            rg_scope_begin();
+            rg_tensor *xd = rg_tensor_to(x, st[0]->device);
+            y[side] = to_host(
+                rg_batch_norm2d(xd, NULL, NULL, st[0], st[1], NULL, true, 1.0f, 1e-5f, NULL));
+            rg_scope_end();
+        }
+        rgt_assert_close(y[1], y[0], x->numel, 1e-3, 1e-3, "y");
+        float *want = to_host(cpu[1]), *got = to_host(gpu[1]);
+        for (int ch = 0; ch < 3; ch++)
+            cr_assert(fabsf(want[ch] - 1.0f) < 0.05f, "CPU running_var %g", (double)want[ch]);
+        rgt_assert_close(got, want, 3, 1e-5, 1e-4, "running_var");
+        free(want), free(got), free(y[0]), free(y[1]);
+        rgt_free_all(2, cpu), rgt_free_all(2, gpu), rg_tensor_free(x);
+    }
+}
+
 Test(cuda_ops, batch_norm_running_statistics_match_the_cpu) {
     RGT_REQUIRE_CUDA();
     rg_tensor *x = rgt_uniform(RG_SHAPE(4, 8, 5, 5), -2, 3, 180);

@@ -178,8 +178,9 @@ Test(layers_batchnorm, sync_hook_sums_statistics_once_each_way) {
 }
 
 /* SyncBatchNorm's arithmetic, two emulated ranks: the images of a batch dealt out as the sampler
- * does (even to rank 0, odd to rank 1), each rank's statistics and gradient sums added as the
- * allreduce would, must give the full batch's output and input gradient. */
+ * does (even to rank 0, odd to rank 1), each rank's statistics (about a shift both share) and
+ * gradient sums added as the allreduce would, must give the full batch's output and input
+ * gradient (whose statistics are about each channel's first value). */
 Test(layers_batchnorm, two_ranks_summing_statistics_equal_one_batch) {
     const rg_backend *be = &rg_cpu_backend;
     enum { N = 8, CH = 5, HW = 36, PLANE = CH * HW };
@@ -187,23 +188,28 @@ Test(layers_batchnorm, two_ranks_summing_statistics_equal_one_batch) {
     rg_tensor *dy = rgt_uniform(RG_SHAPE(N, CH, 6, 6), -1, 1, 41);
     rg_tensor *w = rgt_uniform(RG_SHAPE(CH), 0.5, 2, 42), *b = rgt_uniform(RG_SHAPE(CH), -1, 1, 43);
     const float *xp = x->data, *dyp = dy->data, *wp = w->data, *bp = b->data;
-    static float st[2 * CH + 1], mv[2 * CH + 1], sums[2 * CH + 1], y[N * PLANE], dx[N * PLANE];
-    be->batchnorm_stats(N, CH, HW, xp, st);
+    static float st[3 * CH + 1], mv[2 * CH + 1], sums[2 * CH + 1], y[N * PLANE], dx[N * PLANE];
+    be->batchnorm_stats(N, CH, HW, xp, NULL, st);
     be->batchnorm_finalize(CH, 0.1f, st, mv, NULL, NULL, NULL);
     be->batchnorm_apply(N, CH, HW, xp, mv, mv + CH, 1e-5f, wp, bp, NULL, false, y);
     be->batchnorm_backward_reduce(N, CH, HW, xp, dyp, NULL, mv, mv + CH, 1e-5f, sums, 0, NULL, 0,
                                   NULL);
     be->batchnorm_backward_data(N, CH, HW, xp, dyp, NULL, mv, mv + CH, 1e-5f, wp, sums, 0.0f, dx);
 
-    static float rx[2][N / 2 * PLANE], rdy[2][N / 2 * PLANE], rst[2][2 * CH + 1],
+    static float rx[2][N / 2 * PLANE], rdy[2][N / 2 * PLANE], rst[2][3 * CH + 1],
         rsum[2][2 * CH + 1], ry[2][N / 2 * PLANE], rdx[2][N / 2 * PLANE];
     for (int i = 0; i < N; i++) {
         memcpy(rx[i % 2] + i / 2 * PLANE, xp + i * PLANE, sizeof(float) * PLANE);
         memcpy(rdy[i % 2] + i / 2 * PLANE, dyp + i * PLANE, sizeof(float) * PLANE);
     }
-    float gst[2 * CH + 1], gmv[2 * CH + 1], gsum[2 * CH + 1];
-    for (int r = 0; r < 2; r++) be->batchnorm_stats(N / 2, CH, HW, rx[r], rst[r]);
+    float gst[3 * CH + 1], gmv[2 * CH + 1], gsum[2 * CH + 1], shift[CH];
+    for (int k = 0; k < CH; k++) shift[k] = 0.25f * (float)k; /* any, as long as both share it */
+    for (int r = 0; r < 2; r++) be->batchnorm_stats(N / 2, CH, HW, rx[r], shift, rst[r]);
     for (int k = 0; k < 2 * CH + 1; k++) gst[k] = rst[0][k] + rst[1][k]; /* the allreduce */
+    for (int k = 0; k < CH; k++) { /* the shift each rank used rides along, not summed */
+        cr_assert_eq(rst[0][2 * CH + 1 + k], shift[k]);
+        gst[2 * CH + 1 + k] = rst[0][2 * CH + 1 + k];
+    }
     be->batchnorm_finalize(CH, 0.1f, gst, gmv, NULL, NULL, NULL);
     for (int r = 0; r < 2; r++) {
         be->batchnorm_apply(N / 2, CH, HW, rx[r], gmv, gmv + CH, 1e-5f, wp, bp, NULL, false, ry[r]);

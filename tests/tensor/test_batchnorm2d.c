@@ -229,6 +229,48 @@ Test(tensor_batchnorm2d, every_plane_size_matches_doubles_and_the_threads_agree)
         }
 }
 
+/* Channels whose mean is 10^3 and 10^4 times their spread (an uncentred input, as raw sensor
+ * values): sums of x and x^2 kept nothing of the variance in float (the running variance came out
+ * 3.3 times too large at 10^4); the statistics about each channel's first value keep it. Small
+ * planes (2x2) and large ones (10x10). */
+Test(tensor_batchnorm2d, channels_far_from_zero_keep_their_variance) {
+    const int64_t hws[2][2] = {{2, 2}, {10, 10}};
+    for (int t = 0; t < 2; t++) {
+        int64_t n = 16, c = 3, h = hws[t][0], w = hws[t][1], hw = h * w;
+        rg_tensor *x = rgt_uniform(RG_SHAPE(n, c, h, w), -1.7320508, 1.7320508, 50); /* var ~1 */
+        float *xp = rg_tensor_f32(x);
+        const double offset[3] = {0.0, 1e3, 1e4};
+        for (int64_t i = 0; i < n * c * hw; i++) xp[i] += (float)offset[(i / hw) % c];
+        rg_tensor *rm = rgt_uniform(RG_SHAPE(c), 0, 0, 51),
+                  *rv = rgt_uniform(RG_SHAPE(c), 1, 1, 52);
+        rg_scope_begin();
+        rg_tensor *y = rg_batch_norm2d(x, NULL, NULL, rm, rv, NULL, true, 1.0f, 1e-5f, NULL);
+        for (int64_t ch = 0; ch < c; ch++) {
+            double s = 0, ss = 0, ys = 0, yss = 0, cnt = (double)(n * hw);
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < hw; j++) s += xp[(i * c + ch) * hw + j];
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < hw; j++) {
+                    double d = xp[(i * c + ch) * hw + j] - s / cnt,
+                           v = rg_tensor_f32(y)[(i * c + ch) * hw + j];
+                    ss += d * d, ys += v, yss += v * v;
+                }
+            double unbiased = ss / (cnt - 1);
+            cr_assert_float_eq(rg_tensor_f32(rm)[ch], s / cnt, 1e-7 * (1 + fabs(s / cnt)),
+                               "%lldx%lld channel %lld: mean", (long long)h, (long long)w,
+                               (long long)ch);
+            cr_assert_float_eq(rg_tensor_f32(rv)[ch], unbiased, 1e-4 * unbiased,
+                               "%lldx%lld channel %lld (offset %g): running_var %g, want %g",
+                               (long long)h, (long long)w, (long long)ch, offset[ch],
+                               (double)rg_tensor_f32(rv)[ch], unbiased);
+            cr_assert_float_eq(yss / cnt - (ys / cnt) * (ys / cnt), 1.0, 2e-3,
+                               "channel %lld: y's variance", (long long)ch);
+        }
+        rg_scope_end();
+        rgt_free_all(3, (rg_tensor *[]){x, rm, rv});
+    }
+}
+
 Test(tensor_batchnorm2d, a_residual_of_another_shape_is_misuse, .signal = SIGABRT) {
     rg_tensor *x = rgt_uniform(RG_SHAPE(2, 3, 4, 4), -1, 1, 1);
     rg_tensor *res = rgt_uniform(RG_SHAPE(2, 3, 4, 5), -1, 1, 2);
