@@ -87,10 +87,9 @@ static RG_HOSTDEV float rg_bn_invstd(float var, float eps) { return 1.0f / sqrtf
 
 /* Channel c of a statistics buffer (3C+1: sum and sum of squares about the shift K, count, K;
  * see batchnorm_stats in tensor/backend_impl.h) into mean and biased variance (meanvar: 2C+1,
- * mean, variance, count), and the running statistics' update with PyTorch's
- * momentum rule, which uses the unbiased variance: running = (1-m) running + m (mean | var
- * n/(n-1)). The difference of squares is taken in double; a negative rounding residue is clamped to
- * 0. */
+ * mean, variance, count), and the running statistics' update with PyTorch's momentum rule, which
+ * uses the unbiased variance: running = (1-m) running + m (mean | var n/(n-1)). The difference of
+ * squares is taken in double; a negative rounding residue is clamped to 0. */
 static RG_HOSTDEV void rg_bn_finalize_channel(int64_t c, int64_t ch, float momentum,
                                               const float *stats, float *meanvar, float *rmean,
                                               float *rvar) {
