@@ -204,7 +204,8 @@ static void backward_reduce_small(int64_t n, int64_t c, int64_t hw, const float 
 void rg_cpu_batchnorm_stats(int64_t n, int64_t c, int64_t hw, const float *x, const float *shift,
                             float *stats) {
     float *kc = stats + 2 * c + 1; /* each channel's shift K */
-    for (int64_t ch = 0; ch < c; ch++) kc[ch] = shift ? shift[ch] : x[ch * hw];
+    for (int64_t ch = 0; ch < c; ch++) /* an empty batch has no first value: 0 */
+        kc[ch] = shift ? shift[ch] : n > 0 && hw > 0 ? x[ch * hw] : 0.0f;
     if (hw < SMALL_HW) {
         stats_small(n, c, hw, x, stats);
         return;

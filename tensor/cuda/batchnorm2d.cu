@@ -68,7 +68,8 @@ __global__ void bn_reduce_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, co
                                  double *part, float *kout) {
     int64_t ch = blockIdx.x, s = blockIdx.y, nblk = gridDim.y, items = n * q;
     int lane = threadIdx.x & 31;
-    float mu = mean ? mean[ch] : x[ch * hw]; /* BWD: the mean; statistics: the shift K */
+    /* BWD: the mean; statistics: the shift K (0 for an empty batch, which has no first value) */
+    float mu = mean ? mean[ch] : n > 0 && hw > 0 ? x[ch * hw] : 0.0f;
     if (!BWD && s == 0 && threadIdx.x == 0) kout[ch] = mu;
     double a = 0.0, b = 0.0;
     for (int64_t t = s * BN_WARPS + (threadIdx.x >> 5); t < items; t += nblk * BN_WARPS) {
@@ -118,7 +119,8 @@ __global__ void bn_combine_kernel(int64_t c, int64_t nblk, int64_t m, const doub
     }
 }
 
-/* The two launches of one reduction; dy, relu_y and mean are NULL for the statistics. */
+/* The two launches of one reduction; dy and relu_y are NULL for the statistics, whose shift is
+ * mean (NULL: each channel's first value) and is written to kout. */
 static void bn_reduce(int64_t n, int64_t c, int64_t hw, const float *x, const float *dy,
                       const float *relu_y, const float *mean, const float *var, float eps,
                       float *out, float *kout, bn_param_grads g) {

@@ -385,7 +385,8 @@ Test(cuda_ops, batch_norm_of_channels_far_from_zero_matches_the_cpu) {
                 rg_batch_norm2d(xd, NULL, NULL, st[0], st[1], NULL, true, 1.0f, 1e-5f, NULL));
             rg_scope_end();
         }
-        rgt_assert_close(y[1], y[0], x->numel, 1e-3, 1e-3, "y");
+        /* x near 10^4 is a float to 0.001, so y to about that */
+        rgt_assert_close(y[1], y[0], x->numel, 4e-3, 1e-3, "y");
         float *want = to_host(cpu[1]), *got = to_host(gpu[1]);
         for (int ch = 0; ch < 3; ch++)
             cr_assert(fabsf(want[ch] - 1.0f) < 0.05f, "CPU running_var %g", (double)want[ch]);
