@@ -101,6 +101,30 @@ static int64_t reduce_chunk(int64_t n, int64_t c, int64_t hw) {
 /* Enough work per channel group to wake the threads. */
 #define BN_PAR(n, c, hw) if ((n) * (c) * (hw) > RG_CPU_PAR_MIN && (c) > 1)
 
+/* Channel ch's normalisation as y = a x + b: a = weight * invstd, b = bias - mean * a. */
+typedef struct {
+    float a, b;
+} bn_affine;
+
+static inline bn_affine affine_of(int64_t ch, const float *mean, const float *var, float eps,
+                                  const float *weight, const float *bias) {
+    float a = (weight ? weight[ch] : 1.0f) * rg_bn_invstd(var[ch], eps);
+    return (bn_affine){a, (bias ? bias[ch] : 0.0f) - mean[ch] * a};
+}
+
+/* Channel ch's coefficients of rg_bn_dx: the mean and invstd that make xhat, weight * invstd,
+ * and the two batch means of the gradient sums (0 without sums: evaluation). */
+typedef struct {
+    float m, inv, w_inv, mdy, mdyx;
+} bn_dx_coef;
+
+static inline bn_dx_coef dx_coef_of(int64_t c, int64_t ch, const float *mean, const float *var,
+                                    float eps, const float *weight, const float *sums) {
+    float count = sums ? sums[2 * c] : 1.0f, inv = rg_bn_invstd(var[ch], eps);
+    return (bn_dx_coef){mean[ch], inv, (weight ? weight[ch] : 1.0f) * inv,
+                        sums ? sums[ch] / count : 0.0f, sums ? sums[c + ch] / count : 0.0f};
+}
+
 /* ---- small planes ----
  *
  * Below SMALL_HW floats a plane (ResNet's last stages at 64 px: 4x4 and 2x2 planes of 512-2048
@@ -260,10 +284,8 @@ static void apply_small(int64_t n, int64_t c, int64_t hw, const float *x, const 
                 int64_t c0 = r * cpr, cn = c - c0 < cpr ? c - c0 : cpr, len = cn * hw;
                 if (r != have) {
                     for (int64_t k = 0; k < cn; k++) {
-                        int64_t ch = c0 + k;
-                        float ak = (weight ? weight[ch] : 1.0f) * rg_bn_invstd(var[ch], eps);
-                        float bk = (bias ? bias[ch] : 0.0f) - mean[ch] * ak;
-                        for (int64_t j = 0; j < hw; j++) a[k * hw + j] = ak, b[k * hw + j] = bk;
+                        bn_affine ab = affine_of(c0 + k, mean, var, eps, weight, bias);
+                        for (int64_t j = 0; j < hw; j++) a[k * hw + j] = ab.a, b[k * hw + j] = ab.b;
                     }
                     have = r;
                 }
@@ -294,18 +316,14 @@ void rg_cpu_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, co
     }
     for (int64_t c0 = 0; c0 < c; c0 += BN_CHUNK) {
         int64_t cn = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
-        float a[BN_CHUNK], b[BN_CHUNK]; /* y = a x + b */
-        for (int64_t k = 0; k < cn; k++) {
-            int64_t ch = c0 + k;
-            a[k] = (weight ? weight[ch] : 1.0f) * rg_bn_invstd(var[ch], eps);
-            b[k] = (bias ? bias[ch] : 0.0f) - mean[ch] * a[k];
-        }
+        bn_affine ab[BN_CHUNK];
+        for (int64_t k = 0; k < cn; k++) ab[k] = affine_of(c0 + k, mean, var, eps, weight, bias);
 #pragma omp parallel for collapse(2) BN_PAR(n, cn, hw) schedule(static)
         for (int64_t i = 0; i < n; i++)
             for (int64_t k = 0; k < cn; k++) {
                 int64_t at = (i * c + c0 + k) * hw;
                 const float *p = x + at, *r = residual ? residual + at : NULL;
-                float *q = y + at, ak = a[k], bk = b[k];
+                float *q = y + at, ak = ab[k].a, bk = ab[k].b;
                 if (r) /* a fused residual add and ReLU (rg_batch_norm2d_add_relu) */
                     for (int64_t j = 0; j < hw; j++) {
                         float v = (ak * p[j] + bk) + r[j];
@@ -411,17 +429,12 @@ static void backward_data_small(int64_t n, int64_t c, int64_t hw, const float *x
             for (int64_t i = 0; i < n; i++) {
                 int64_t c0 = r * cpr, cn = c - c0 < cpr ? c - c0 : cpr, len = cn * hw;
                 if (r != have) {
-                    float count = sums ? sums[2 * c] : 1.0f;
                     for (int64_t kk = 0; kk < cn; kk++) {
-                        int64_t ch = c0 + kk;
-                        float inv = rg_bn_invstd(var[ch], eps);
-                        float w_inv = (weight ? weight[ch] : 1.0f) * inv;
-                        float mdy = sums ? sums[ch] / count : 0.0f;
-                        float mdyx = sums ? sums[c + ch] / count : 0.0f;
+                        bn_dx_coef co = dx_coef_of(c, c0 + kk, mean, var, eps, weight, sums);
                         for (int64_t j = 0; j < hw; j++) {
                             int64_t e = kk * hw + j;
-                            k->m[e] = mean[ch], k->inv[e] = inv, k->w_inv[e] = w_inv;
-                            k->mdy[e] = mdy, k->mdyx[e] = mdyx;
+                            k->m[e] = co.m, k->inv[e] = co.inv, k->w_inv[e] = co.w_inv;
+                            k->mdy[e] = co.mdy, k->mdyx[e] = co.mdyx;
                         }
                     }
                     have = r;
@@ -451,22 +464,16 @@ void rg_cpu_batchnorm_backward_data(int64_t n, int64_t c, int64_t hw, const floa
     }
     for (int64_t c0 = 0; c0 < c; c0 += BN_CHUNK) {
         int64_t cn = c - c0 < BN_CHUNK ? c - c0 : BN_CHUNK;
-        float m[BN_CHUNK], inv[BN_CHUNK], w_inv[BN_CHUNK], mdy[BN_CHUNK], mdyx[BN_CHUNK];
-        for (int64_t k = 0; k < cn; k++) {
-            int64_t ch = c0 + k;
-            float count = sums ? sums[2 * c] : 1.0f;
-            m[k] = mean[ch], inv[k] = rg_bn_invstd(var[ch], eps);
-            w_inv[k] = (weight ? weight[ch] : 1.0f) * inv[k];
-            mdy[k] = sums ? sums[ch] / count : 0.0f;
-            mdyx[k] = sums ? sums[c + ch] / count : 0.0f;
-        }
+        bn_dx_coef co[BN_CHUNK];
+        for (int64_t k = 0; k < cn; k++)
+            co[k] = dx_coef_of(c, c0 + k, mean, var, eps, weight, sums);
 #pragma omp parallel for collapse(2) BN_PAR(n, cn, hw) schedule(static)
         for (int64_t i = 0; i < n; i++)
             for (int64_t k = 0; k < cn; k++) {
                 int64_t at = (i * c + c0 + k) * hw;
                 const float *p = x + at, *g = dy + at;
                 float *d = dx + at;
-                float mk = m[k], ik = inv[k], wk = w_inv[k], a = mdy[k], b = mdyx[k];
+                float mk = co[k].m, ik = co[k].inv, wk = co[k].w_inv, a = co[k].mdy, b = co[k].mdyx;
                 if (relu_y && beta == 0.0f)
                     dx_plane(hw, p, g, relu_y + at, mk, ik, wk, a, b, 0.0f, d);
                 else if (relu_y)
