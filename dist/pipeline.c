@@ -214,9 +214,9 @@ typedef struct {
 } mb_state;
 
 /* The M forwards; the last stage's loss and correct count go into *res. */
-RG_NODISCARD static rg_status forwards(rg_pipeline *p, rg_tensor *x, rg_tensor *y, rg_mode mode,
-                                       mb_state *mb, double *loss, int64_t *correct) {
-    int64_t B = x->shape[0], M = p->micro_batches, lo = 0;
+RG_NODISCARD static rg_status forwards(rg_pipeline *p, int M, rg_tensor *x, rg_tensor *y,
+                                       rg_mode mode, mb_state *mb, double *loss, int64_t *correct) {
+    int64_t B = x->shape[0], lo = 0;
     bool last = p->stage == p->stages - 1, train = mode == RG_TRAIN;
     for (int i = 0; i < M; i++) {
         int64_t b = B / M + (i < B % M);
@@ -247,9 +247,9 @@ RG_NODISCARD static rg_status forwards(rg_pipeline *p, rg_tensor *x, rg_tensor *
 }
 
 /* The M backwards, last micro-batch first (GPipe's order: the last forward is the freshest). */
-RG_NODISCARD static rg_status backwards(rg_pipeline *p, mb_state *mb) {
+RG_NODISCARD static rg_status backwards(rg_pipeline *p, int M, mb_state *mb) {
     bool last = p->stage == p->stages - 1;
-    for (int i = p->micro_batches - 1; i >= 0; i--) {
+    for (int i = M - 1; i >= 0; i--) {
         if (last) {
             int64_t t0 = rg_trace_now();
             rg_backward(mb[i].out);
@@ -274,17 +274,20 @@ rg_status rg_pipeline_step(rg_pipeline *p, rg_tensor *x, rg_tensor *y, rg_mode m
                            rg_pipeline_result *out) {
     RG_CHECK(x && y && x->device.type == RG_DEV_CPU && y->device.type == RG_DEV_CPU,
              "rg_pipeline_step: x and y must be host tensors");
-    RG_CHECK(x->shape[0] == y->shape[0] && x->shape[0] >= p->micro_batches,
-             "rg_pipeline_step: batch of %lld images, %lld labels, %d micro-batches",
-             (long long)x->shape[0], (long long)y->shape[0], p->micro_batches);
-    mb_state *mb = calloc((size_t)p->micro_batches, sizeof *mb);
+    RG_CHECK(x->ndim >= 1 && y->ndim == 1 && x->shape[0] == y->shape[0] && x->shape[0] >= 1,
+             "rg_pipeline_step: batch of %lld images and %lld labels",
+             x->ndim ? (long long)x->shape[0] : 0LL, y->ndim ? (long long)y->shape[0] : 0LL);
+    /* A batch of fewer images than micro-batches (an epoch's last) runs as one-image
+     * micro-batches; every stage sees the same B, so they agree on M. */
+    int M = x->shape[0] < p->micro_batches ? (int)x->shape[0] : p->micro_batches;
+    mb_state *mb = calloc((size_t)M, sizeof *mb);
     if (!mb) return rg_error(RG_ENOMEM, "pipeline: out of memory");
     double loss = 0;
     int64_t correct = 0;
     if (mode != RG_TRAIN) rg_no_grad_begin();
-    rg_status st = forwards(p, x, y, mode, mb, &loss, &correct);
+    rg_status st = forwards(p, M, x, y, mode, mb, &loss, &correct);
     if (mode != RG_TRAIN) rg_no_grad_end();
-    if (st == RG_OK && mode == RG_TRAIN) st = backwards(p, mb);
+    if (st == RG_OK && mode == RG_TRAIN) st = backwards(p, M, mb);
     free(mb);
     /* the last stage tells the others what it measured */
     int64_t r[2] = {(int64_t)(loss * 1e9), correct}; /* the loss in nano-units: one message */

@@ -13,6 +13,7 @@ struct rg_model {
     rg_layer *root;
     rg_named_stream *streams; /* one per Dropout, in forward order */
     int n_streams;
+    int64_t bn_plane; /* rg_model_bn_plane */
 };
 
 static void collect_stream(rg_layer *l, void *ctx) {
@@ -79,16 +80,24 @@ uint64_t rg_model_seed(const rg_model *m) {
 rg_layer *rg_model_root(rg_model *m) {
     return m->root;
 }
+int64_t rg_model_bn_plane(const rg_model *m) {
+    return m->bn_plane;
+}
 
 /* ---- the registry behind --model ---- */
 
 static const struct {
     const char *name;
     rg_zoo_build_fn build;
+    rg_zoo_bn_plane_fn bn_plane; /* NULL: no BatchNorm2d */
 } known_models[] = {
-    {"cnn", rg_zoo_cnn},           {"mlp", rg_zoo_mlp},           {"resnet18", rg_zoo_resnet18},
-    {"resnet34", rg_zoo_resnet34}, {"resnet50", rg_zoo_resnet50}, {"resnet20", rg_zoo_resnet20},
-    {"resnet56", rg_zoo_resnet56},
+    {"cnn", rg_zoo_cnn, NULL},
+    {"mlp", rg_zoo_mlp, NULL},
+    {"resnet18", rg_zoo_resnet18, rg_zoo_resnet_bn_plane},
+    {"resnet34", rg_zoo_resnet34, rg_zoo_resnet_bn_plane},
+    {"resnet50", rg_zoo_resnet50, rg_zoo_resnet_bn_plane},
+    {"resnet20", rg_zoo_resnet20, rg_zoo_resnet_cifar_bn_plane},
+    {"resnet56", rg_zoo_resnet56, rg_zoo_resnet_cifar_bn_plane},
 };
 enum { NUM_KNOWN = sizeof known_models / sizeof known_models[0] };
 
@@ -112,6 +121,7 @@ rg_status rg_model_new_for(const char *name, uint64_t seed, const rg_model_spec 
         rg_layer *root = NULL;
         RG_TRY(known_models[i].build(&s, seed, &root));
         *out = rg_model_new(name, root, seed);
+        if (known_models[i].bn_plane) (*out)->bn_plane = known_models[i].bn_plane(&s);
         return RG_OK;
     }
     char known[256] = "";

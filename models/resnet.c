@@ -169,3 +169,20 @@ rg_status rg_zoo_resnet56(const rg_model_spec *s, uint64_t seed, rg_layer **out)
     *out = resnet_cifar(s, 9, seed);
     return RG_OK;
 }
+
+/* Every stride-2 layer of these ResNets (the 7x7 stem, the max-pool, a stage's first 3x3 conv
+ * and its 1x1 downsample, all padded as torchvision pads them) maps x pixels to ceil(x / 2); the
+ * last stage's planes are the smallest. */
+static int64_t halved(int64_t x, int times) {
+    while (times-- > 0) x = (x + 1) / 2;
+    return x;
+}
+
+int64_t rg_zoo_resnet_bn_plane(const rg_model_spec *s) {
+    int t = s->small_input ? 3 : 5; /* (stem, max-pool,) layer2, layer3, layer4 */
+    return halved(s->height, t) * halved(s->width, t);
+}
+
+int64_t rg_zoo_resnet_cifar_bn_plane(const rg_model_spec *s) {
+    return halved(s->height, 2) * halved(s->width, 2); /* layer2, layer3 */
+}

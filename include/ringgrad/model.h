@@ -96,6 +96,13 @@ RG_API const char *rg_model_name(const rg_model *m);
 RG_API uint64_t rg_model_seed(const rg_model *m);
 RG_API rg_layer *rg_model_root(rg_model *m);
 
+/* For a model of rg_model_new_for, the pixels per image (H*W) of the smallest plane one of its
+ * BatchNorm2d normalises: ResNet-18 on 28x28 images has 1x1 planes in layer4, so 1. 0 for a model
+ * without BatchNorm2d, and for one made by rg_model_new (its shapes are unknown until it runs).
+ * In training a BatchNorm2d needs more than one value per channel, batch x H x W > 1 (it stops
+ * the process otherwise, as PyTorch raises): ringgrad-train checks its batches against this. */
+RG_API int64_t rg_model_bn_plane(const rg_model *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -36,7 +36,7 @@ extern "C" {
 #define RG_PIPELINE_MAX_STAGES 8
 
 typedef struct {
-    int micro_batches; /* M >= 1 (default 1); at most the batch size */
+    int micro_batches; /* M >= 1 (default 1); a batch of B < M images runs as B micro-batches */
     /* first child of stages 1..S-1; all 0: chosen to balance the parameters of the stages */
     int split[RG_PIPELINE_MAX_STAGES];
 } rg_pipeline_opts;

@@ -118,6 +118,15 @@ static void test_mlp_uneven_micro_batches_on_the_ring_comm(void) {
     rg_comm_free(c);
 }
 
+/* An epoch's last batch may hold fewer images than --micro-batches: it runs as one-image
+ * micro-batches (it stopped the job with "batch of 3 images, 3 labels, 4 micro-batches"). */
+static void test_a_batch_smaller_than_the_micro_batches_runs_one_image_each(void) {
+    rg_comm *c = comm_of(RG_COMM_MPI);
+    check_equal(c, "mlp", 3, 4, NULL);
+    check_equal(c, "mlp", 1, 4, NULL);
+    rg_comm_free(c);
+}
+
 static void test_the_split_balances_parameters(void) {
     rg_comm *c = comm_of(RG_COMM_MPI);
     rg_model *net = model_new("cnn");
@@ -172,6 +181,7 @@ int main(int argc, char **argv) {
     MT_RUN(test_the_split_balances_parameters);
     MT_RUN(test_cnn_weights_equal_one_process_m1_m4);
     MT_RUN(test_mlp_uneven_micro_batches_on_the_ring_comm);
+    MT_RUN(test_a_batch_smaller_than_the_micro_batches_runs_one_image_each);
     MT_OK(rg_dist_finalize(dist));
     return mt_report();
 }

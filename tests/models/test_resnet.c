@@ -79,6 +79,44 @@ Test(models_resnet, forward_shapes_for_the_datas_images) {
     rg_model_free(m);
 }
 
+/* rg_model_bn_plane against the planes a forward pass makes: what reaches avgpool (the last
+ * stage's output, the smallest planes any BatchNorm2d sees) at odd and tiny image sizes. */
+Test(models_resnet, the_smallest_batchnorm_plane_is_the_last_stages) {
+    static const struct {
+        const char *name;
+        int64_t h, w;
+        bool small;
+    } cases[] = {
+        {"resnet18", 1, 1, false},   {"resnet18", 17, 28, false}, {"resnet18", 28, 28, false},
+        {"resnet18", 33, 64, false}, {"resnet18", 7, 9, true},    {"resnet18", 28, 28, true},
+        {"resnet50", 33, 30, false}, {"resnet50", 5, 3, true},    {"resnet20", 1, 1, false},
+        {"resnet20", 7, 9, false},   {"resnet20", 28, 28, false}, {"resnet20", 33, 64, false},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int64_t h = cases[k].h, w = cases[k].w;
+        rg_model *m = make(cases[k].name, 1, h, w, 3, cases[k].small, false);
+        rg_layer *root = rg_model_root(m);
+        rg_tensor *x = rgt_uniform(RG_SHAPE(1, 1, h, w), -1, 1, 5);
+        rg_scope_begin();
+        rg_no_grad_begin();
+        rg_tensor *f = rg_sequential_forward_range(root, 0, root->n_children - 3, x,
+                                                   RG_EVAL); /* up to avgpool */
+        rg_no_grad_end();
+        cr_assert_eq(f->ndim, 4);
+        cr_assert_eq(rg_model_bn_plane(m), f->shape[2] * f->shape[3],
+                     "%s%s on %lldx%lld: rg_model_bn_plane %lld, the last stage %lldx%lld",
+                     cases[k].name, cases[k].small ? " (small input)" : "", (long long)h,
+                     (long long)w, (long long)rg_model_bn_plane(m), (long long)f->shape[2],
+                     (long long)f->shape[3]);
+        rg_scope_end();
+        rg_tensor_free(x);
+        rg_model_free(m);
+    }
+    rg_model *m = make("cnn", 1, 28, 28, 10, false, false);
+    cr_assert_eq(rg_model_bn_plane(m), 0, "the CNN has no BatchNorm2d");
+    rg_model_free(m);
+}
+
 Test(models_resnet, torchvision_initialisation_and_zero_init_residual) {
     rg_model *m = make("resnet18", 3, 32, 32, 10, false, true);
     const rg_param_list *p = rg_model_params(m);

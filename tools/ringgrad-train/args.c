@@ -25,7 +25,7 @@ static const opt options[] = {
     {"small-input", NULL, "resnet18/34/50: 3x3 stride-1 stem and no max-pool (for 28-64 px images)", OPT_FLAG, F(small_input), 0, 0, NULL},
     {"zero-init-residual", NULL, "ResNets: start each block's last BatchNorm weight at 0", OPT_FLAG, F(zero_init_residual), 0, 0, NULL},
     {"label-smoothing", "X", "cross-entropy label smoothing (PyTorch's formula)", OPT_DBL, F(label_smoothing), 0, 1, NULL},
-    {"sync-bn", NULL, "SyncBatchNorm: batch statistics over every rank's batch", OPT_FLAG, F(sync_bn), 0, 0, NULL},
+    {"sync-bn", NULL, "SyncBatchNorm: batch statistics over every rank's batch (ddp, zero1)", OPT_FLAG, F(sync_bn), 0, 0, NULL},
     {"data", "NAME", "dataset: Fashion-MNIST, generated data, or an image folder (DIR/train/<class>/*, DIR/val/<class>/*)", OPT_STR, F(data), 0, 0, "fmnist|synthetic|imagefolder"},
     {"data-dir", "DIR", "Fashion-MNIST folder (default: $RG_DATA_DIR or /usr/share/datasets/fashion-mnist), or the image folder's root", OPT_STR, F(data_dir), 0, 0, NULL},
     {"image-size", "S", "imagefolder, synthetic: SxS images (imagefolder resizes; default: the first image's size, synthetic 28; 0: that default)", OPT_INT, F(image_size), 0, 16384, NULL},

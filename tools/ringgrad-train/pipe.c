@@ -46,6 +46,9 @@ rg_status trainer_setup_pipeline(trainer *t) {
         bad = "takes no --scale-lr (its global batch is --batch-size x D)";
     else if (a->micro_batches > a->batch_size)
         bad = "needs --micro-batches <= --batch-size";
+    else if (a->sync_bn)
+        bad = "takes no --sync-bn (each BatchNorm2d lives on one stage and normalises each "
+              "micro-batch with its own statistics)";
     if (bad) {
         if (t->world == 1 || t->rank == 0)
             trainer_error(t, "--strategy pipeline with %d ranks, %d stages: %s", t->world,

@@ -256,6 +256,15 @@ rg_status trainer_setup_model(trainer *t) {
         return trainer_agree(t, RG_EINVAL);
     }
     bool ps = strncmp(t->a.strategy, "ps-", 3) == 0;
+    if (ps && t->a.sync_bn) {
+        if (t->rank == 0)
+            trainer_error(t,
+                          "--strategy %s takes no --sync-bn: the servers run no forward pass to "
+                          "share BatchNorm statistics with; each worker normalises with its own "
+                          "batch's",
+                          t->a.strategy);
+        return trainer_agree(t, RG_EINVAL);
+    }
     if (ps && (t->a.resume || strcmp(t->a.compress, "none") != 0 || t->a.no_overlap ||
                t->a.no_allreduce || t->a.accum_steps > 1)) {
         trainer_error(t, "--strategy %s takes no --resume, --compress, --no-overlap, "
@@ -321,9 +330,57 @@ RG_NODISCARD static rg_status check_resume(trainer *t, int64_t spe) {
     return st;
 }
 
+/* The fewest images one BatchNorm2d forward takes from a batch of `batch`: a pipeline's
+ * smallest micro-batch (dist/pipeline.c cuts B into min(M, B) near-equal parts). */
+static int64_t fewest_images(const trainer *t, int64_t batch) {
+    if (!t->pipe) return batch;
+    int64_t m = t->a.micro_batches < batch ? t->a.micro_batches : batch;
+    return batch / m;
+}
+
+/* BatchNorm2d in training needs more than one value per channel (batch x H x W > 1; PyTorch
+ * raises "Expected more than 1 value per channel when training", and our op stops the process),
+ * which only a model with 1x1 planes (rg_model_bn_plane: ResNet-18 on 28-32 px images) and a
+ * batch of one image can break. A --batch-size (or micro-batch) of one image is an error before
+ * training starts; an epoch's last batch of one image is dropped, as DataLoader(drop_last=True)
+ * would, with a note. --sync-bn over two or more ranks counts every rank's images. */
+RG_NODISCARD static rg_status check_bn_batches(trainer *t, bool *drop_last) {
+    int64_t batch = t->a.batch_size, len = (t->train_ds->n + t->workers - 1) / t->workers;
+    int64_t tail = len % batch;
+    if (rg_model_bn_plane(t->net) != 1 || (t->a.sync_bn && t->workers > 1) || t->a.max_steps == 0)
+        return RG_OK;
+    const char *what = t->pipe ? " micro-batch" : " batch";
+    char why[320];
+    snprintf(why, sizeof why,
+             "%s on %lldx%lld images ends in 1x1 planes, so a%s of one image "
+             "leaves its BatchNorm2d one value per channel, and training needs more than one",
+             t->a.model, (long long)t->train_ds->h, (long long)t->train_ds->w, what);
+    if (fewest_images(t, batch) <= 1 || (tail && len < batch && fewest_images(t, tail) <= 1)) {
+        if (t->rank == 0)
+            trainer_error(t,
+                          "--batch-size %d%s%.0d (%lld training image%s a rank): %s; use "
+                          "more images a%s%s, --small-input, larger images (--image-size) or "
+                          "--sync-bn over several ranks",
+                          t->a.batch_size, t->pipe ? " in --micro-batches " : "",
+                          t->pipe ? t->a.micro_batches : 0, (long long)len, len == 1 ? "" : "s",
+                          why, what, t->pipe ? " (fewer --micro-batches)" : "");
+        return RG_EINVAL;
+    }
+    if (tail && fewest_images(t, tail) <= 1) {
+        *drop_last = true;
+        if (t->rank == 0)
+            printf("note: each epoch's last batch would hold %lld image%s a rank (%lld images a "
+                   "rank, --batch-size %d): %s; it is dropped, as DataLoader(drop_last=True) "
+                   "would\n",
+                   (long long)tail, tail == 1 ? "" : "s", (long long)len, t->a.batch_size, why);
+    }
+    return RG_OK;
+}
+
 rg_status trainer_setup_loaders(trainer *t) {
     rg_loader_opts o = trainer_loader_opts(t, true); /* data.c: augmentation, workers */
     o.batch = t->a.batch_size, o.shuffle = !t->a.no_shuffle;
+    RG_TRY(trainer_agree(t, check_bn_batches(t, &o.drop_last)));
     o.rank = t->wrank, o.world = t->workers; /* a pipeline's stages read one batch; servers none */
     t->train = rg_loader_new(t->train_ds, &o);
     /* Evaluation: every rank reads the whole test set in order and scores the batches with
@@ -334,7 +391,7 @@ rg_status trainer_setup_loaders(trainer *t) {
     t->test = rg_loader_new(t->test_ds, &o);
     rg_status st = t->train && t->test ? RG_OK : RG_ENOMEM;
     if (st != RG_OK) {
-        trainer_error(t, "loader: %s", rg_last_error());
+        trainer_error(t, "%s", rg_last_error()); /* "loader: ..." */
         return trainer_agree(t, st);
     }
     int64_t spe = rg_loader_steps_per_epoch(t->train), k = t->a.accum_steps;
