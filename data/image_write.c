@@ -59,7 +59,17 @@ rg_status rg_dataset_write_image_folder(const rg_dataset *ds, const char *dir, i
     RG_CHECK(ds && dir, "rg_dataset_write_image_folder: NULL argument");
     RG_CHECK(ds->c == 1 || ds->c == 3, "rg_dataset_write_image_folder: %lld channels (1 or 3)",
              (long long)ds->c);
-    int64_t n = limit > 0 && limit < ds->n ? limit : ds->n;
+    int64_t n = limit > 0 && limit < ds->n ? limit : ds->n, k_n = ds->num_classes;
+    /* A limit takes items in order, limit / classes of each class (one more for the first
+     * limit % classes), so that every class folder gets images: the first `limit` items of
+     * Fashion-MNIST leave some classes without any, and an image folder with an empty class is
+     * an error. */
+    if (n < ds->n && n < k_n)
+        return rg_error(RG_EINVAL,
+                        "%s: a limit of %lld images cannot give each of the %lld "
+                        "classes one",
+                        dir, (long long)n, (long long)k_n);
+#define QUOTA(k) (n < ds->n ? n / k_n + ((k) < n % k_n) : ds->n)
     RG_TRY(make_dir(dir));
     char path[8192];
     for (int k = 0; k < ds->num_classes; k++) {
@@ -67,9 +77,13 @@ rg_status rg_dataset_write_image_folder(const rg_dataset *ds, const char *dir, i
         RG_TRY(make_dir(path));
     }
     uint8_t *buf = malloc((size_t)rg_dataset_image_size(ds));
-    if (!buf) return rg_error(RG_ENOMEM, "%s: out of memory", dir);
+    int64_t *taken = calloc((size_t)k_n, sizeof *taken);
+    if (!buf || !taken)
+        return free(buf), free(taken), rg_error(RG_ENOMEM, "%s: out of memory", dir);
     rg_status s = RG_OK;
-    for (int64_t i = 0; s == RG_OK && i < n; i++) {
+    for (int64_t i = 0, written = 0; s == RG_OK && i < ds->n && written < n; i++) {
+        if (taken[ds->labels[i]] >= QUOTA(ds->labels[i])) continue;
+        taken[ds->labels[i]]++, written++;
         char cls[4096];
         class_dir(ds, ds->labels[i], dir, cls, sizeof cls);
         if (snprintf(path, sizeof path, "%s/%0*" PRId64 ".png", cls, digits(ds->n - 1), i) >=
@@ -78,6 +92,8 @@ rg_status rg_dataset_write_image_folder(const rg_dataset *ds, const char *dir, i
         else
             s = write_item(ds, i, path, buf);
     }
+#undef QUOTA
     free(buf);
+    free(taken);
     return s;
 }

@@ -7,7 +7,9 @@
  *   ringgrad-train --data imagefolder --data-dir OUT --channels 1 ...
  *
  * Class folders are "0_T-shirt-top" ... "9_Ankle-boot" (torchvision's FashionMNIST class names,
- * numbered so that their sorted order keeps the labels). */
+ * numbered so that their sorted order keeps the labels). --limit N writes the first N/10 images
+ * of each class (the first N in file order left some class folders empty, which ImageFolder
+ * refuses). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,8 @@ static int usage(const char *msg) {
             "Usage: ringgrad-export-images [--data-dir DIR] [--limit N] OUT\n"
             "Writes Fashion-MNIST (from DIR, default $RG_DATA_DIR or "
             "/usr/share/datasets/fashion-mnist)\nas PNG files in OUT/train/<class>/ and "
-            "OUT/val/<class>/; --limit N writes the first N\nimages of each split only.\n");
+            "OUT/val/<class>/; --limit N writes N images of each\nsplit only: the first ones of "
+            "each class, N/10 of each (N >= 10).\n");
     return msg ? 2 : 0;
 }
 

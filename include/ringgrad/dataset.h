@@ -141,11 +141,14 @@ RG_API RG_NODISCARD
 rg_status rg_dataset_image_folder(const char *root, const rg_image_folder_opts *opts,
                                   rg_dataset **out);
 
-/* Writes items [0, limit) of ds (limit <= 0: all) as an image folder of PNG files, the inverse of
- * rg_dataset_image_folder(): dir/<k>_<class name>/<i>.png, with k and i zero-padded so that the
- * sorted folders give back the labels and the sorted files the order ('/' and ' ' in a class name
- * become '-'; only "<k>" without names). Images must have 1 or 3 channels. Returns RG_EIO naming
- * the path when a folder or file cannot be written, or rg_dataset_item()'s statuses. */
+/* Writes ds (limit > 0: `limit` of its items, the first limit / classes of each class and one
+ * more of the first limit % classes, so that every class gets some; RG_EINVAL when limit is
+ * below the number of classes) as
+ * an image folder of PNG files, the inverse of rg_dataset_image_folder():
+ * dir/<k>_<class name>/<i>.png, with k and i zero-padded so that the sorted folders give back the
+ * labels and the sorted files the order ('/' and ' ' in a class name become '-'; only "<k>"
+ * without names). Images must have 1 or 3 channels. Returns RG_EIO naming the path when a folder
+ * or file cannot be written, or rg_dataset_item()'s statuses. */
 RG_API RG_NODISCARD rg_status rg_dataset_write_image_folder(const rg_dataset *ds, const char *dir,
                                                             int64_t limit);
 

@@ -6,12 +6,18 @@
 
 #include "fixtures.h"
 
-/* Writes ds[0, limit) to dir, reads it back (eager and lazy) and compares item by item. The
- * folder is class-major, so item j of the folder is the j-th of the written items in (label,
- * index) order. */
+/* Writes `limit` items of ds to dir (the first limit / K of each of the K classes, one more of
+ * the first limit % K), reads them back (eager and lazy) and compares item by item. The folder is
+ * class-major, so item j of the folder is the j-th of the written items in (label, index) order. */
 static void round_trip(const rg_dataset *ds, const char *dir, int64_t limit) {
     cr_assert_eq(rg_dataset_write_image_folder(ds, dir, limit), RG_OK, "%s", rg_last_error());
-    int64_t n = limit < ds->n ? limit : ds->n, size = rg_dataset_image_size(ds);
+    int64_t size = rg_dataset_image_size(ds), k_n = ds->num_classes, taken[64] = {0};
+    bool *written = calloc((size_t)ds->n, sizeof *written);
+    cr_assert(written && k_n <= 64);
+    for (int64_t i = 0; i < ds->n; i++) {
+        int64_t k = ds->labels[i], quota = limit >= ds->n ? ds->n : limit / k_n + (k < limit % k_n);
+        if (taken[k] < quota) written[i] = true, taken[k]++;
+    }
     for (int lazy = 0; lazy < 2; lazy++) {
         rg_dataset *back;
         rg_status s = rg_dataset_image_folder(dir, &(rg_image_folder_opts){.lazy = lazy}, &back);
@@ -19,8 +25,8 @@ static void round_trip(const rg_dataset *ds, const char *dir, int64_t limit) {
         cr_assert(back->c == ds->c && back->h == ds->h && back->w == ds->w);
         int64_t j = 0;
         for (int k = 0; k < ds->num_classes; k++)
-            for (int64_t i = 0; i < n; i++) {
-                if (ds->labels[i] != k) continue;
+            for (int64_t i = 0; i < ds->n; i++) {
+                if (ds->labels[i] != k || !written[i]) continue;
                 cr_assert(j < back->n);
                 cr_assert_eq(back->labels[j], k, "item %lld", (long long)j);
                 rg_image img;
@@ -37,6 +43,7 @@ static void round_trip(const rg_dataset *ds, const char *dir, int64_t limit) {
         }
         rg_dataset_free(back);
     }
+    free(written);
 }
 
 Test(dataset_image_write, fixture_round_trip_is_exact) {
@@ -52,14 +59,38 @@ Test(dataset_image_write, fixture_round_trip_is_exact) {
     rg_dataset_free(ds);
 }
 
-Test(dataset_image_write, first_200_fashion_mnist_images_round_trip) {
+/* Fashion-MNIST's training set, and out = a fresh folder's "train" (skips the test without it) */
+static rg_dataset *fmnist_or_skip(const char *name, char *out, size_t cap) {
     rg_dataset *ds;
     if (rg_dataset_fmnist(NULL, RG_SPLIT_TRAIN, &ds) != RG_OK)
         cr_skip_test("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
-    const char *dir = rgt_tmpdir("imgwrite_fmnist");
+    snprintf(out, cap, "%s/train", rgt_tmpdir(name));
+    return ds;
+}
+
+Test(dataset_image_write, first_200_fashion_mnist_images_round_trip) {
     char out[4200];
-    snprintf(out, sizeof out, "%s/train", dir);
+    rg_dataset *ds = fmnist_or_skip("imgwrite_fmnist", out, sizeof out);
     round_trip(ds, out, 200);
+    rg_dataset_free(ds);
+}
+
+/* The first 13 Fashion-MNIST images leave 4 classes without one, and an image folder with an
+ * empty class cannot be read: a limit takes the first of each class instead (2 of classes 0-2,
+ * 1 of the others); a limit below the 10 classes is an error. */
+Test(dataset_image_write, a_limit_gives_every_class_images) {
+    char out[4200];
+    rg_dataset *ds = fmnist_or_skip("imgwrite_limit", out, sizeof out);
+    round_trip(ds, out, 13);
+    rg_dataset *back;
+    cr_assert_eq(rg_dataset_image_folder(out, NULL, &back), RG_OK, "%s", rg_last_error());
+    int64_t count[10] = {0};
+    for (int64_t j = 0; j < back->n; j++) count[back->labels[j]]++;
+    for (int k = 0; k < 10; k++) cr_assert_eq(count[k], k < 3 ? 2 : 1, "class %d", k);
+    rg_dataset_free(back);
+    strcat(out, "-nine");
+    fx_assert_error(rg_dataset_write_image_folder(ds, out, 9), RG_EINVAL, "limit of 9 images",
+                    "each of the 10 classes");
     rg_dataset_free(ds);
 }
 
