@@ -106,10 +106,36 @@ void rg_cpu_relu_backward(int64_t n, const float *x, const float *dy, float beta
     }
 }
 
+/* The sum of x[0, n) in SUM_LANES double lanes over a block (vectorised: four registers of
+ * lanes, where one double chain ran at one element per two cycles), the blocks added in order:
+ * the same result at any thread count (an OpenMP reduction's was not). Float lanes were faster
+ * still but drifted: 20 million times 0.1 came out 2.5e-6 too large. */
+#define SUM_LANES 32
+#define SUM_BLOCK 4096
+
+static double block_sum(const float *x, int64_t n) {
+    double lanes[SUM_LANES] = {0};
+    int64_t i = 0;
+    for (; i + SUM_LANES <= n; i += SUM_LANES)
+        for (int l = 0; l < SUM_LANES; l++) lanes[l] += (double)x[i + l];
+    double s = 0.0;
+    for (int l = 0; l < SUM_LANES; l++) s += lanes[l];
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
 void rg_cpu_sum(int64_t n, const float *x, float *out) {
-    double s = 0.0; /* double accumulation: a float sum of 10^6 terms loses about 3 digits */
-#pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static) reduction(+ : s)
-    for (int64_t i = 0; i < n; i++) s += x[i];
+    int64_t blocks = (n + SUM_BLOCK - 1) / SUM_BLOCK;
+    double part[64], s = 0.0; /* part: the blocks of one stretch, summed in order after it */
+    for (int64_t b0 = 0; b0 < blocks; b0 += 64) {
+        int64_t nb = blocks - b0 < 64 ? blocks - b0 : 64;
+#pragma omp parallel for if (n > RG_CPU_PAR_MIN) schedule(static)
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t i = (b0 + b) * SUM_BLOCK;
+            part[b] = block_sum(x + i, n - i < SUM_BLOCK ? n - i : SUM_BLOCK);
+        }
+        for (int64_t b = 0; b < nb; b++) s += part[b];
+    }
     *out = (float)s;
 }
 

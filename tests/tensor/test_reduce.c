@@ -66,6 +66,29 @@ Test(tensor_reduce, sum_of_many_elements_does_not_drift) {
     rg_tensor_free(x);
 }
 
+/* The sum is the same bits at one and two threads (blocks summed in order; an OpenMP reduction
+ * added the threads' halves in whatever split it made), on lengths around the block size. */
+Test(tensor_reduce, sum_is_the_same_at_any_thread_count) {
+    const int64_t lens[] = {4095, 4096, 4097, 100003, 64 * 4096 + 17, 1000000};
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        rg_tensor *x = rgt_uniform(RG_SHAPE(lens[k]), -1, 2, 30 + (uint64_t)k);
+        float got[2];
+        for (int t = 0; t < 2; t++) {
+            rg_set_num_threads(t + 1);
+            rg_scope_begin();
+            got[t] = rg_tensor_item(rg_sum(x));
+            rg_scope_end();
+        }
+        double want = naive_sum(x);
+        cr_assert(memcmp(&got[0], &got[1], sizeof got[0]) == 0,
+                  "n %lld: %.9g at 1 thread, %.9g at 2", (long long)lens[k], got[0], got[1]);
+        cr_assert(fabs(got[0] - want) <= 1e-6 * fabs(want) + 1e-3, "n %lld: %.9g, want %.9g",
+                  (long long)lens[k], got[0], want);
+        rg_tensor_free(x);
+    }
+    rg_set_num_threads(1);
+}
+
 Test(tensor_reduce, sum_backward_broadcasts_the_upstream_gradient) {
     rg_tensor *x = rgt_param(RG_SHAPE(3, 5, 7), -1, 1, 3);
     rg_scope_begin();
