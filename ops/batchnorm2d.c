@@ -137,15 +137,19 @@ static rg_tensor *batch_norm2d(rg_tensor *x, rg_tensor *weight, rg_tensor *bias,
             shift = zeros->data;
         }
         rg_tensor *stats = rg_tensor_empty(RG_F32, RG_SHAPE(3 * c + 1), x->device);
-        be->batchnorm_stats(n, c, hw, x->data, shift, stats->data);
-        if (sync) sync_sum(sync, stats->data, 2 * c + 1, x->device);
         saved0 = rg_tensor_empty(RG_F32, RG_SHAPE(2 * c + 1), x->device); /* mean, var, count */
-        float *mv = saved0->data;
-        be->batchnorm_finalize(c, momentum, stats->data, mv,
-                               running_mean ? running_mean->data : NULL,
-                               running_var ? running_var->data : NULL,
-                               num_batches_tracked ? num_batches_tracked->data : NULL);
-        be->batchnorm_apply(n, c, hw, x->data, mv, mv + c, eps, w, b, r, relu, y->data);
+        float *mv = saved0->data, *rm = running_mean ? running_mean->data : NULL;
+        float *rv = running_var ? running_var->data : NULL;
+        int64_t *nb = num_batches_tracked ? num_batches_tracked->data : NULL;
+        if (!sync) { /* the three steps below in one call (on small planes, one pass over x) */
+            be->batchnorm_train_forward(n, c, hw, x->data, momentum, eps, w, b, r, relu,
+                                        stats->data, mv, rm, rv, nb, y->data);
+        } else {
+            be->batchnorm_stats(n, c, hw, x->data, shift, stats->data);
+            sync_sum(sync, stats->data, 2 * c + 1, x->device);
+            be->batchnorm_finalize(c, momentum, stats->data, mv, rm, rv, nb);
+            be->batchnorm_apply(n, c, hw, x->data, mv, mv + c, eps, w, b, r, relu, y->data);
+        }
     } else {
         saved0 = running_mean, saved1 = running_var;
         be->batchnorm_apply(n, c, hw, x->data, running_mean->data, running_var->data, eps, w, b, r,

@@ -179,6 +179,14 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
       (int64_t n, int64_t c, int64_t hw, const float *x, const float *mean, const float *var,      \
        float eps, const float *weight, const float *bias, const float *residual, bool relu,        \
        float *y))                                                                                  \
+    /* batchnorm_stats (shift NULL), batchnorm_finalize and batchnorm_apply in one call, with the  \
+     * same results bit for bit: training's forward without SyncBatchNorm. stats is (3C+1) of      \
+     * scratch; meanvar (2C+1) as batchnorm_finalize writes it. On small planes the CPU takes a    \
+     * run of channels through all three while it is in cache. */                                  \
+    X(void, batchnorm_train_forward,                                                               \
+      (int64_t n, int64_t c, int64_t hw, const float *x, float momentum, float eps,                \
+       const float *weight, const float *bias, const float *residual, bool relu, float *stats,     \
+       float *meanvar, float *running_mean, float *running_var, int64_t *num_batches, float *y))   \
     /* Both backward passes: where relu_y (the fused ReLU's output, the op's y) is not NULL, dy    \
      * stands for rg_k_relu_grad(relu_y, dy), 0 where relu_y <= 0, so that the masked copy of dy   \
      * is never written.                                                                           \

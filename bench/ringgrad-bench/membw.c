@@ -73,7 +73,8 @@ static void op_adam(bufs *x) {
  * the pass for the two gradient sums (x, dy) and the one that writes dx. The bytes counted are the
  * least an implementation that computes the statistics in one pass must move: forward reads x twice
  * and writes y (12 bytes an element), backward reads x and dy twice and writes dx (20 bytes); only
- * a tensor that stayed in cache between the two passes could do with less. */
+ * a tensor that stayed in cache between the two passes could do with less (the small planes'
+ * forward keeps each run of channels in cache for its second read: batchnorm_train_forward). */
 typedef struct {
     int64_t n, c, hw;
 } bn_size;
@@ -86,12 +87,10 @@ static struct {
     int64_t batches;
 } bn;
 
-static void bn_forward(bufs *x, bn_size s) { /* x: a, y: b */
-    rg_cpu_backend.batchnorm_stats(s.n, s.c, s.hw, x->a, NULL, bn.stats);
-    rg_cpu_backend.batchnorm_finalize(s.c, 0.1f, bn.stats, bn.meanvar, bn.rmean, bn.rvar,
-                                      &bn.batches);
-    rg_cpu_backend.batchnorm_apply(s.n, s.c, s.hw, x->a, bn.meanvar, bn.meanvar + s.c, 1e-5f,
-                                   bn.weight, bn.bias, NULL, false, x->b);
+static void bn_forward(bufs *x, bn_size s) { /* x: a, y: b; the call training makes */
+    rg_cpu_backend.batchnorm_train_forward(s.n, s.c, s.hw, x->a, 0.1f, 1e-5f, bn.weight, bn.bias,
+                                           NULL, false, bn.stats, bn.meanvar, bn.rmean, bn.rvar,
+                                           &bn.batches, x->b);
 }
 static void bn_backward(bufs *x, bn_size s) { /* x: a, dy: c, dx: b */
     rg_cpu_backend.batchnorm_backward_reduce(s.n, s.c, s.hw, x->a, x->c, NULL, bn.meanvar,

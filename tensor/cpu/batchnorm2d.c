@@ -191,41 +191,36 @@ static void small_spread(int64_t cn, int64_t hw, const float *v, float *row) {
 }
 
 /* batchnorm_stats on small planes; the shifts are already in stats[2C+1 ...]. */
-static void stats_small(int64_t n, int64_t c, int64_t hw, const float *x, float *stats) {
-    int64_t block = planes_per_block(hw), cpr = small_run_channels(n, c, hw);
-#pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
-    for (int64_t c0 = 0; c0 < c; c0 += cpr) {
-        int64_t cn = c - c0 < cpr ? c - c0 : cpr, len = cn * hw;
-        float a1[SMALL_RUN], a2[SMALL_RUN], kr[SMALL_RUN]; /* kr: the shifts, spread */
-        double s[SMALL_RUN], ss[SMALL_RUN];
-        /* only what the run uses is cleared: at 2x2 planes and batch 32, clearing all of
-         * them took a tenth of the pass */
-        memset(a1, 0, (size_t)len * sizeof *a1), memset(a2, 0, (size_t)len * sizeof *a2);
-        memset(s, 0, (size_t)cn * sizeof *s), memset(ss, 0, (size_t)cn * sizeof *ss);
-        small_spread(cn, hw, stats + 2 * c + 1 + c0, kr);
-        for (int64_t i0 = 0; i0 < n; i0 += block) { /* blocks of images, each then folded */
-            int64_t i1 = n - i0 < block ? n : i0 + block, i = i0;
-            for (; i + 3 < i1; i += 4) { /* four rows a pass over the accumulators */
-                const float *p = x + (i * c + c0) * hw, *q = p + c * hw; /* (cn, HW) each */
-                const float *u = q + c * hw, *v = u + c * hw;
-                for (int64_t j = 0; j < len; j++) {
-                    float d = p[j] - kr[j], e = q[j] - kr[j], f = u[j] - kr[j], g = v[j] - kr[j];
-                    a1[j] += (d + e) + (f + g), a2[j] += (d * d + e * e) + (f * f + g * g);
-                }
+static void stats_small_run(int64_t n, int64_t c, int64_t hw, const float *x, int64_t c0,
+                            int64_t cn, float *stats) {
+    int64_t block = planes_per_block(hw), len = cn * hw;
+    float a1[SMALL_RUN], a2[SMALL_RUN], kr[SMALL_RUN]; /* kr: the shifts, spread */
+    double s[SMALL_RUN], ss[SMALL_RUN];
+    /* only what the run uses is cleared: at 2x2 planes and batch 32, clearing all of them took
+     * a tenth of the pass */
+    memset(a1, 0, (size_t)len * sizeof *a1), memset(a2, 0, (size_t)len * sizeof *a2);
+    memset(s, 0, (size_t)cn * sizeof *s), memset(ss, 0, (size_t)cn * sizeof *ss);
+    small_spread(cn, hw, stats + 2 * c + 1 + c0, kr);
+    for (int64_t i0 = 0; i0 < n; i0 += block) { /* blocks of images, each then folded */
+        int64_t i1 = n - i0 < block ? n : i0 + block, i = i0;
+        for (; i + 3 < i1; i += 4) { /* four rows a pass over the accumulators */
+            const float *p = x + (i * c + c0) * hw, *q = p + c * hw; /* (cn, HW) each */
+            const float *u = q + c * hw, *v = u + c * hw;
+            for (int64_t j = 0; j < len; j++) {
+                float d = p[j] - kr[j], e = q[j] - kr[j], f = u[j] - kr[j], g = v[j] - kr[j];
+                a1[j] += (d + e) + (f + g), a2[j] += (d * d + e * e) + (f * f + g * g);
             }
-            for (; i < i1; i++) {
-                const float *p = x + (i * c + c0) * hw;
-                for (int64_t j = 0; j < len; j++) {
-                    float d = p[j] - kr[j];
-                    a1[j] += d, a2[j] += d * d;
-                }
-            }
-            small_fold(cn, hw, a1, s, i1 == n), small_fold(cn, hw, a2, ss, i1 == n);
         }
-        for (int64_t k = 0; k < cn; k++)
-            stats[c0 + k] = (float)s[k], stats[c + c0 + k] = (float)ss[k];
+        for (; i < i1; i++) {
+            const float *p = x + (i * c + c0) * hw;
+            for (int64_t j = 0; j < len; j++) {
+                float d = p[j] - kr[j];
+                a1[j] += d, a2[j] += d * d;
+            }
+        }
+        small_fold(cn, hw, a1, s, i1 == n), small_fold(cn, hw, a2, ss, i1 == n);
     }
-    stats[2 * c] = (float)(n * hw);
+    for (int64_t k = 0; k < cn; k++) stats[c0 + k] = (float)s[k], stats[c + c0 + k] = (float)ss[k];
 }
 
 /* sums[ch] = sum dy, sums[c + ch] = sum dy*xhat (dy masked by relu_y where given) on small
@@ -277,15 +272,26 @@ static void backward_reduce_small(int64_t n, int64_t c, int64_t hw, const float 
     }
 }
 
-void rg_cpu_batchnorm_stats(int64_t n, int64_t c, int64_t hw, const float *x, const float *shift,
-                            float *stats) {
+/* The shifts K (stats[2C+1 ...]) and the count (stats[2C]) of batchnorm_stats. */
+static void stats_begin(int64_t n, int64_t c, int64_t hw, const float *x, const float *shift,
+                        float *stats) {
     float *kc = stats + 2 * c + 1; /* each channel's shift K */
     for (int64_t ch = 0; ch < c; ch++) /* an empty batch has no first value: 0 */
         kc[ch] = shift ? shift[ch] : n > 0 && hw > 0 ? x[ch * hw] : 0.0f;
+    stats[2 * c] = (float)(n * hw);
+}
+
+void rg_cpu_batchnorm_stats(int64_t n, int64_t c, int64_t hw, const float *x, const float *shift,
+                            float *stats) {
+    stats_begin(n, c, hw, x, shift, stats);
     if (hw < SMALL_HW) {
-        stats_small(n, c, hw, x, stats);
+        int64_t cpr = small_run_channels(n, c, hw);
+#pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
+        for (int64_t c0 = 0; c0 < c; c0 += cpr)
+            stats_small_run(n, c, hw, x, c0, c - c0 < cpr ? c - c0 : cpr, stats);
         return;
     }
+    const float *kc = stats + 2 * c + 1;
     int64_t block = planes_per_block(hw), chunk = reduce_chunk(n, c, hw);
 #pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
     for (int64_t c0 = 0; c0 < c; c0 += chunk) {
@@ -310,7 +316,6 @@ void rg_cpu_batchnorm_stats(int64_t n, int64_t c, int64_t hw, const float *x, co
         for (int64_t k = 0; k < cn; k++)
             stats[c0 + k] = (float)s[k], stats[c + c0 + k] = (float)ss[k];
     }
-    stats[2 * c] = (float)(n * hw);
 }
 
 void rg_cpu_batchnorm_finalize(int64_t c, float momentum, const float *stats, float *meanvar,
@@ -318,6 +323,33 @@ void rg_cpu_batchnorm_finalize(int64_t c, float momentum, const float *stats, fl
     for (int64_t ch = 0; ch < c; ch++)
         rg_bn_finalize_channel(c, ch, momentum, stats, meanvar, running_mean, running_var);
     if (num_batches) ++*num_batches;
+}
+
+/* The coefficients y = a x + b of a run's channels c0 ... c0 + cn - 1, spread over its row. */
+static void affine_row(int64_t hw, int64_t c0, int64_t cn, const float *mean, const float *var,
+                       float eps, const float *weight, const float *bias, float *a, float *b) {
+    float ak[SMALL_RUN], bk[SMALL_RUN];
+    for (int64_t k = 0; k < cn; k++) {
+        bn_affine ab = affine_of(c0 + k, mean, var, eps, weight, bias);
+        ak[k] = ab.a, bk[k] = ab.b;
+    }
+    small_spread(cn, hw, ak, a), small_spread(cn, hw, bk, b);
+}
+
+/* q = a p + b over a row of len floats, then + res (where not NULL), then the ReLU */
+static inline __attribute__((always_inline)) void apply_row(int64_t len, const float *p,
+                                                            const float *a, const float *b,
+                                                            const float *res, bool relu, float *q) {
+    if (res) {
+        for (int64_t j = 0; j < len; j++) {
+            float v = (a[j] * p[j] + b[j]) + res[j];
+            q[j] = relu ? rg_k_relu(v) : v;
+        }
+    } else if (relu) {
+        for (int64_t j = 0; j < len; j++) q[j] = rg_k_relu(a[j] * p[j] + b[j]);
+    } else {
+        for (int64_t j = 0; j < len; j++) q[j] = a[j] * p[j] + b[j];
+    }
 }
 
 /* batchnorm_apply on small planes: each thread takes (run, image) pairs in order and expands the
@@ -333,30 +365,10 @@ static void apply_small(int64_t n, int64_t c, int64_t hw, const float *x, const 
 #pragma omp for collapse(2) schedule(static)
         for (int64_t r = 0; r < runs; r++)
             for (int64_t i = 0; i < n; i++) {
-                int64_t c0 = r * cpr, cn = c - c0 < cpr ? c - c0 : cpr, len = cn * hw;
-                if (r != have) {
-                    float ak[SMALL_RUN], bk[SMALL_RUN];
-                    for (int64_t k = 0; k < cn; k++) {
-                        bn_affine ab = affine_of(c0 + k, mean, var, eps, weight, bias);
-                        ak[k] = ab.a, bk[k] = ab.b;
-                    }
-                    small_spread(cn, hw, ak, a), small_spread(cn, hw, bk, b);
-                    have = r;
-                }
-                int64_t at = (i * c + c0) * hw;
-                const float *p = x + at;
-                float *q = y + at;
-                if (residual) {
-                    const float *res = residual + at;
-                    for (int64_t j = 0; j < len; j++) {
-                        float v = (a[j] * p[j] + b[j]) + res[j];
-                        q[j] = relu ? rg_k_relu(v) : v;
-                    }
-                } else if (relu) {
-                    for (int64_t j = 0; j < len; j++) q[j] = rg_k_relu(a[j] * p[j] + b[j]);
-                } else {
-                    for (int64_t j = 0; j < len; j++) q[j] = a[j] * p[j] + b[j];
-                }
+                int64_t c0 = r * cpr, cn = c - c0 < cpr ? c - c0 : cpr, at = (i * c + c0) * hw;
+                if (r != have) affine_row(hw, c0, cn, mean, var, eps, weight, bias, a, b);
+                have = r;
+                apply_row(cn * hw, x + at, a, b, residual ? residual + at : NULL, relu, y + at);
             }
     }
 }
@@ -389,6 +401,49 @@ void rg_cpu_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, co
                     for (int64_t j = 0; j < hw; j++) q[j] = ak * p[j] + bk;
             }
     }
+}
+
+/* ---- training's forward in one call ----
+ *
+ * batchnorm_train_forward is batchnorm_stats (no shift), _finalize and _apply, bit for bit. On
+ * small planes it takes a run of channels at a time through all three, so that the run's rows
+ * (n * cn * hw floats, kept under FUSE_FLOATS) are still in the core's cache when they are
+ * normalised: x is read from farther away once instead of twice. Planes of SMALL_HW floats and
+ * more go through the three passes: walking one chunk of channels image by image defeated the
+ * prefetchers there (a channel's planes are hw floats apart by c * hw), and the chunked version
+ * was 5-30% slower (eighteenth session, docs/PERFORMANCE.md). */
+#define FUSE_FLOATS 65536
+
+void rg_cpu_batchnorm_train_forward(int64_t n, int64_t c, int64_t hw, const float *x,
+                                    float momentum, float eps, const float *weight,
+                                    const float *bias, const float *residual, bool relu,
+                                    float *stats, float *meanvar, float *running_mean,
+                                    float *running_var, int64_t *num_batches, float *y) {
+    if (hw >= SMALL_HW || n <= 0) {
+        rg_cpu_batchnorm_stats(n, c, hw, x, NULL, stats);
+        rg_cpu_batchnorm_finalize(c, momentum, stats, meanvar, running_mean, running_var,
+                                  num_batches);
+        rg_cpu_batchnorm_apply(n, c, hw, x, meanvar, meanvar + c, eps, weight, bias, residual, relu,
+                               y);
+        return;
+    }
+    stats_begin(n, c, hw, x, NULL, stats);
+    int64_t cpr = small_run_channels(n, c, hw), fit = FUSE_FLOATS / (n * hw);
+    cpr = fit < cpr ? (fit < 1 ? 1 : fit) : cpr;
+#pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
+    for (int64_t c0 = 0; c0 < c; c0 += cpr) {
+        int64_t cn = c - c0 < cpr ? c - c0 : cpr;
+        stats_small_run(n, c, hw, x, c0, cn, stats);
+        for (int64_t k = 0; k < cn; k++)
+            rg_bn_finalize_channel(c, c0 + k, momentum, stats, meanvar, running_mean, running_var);
+        float a[SMALL_RUN], b[SMALL_RUN];
+        affine_row(hw, c0, cn, meanvar, meanvar + c, eps, weight, bias, a, b);
+        for (int64_t i = 0; i < n; i++) {
+            int64_t at = (i * c + c0) * hw;
+            apply_row(cn * hw, x + at, a, b, residual ? residual + at : NULL, relu, y + at);
+        }
+    }
+    if (num_batches) ++*num_batches;
 }
 
 /* The same reduction on planes of at least SMALL_HW floats. */

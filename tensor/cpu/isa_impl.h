@@ -50,6 +50,7 @@
 #define rg_cpu_batchnorm_stats RG_ISA_NAME(rg_cpu_batchnorm_stats)
 #define rg_cpu_batchnorm_finalize RG_ISA_NAME(rg_cpu_batchnorm_finalize)
 #define rg_cpu_batchnorm_apply RG_ISA_NAME(rg_cpu_batchnorm_apply)
+#define rg_cpu_batchnorm_train_forward RG_ISA_NAME(rg_cpu_batchnorm_train_forward)
 #define rg_cpu_batchnorm_backward_reduce RG_ISA_NAME(rg_cpu_batchnorm_backward_reduce)
 #define rg_cpu_batchnorm_backward_data RG_ISA_NAME(rg_cpu_batchnorm_backward_data)
 /* conv2d.c, conv2d_backward.c, conv2d_direct.c, conv2d_gemm.c, conv2d_kernels.c */

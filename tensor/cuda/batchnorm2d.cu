@@ -231,6 +231,20 @@ void rg_cuda_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, c
     RG_CUDA_CHECK_LAUNCH();
 }
 
+/* Training's forward without SyncBatchNorm: the three launches above, in order on the compute
+ * stream (the CPU fuses them to keep a run of channels in a core's cache; these kernels' grid-wide
+ * reduction has no such reuse to gain). */
+void rg_cuda_batchnorm_train_forward(int64_t n, int64_t c, int64_t hw, const float *x,
+                                     float momentum, float eps, const float *weight,
+                                     const float *bias, const float *residual, bool relu,
+                                     float *stats, float *meanvar, float *running_mean,
+                                     float *running_var, int64_t *num_batches, float *y) {
+    rg_cuda_batchnorm_stats(n, c, hw, x, NULL, stats);
+    rg_cuda_batchnorm_finalize(c, momentum, stats, meanvar, running_mean, running_var, num_batches);
+    rg_cuda_batchnorm_apply(n, c, hw, x, meanvar, meanvar + c, eps, weight, bias, residual, relu,
+                            y);
+}
+
 /* dx = beta*dx + weight*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)), dy masked by relu_y where
  * not NULL; without sums (evaluation) the two means are 0 */
 __global__ void bn_backward_data_kernel(int64_t n, int64_t c, int64_t hw, int64_t q, const float *x,

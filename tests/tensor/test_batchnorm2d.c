@@ -313,3 +313,58 @@ Test(tensor_avgpool, global_mean_and_gradient) {
     rgt_assert_gradcheck(f_avg, NULL, 1, &x, NULL);
     rg_tensor_free(x);
 }
+
+/* batchnorm_train_forward (training's forward in one call; on small planes one run of channels
+ * at a time through statistics, finalisation and normalisation) against the three calls it
+ * replaces: the same y, mean/var/count, running statistics and batch count, bit for bit, with
+ * and without the residual add and the ReLU, at one and two threads. */
+Test(tensor_batchnorm2d, the_one_call_forward_equals_the_three_calls) {
+    const int64_t shapes[][4] = {{32, 2048, 2, 2}, {7, 300, 4, 4}, {300, 5, 2, 2},
+                                 {9, 1100, 1, 1},  {3, 5, 5, 6},   {8, 60, 9, 9}};
+    const rg_backend *be = &rg_cpu_backend;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+        for (int v = 0; v < 3; v++)
+            for (int threads = 1; threads <= 2; threads++) {
+                rg_set_num_threads(threads);
+                int64_t n = shapes[k][0], c = shapes[k][1], hw = shapes[k][2] * shapes[k][3];
+                rg_tensor *x = rgt_uniform(RG_SHAPE(n, c, hw), -2, 3, 60 + k);
+                rg_tensor *res = rgt_uniform(RG_SHAPE(n, c, hw), -1, 1, 61 + k);
+                rg_tensor *w = rgt_uniform(RG_SHAPE(c), 0.5, 2, 62 + k);
+                rg_tensor *b = rgt_uniform(RG_SHAPE(c), -1, 1, 63 + k);
+                const float *r = v == 2 ? rg_tensor_f32(res) : NULL;
+                bool relu = v > 0;
+                float *st[2], *mv[2], *rm[2], *rv[2], *y[2];
+                int64_t nb[2] = {3, 3};
+                for (int f = 0; f < 2; f++) {
+                    st[f] = calloc((size_t)(3 * c + 1), sizeof(float));
+                    mv[f] = calloc((size_t)(2 * c + 1), sizeof(float));
+                    rm[f] = calloc((size_t)c, sizeof(float)),
+                    rv[f] = calloc((size_t)c, sizeof(float));
+                    y[f] = calloc((size_t)(n * c * hw), sizeof(float));
+                    for (int64_t ch = 0; ch < c; ch++) rm[f][ch] = 0.25f, rv[f][ch] = 1.5f;
+                }
+                const float *xp = rg_tensor_f32(x), *wp = rg_tensor_f32(w), *bp = rg_tensor_f32(b);
+                be->batchnorm_stats(n, c, hw, xp, NULL, st[0]);
+                be->batchnorm_finalize(c, 0.1f, st[0], mv[0], rm[0], rv[0], &nb[0]);
+                be->batchnorm_apply(n, c, hw, xp, mv[0], mv[0] + c, 1e-5f, wp, bp, r, relu, y[0]);
+                be->batchnorm_train_forward(n, c, hw, xp, 0.1f, 1e-5f, wp, bp, r, relu, st[1],
+                                            mv[1], rm[1], rv[1], &nb[1], y[1]);
+                const char *what = v == 0 ? "plain" : v == 1 ? "relu" : "add+relu";
+                cr_assert(memcmp(y[0], y[1], (size_t)(n * c * hw) * sizeof(float)) == 0,
+                          "%lldx%lldx%lld %s, %d threads: y differs", (long long)n, (long long)c,
+                          (long long)hw, what, threads);
+                cr_assert(memcmp(mv[0], mv[1], (size_t)(2 * c + 1) * sizeof(float)) == 0,
+                          "%lldx%lldx%lld %s: mean/var differ", (long long)n, (long long)c,
+                          (long long)hw, what);
+                cr_assert(memcmp(rm[0], rm[1], (size_t)c * sizeof(float)) == 0 &&
+                              memcmp(rv[0], rv[1], (size_t)c * sizeof(float)) == 0,
+                          "%lldx%lldx%lld %s: running statistics differ", (long long)n,
+                          (long long)c, (long long)hw, what);
+                cr_assert(nb[0] == 4 && nb[1] == 4, "num_batches %lld and %lld", (long long)nb[0],
+                          (long long)nb[1]);
+                for (int f = 0; f < 2; f++)
+                    free(st[f]), free(mv[f]), free(rm[f]), free(rv[f]), free(y[f]);
+                rgt_free_all(4, (rg_tensor *[]){x, res, w, b});
+            }
+    rg_set_num_threads(1);
+}
