@@ -9,7 +9,9 @@
  * channel (the element-wise passes go plane by plane in memory order instead), so no reduction
  * across threads is needed, and the result does not depend on the
  * number of threads. Sums accumulate in float lanes over blocks of planes, then in double.
- * Planes of fewer than 32 floats go as rows of many channels instead ("small planes" below). */
+ * Planes of fewer than 32 floats go as rows of many channels instead ("small planes" below), and
+ * there training's forward reads x from memory once: each run of channels is normalised right
+ * after its statistics, while it is still in cache ("training's forward in one call"). */
 #include <omp.h>
 #include <string.h>
 
@@ -409,9 +411,10 @@ void rg_cpu_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, co
  * small planes it takes a run of channels at a time through all three, so that the run's rows
  * (n * cn * hw floats, kept under FUSE_FLOATS) are still in the core's cache when they are
  * normalised: x is read from farther away once instead of twice. Planes of SMALL_HW floats and
- * more go through the three passes: walking one chunk of channels image by image defeated the
- * prefetchers there (a channel's planes are hw floats apart by c * hw), and the chunked version
- * was 5-30% slower (eighteenth session, docs/PERFORMANCE.md). */
+ * more go through the three passes: there a chunk of channels is short runs of hw floats, one
+ * per image, c * hw floats apart, which the prefetchers followed worse than the passes' walk in
+ * memory order, and the chunked version was 5-30% slower (docs/PERFORMANCE.md, eighteenth
+ * session). */
 #define FUSE_FLOATS 65536
 
 void rg_cpu_batchnorm_train_forward(int64_t n, int64_t c, int64_t hw, const float *x,
