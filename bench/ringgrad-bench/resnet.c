@@ -14,8 +14,19 @@ void rgb_run_resnet(const rgb_opts *o) {
     const char *name = o->model ? o->model : "resnet18";
     rg_model *m = NULL;
     rg_model_spec spec = {.channels = 3, .height = size, .width = size, .num_classes = 10};
-    rg_status st = rg_model_new_for(name, 42, &spec, &m);
-    RG_CHECK(st == RG_OK, "resnet bench: %s", rg_last_error());
+    if (rg_model_new_for(name, 42, &spec, &m) != RG_OK) { /* a bad --model: a usage error */
+        fprintf(stderr, "ringgrad-bench: --model %s: %s\n", name, rg_last_error());
+        exit(2);
+    }
+    if (rg_model_bn_plane(m) == 1 && batch < 2) { /* BatchNorm would stop the process */
+        fprintf(stderr,
+                "ringgrad-bench: --batch %d: %s on %dx%d images ends in 1x1 planes, and "
+                "BatchNorm needs more than one value per channel in training: use --batch 2 or "
+                "more, or larger images\n",
+                batch, name, size, size);
+        rg_model_free(m);
+        exit(2);
+    }
     rg_optim *opt = rg_sgd_new(rg_model_params(m), &(rg_sgd_opts){.lr = 0.01f, .momentum = 0.9f});
     rg_tensor *x = rg_tensor_new(RG_F32, RG_SHAPE(batch, 3, size, size), RG_CPU);
     rg_tensor *y = rg_tensor_new(RG_I64, RG_SHAPE(batch), RG_CPU);

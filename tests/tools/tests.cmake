@@ -23,3 +23,11 @@ add_test(NAME tools/imagefolder_train
                  $<TARGET_FILE:ringgrad-train> $<TARGET_FILE:ringgrad-export-images>)
 set_tests_properties(tools/imagefolder_train PROPERTIES LABELS "tools;mpi" TIMEOUT 600
                      ENVIRONMENT "${RG_MPI_TEST_ENV}" SKIP_RETURN_CODE 77 PROCESSORS 2)
+
+# bench_usage.sh: ringgrad-bench's bad arguments (an unknown --only or --model, --threads 0, a
+# model that cannot take the images, a batch of one image on 1x1 planes) are exit 2, not a signal
+if(TARGET ringgrad-bench)
+  add_test(NAME tools/bench_usage
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/bench_usage.sh $<TARGET_FILE:ringgrad-bench>)
+  set_tests_properties(tools/bench_usage PROPERTIES LABELS "tools" TIMEOUT 300)
+endif()
