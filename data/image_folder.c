@@ -89,6 +89,38 @@ RG_NODISCARD static rg_status list_dir(const char *dir, bool want_dirs, str_list
     return s;
 }
 
+/* Folders below a class folder that are followed (torchvision's ImageFolder descends into them
+ * too); deeper is an error, which also ends a symbolic link's loop. */
+#define MAX_DEPTH 16
+
+/* Appends the images under dir to paths: its own files in sorted order, then each subfolder's,
+ * the subfolders in sorted order, depth levels down at most. */
+RG_NODISCARD static rg_status collect_images(const char *dir, int depth, str_list *paths) {
+    if (depth > MAX_DEPTH)
+        return rg_error(RG_ECORRUPT,
+                        "%s: more than %d folders deep inside a class folder (a "
+                        "symbolic link that loops?)",
+                        dir, MAX_DEPTH);
+    str_list files = {0}, subs = {0};
+    rg_status s = list_dir(dir, false, &files);
+    if (s == RG_OK) s = list_dir(dir, true, &subs);
+    char path[8192];
+    for (int64_t i = 0; s == RG_OK && i < files.n; i++) {
+        if (snprintf(path, sizeof path, "%s/%s", dir, files.s[i]) >= (int)sizeof path)
+            s = rg_error(RG_EINVAL, "%s/%s: path too long", dir, files.s[i]);
+        else if (!list_push(paths, path))
+            s = rg_error(RG_ENOMEM, "%s: out of memory", dir);
+    }
+    for (int64_t i = 0; s == RG_OK && i < subs.n; i++) {
+        if (snprintf(path, sizeof path, "%s/%s", dir, subs.s[i]) >= 4096)
+            s = rg_error(RG_EINVAL, "%s/%s: path too long", dir, subs.s[i]);
+        else
+            s = collect_images(path, depth + 1, paths);
+    }
+    list_free(&files), list_free(&subs);
+    return s;
+}
+
 /* Every image path under root, class by class; class k's images are paths[first[k] ..
  * first[k + 1]). Fails when there is no class or a class folder has no image. */
 RG_NODISCARD
@@ -104,24 +136,17 @@ static rg_status collect(const char *root, str_list *classes, str_list *paths, i
                         MAX_CLASSES);
     if (!(*first = malloc((size_t)(classes->n + 1) * sizeof **first)))
         return rg_error(RG_ENOMEM, "%s: out of memory", root);
-    char dir[4096], path[8192];
+    char dir[4096];
     for (int64_t k = 0; k < classes->n; k++) {
         (*first)[k] = paths->n;
         if (snprintf(dir, sizeof dir, "%s/%s", root, classes->s[k]) >= (int)sizeof dir)
             return rg_error(RG_EINVAL, "%s/%s: path too long", root, classes->s[k]);
-        str_list files = {0};
-        rg_status s = list_dir(dir, false, &files);
-        if (s == RG_OK && files.n == 0)
-            s = rg_error(RG_ECORRUPT,
-                         "%s: class folder with no images (.png, .jpg, .jpeg, .bmp, .tga, .pgm, "
-                         ".ppm); remove it or add images",
-                         dir);
-        for (int64_t i = 0; s == RG_OK && i < files.n; i++) {
-            snprintf(path, sizeof path, "%s/%s", dir, files.s[i]);
-            if (!list_push(paths, path)) s = rg_error(RG_ENOMEM, "%s: out of memory", root);
-        }
-        list_free(&files);
-        RG_TRY(s);
+        RG_TRY(collect_images(dir, 0, paths));
+        if (paths->n == (*first)[k])
+            return rg_error(RG_ECORRUPT,
+                            "%s: class folder with no images (.png, .jpg, .jpeg, .bmp, .tga, "
+                            ".pgm, .ppm); remove it or add images",
+                            dir);
     }
     (*first)[classes->n] = paths->n;
     return RG_OK;

@@ -131,24 +131,25 @@ typedef struct {
 
 /* Loads root/<class>/<image> for every class folder in root, in sorted order (class k is the
  * k-th folder name, as torchvision's ImageFolder), and every .png/.jpg/.jpeg/.bmp/.tga/.pgm/.ppm
- * file in it, sorted by name. Returns RG_ENOENT when root is missing; RG_ECORRUPT when there is
- * no class folder, a class folder has no image, or an image cannot be decoded, has the wrong size
- * (eager) or a header over the limits of image.h; RG_EIO when a file is unreadable or not a
- * regular file (a FIFO, a device); RG_ENOMEM when the decoded images would not fit in memory
- * (use lazy). Every message names the file. *out (with class_names set) is owned by the caller,
- * NULL on failure. */
+ * file in it (any case), sorted by name, then those of its subfolders, each in sorted order, as
+ * deep as 16 levels (torchvision descends too); names starting with '.' are skipped. Returns
+ * RG_ENOENT when root is missing; RG_ECORRUPT when there is no class folder, a class folder has
+ * no image, folders go deeper than 16 levels (a looping link), or an image cannot be decoded,
+ * has the wrong size (eager) or a header over the limits of image.h; RG_EIO when a file is
+ * unreadable or not a regular file (a FIFO, a device); RG_ENOMEM when the decoded images would
+ * not fit in memory (use lazy). Every message names the file. *out (with class_names set) is
+ * owned by the caller, NULL on failure. */
 RG_API RG_NODISCARD
 rg_status rg_dataset_image_folder(const char *root, const rg_image_folder_opts *opts,
                                   rg_dataset **out);
 
 /* Writes ds (limit > 0: `limit` of its items, the first limit / classes of each class and one
  * more of the first limit % classes, so that every class gets some; RG_EINVAL when limit is
- * below the number of classes) as
- * an image folder of PNG files, the inverse of rg_dataset_image_folder():
- * dir/<k>_<class name>/<i>.png, with k and i zero-padded so that the sorted folders give back the
- * labels and the sorted files the order ('/' and ' ' in a class name become '-'; only "<k>"
- * without names). Images must have 1 or 3 channels. Returns RG_EIO naming the path when a folder
- * or file cannot be written, or rg_dataset_item()'s statuses. */
+ * below the number of classes) as an image folder of PNG files, the inverse of
+ * rg_dataset_image_folder(): dir/<k>_<class name>/<i>.png, with k and i zero-padded so that the
+ * sorted folders give back the labels and the sorted files the order ('/' and ' ' in a class name
+ * become '-'; only "<k>" without names). Images must have 1 or 3 channels. Returns RG_EIO naming
+ * the path when a folder or file cannot be written, or rg_dataset_item()'s statuses. */
 RG_API RG_NODISCARD rg_status rg_dataset_write_image_folder(const rg_dataset *ds, const char *dir,
                                                             int64_t limit);
 

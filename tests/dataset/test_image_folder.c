@@ -1,7 +1,9 @@
 /* Tests for image-folder datasets: PNG files written by the test (stb_image_write) come back in
- * sorted class order with (C,H,W) planes, grayscale and RGB; wrong sizes, undecodable files,
- * missing and empty folders are errors that name the file. */
+ * sorted class order with (C,H,W) planes, grayscale and RGB, subfolders of a class included;
+ * wrong sizes, undecodable files, missing and empty folders, and looping links are errors that
+ * name the file. */
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fixtures.h"
 
@@ -64,6 +66,39 @@ Test(dataset_image_folder, loads_rgb_planes_in_sorted_class_order) {
         assert_image(ds, i, want_id[i]);
     }
     rg_dataset_free(ds);
+}
+
+/* torchvision's ImageFolder takes the images in a class folder's subfolders too: here the class
+ * folder's own files come first, then each subfolder's in sorted order, recursively; hidden
+ * folders are skipped; a symbolic link that loops is an error naming the path. */
+Test(dataset_image_folder, a_class_folders_subfolders_hold_its_images_too) {
+    const char *dir = rgt_tmpdir("imgdir_nested");
+    char path[4200];
+    const char *dirs[] = {"cat", "cat/sub", "cat/sub/deep", "cat/.hidden", "only", "only/x"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, dirs[i]);
+        mkdir(path, 0755);
+    }
+    write_png(dir, "cat", "b.png", 0, 4, 4, 3);
+    write_png(dir, "cat/sub", "a.png", 1, 4, 4, 3);
+    write_png(dir, "cat/sub/deep", "c.png", 2, 4, 4, 3);
+    write_png(dir, "cat/.hidden", "h.png", 3, 4, 4, 3);
+    write_png(dir, "dog", "d.png", 4, 4, 4, 3);
+    write_png(dir, "only/x", "e.png", 5, 4, 4, 3); /* a class whose images are all one level down */
+    rg_dataset *ds;
+    cr_assert_eq(rg_dataset_image_folder(dir, NULL, &ds), RG_OK, "%s", rg_last_error());
+    cr_assert(ds->n == 5 && ds->num_classes == 3, "%lld images in %d classes", (long long)ds->n,
+              ds->num_classes);
+    int want_label[] = {0, 0, 0, 1, 2}, want_id[] = {0, 1, 2, 4, 5};
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(ds->labels[i], want_label[i], "item %d", i);
+        assert_image(ds, i, want_id[i]);
+    }
+    rg_dataset_free(ds);
+    snprintf(path, sizeof path, "%s/dog/self", dir);
+    cr_assert_eq(symlink(".", path), 0);
+    fx_assert_error(rg_dataset_image_folder(dir, NULL, &ds), RG_ECORRUPT, "dog/self/self",
+                    "folders deep inside a class folder");
 }
 
 Test(dataset_image_folder, loads_grayscale) {
