@@ -64,6 +64,18 @@ RG_API int64_t rg_zero1_shard_numel(const rg_zero1 *z);
  * that the reduce-scatter and the allgather move between them, as an allreduce of it would. */
 RG_API int64_t rg_zero1_bytes_per_step(const rg_zero1 *z);
 
+/* Checkpoints: the whole optimizer state, as DDP's optimizer would hold it, so that a zero1
+ * checkpoint resumes under zero1 on any number of ranks or under ddp (and a ddp one under
+ * zero1). `full` is an optimizer of the same name and options over the same parameters
+ * (rg_optim_new), needed on rank 0 only (NULL elsewhere).
+ * gather: every rank's shard of each buffer (moments, momentum) into full's state, with its step
+ * counters and learning rate (then rg_checkpoint_save(path, model, full, meta) on rank 0);
+ * scatter: the inverse, after rank 0's rg_checkpoint_load into full: each rank takes its shard,
+ * the step counters and the learning rate. Collective (an allgather, or a broadcast, of the state
+ * once per buffer kind). Returns RG_OK or the communicator's failure. */
+RG_API RG_NODISCARD rg_status rg_zero1_gather_state(rg_zero1 *z, rg_optim *full);
+RG_API RG_NODISCARD rg_status rg_zero1_scatter_state(rg_zero1 *z, rg_optim *full);
+
 /* Restores ordinary gradients (holding the current values), frees the optimizer and the buffers.
  * NULL is a no-op. Not collective. */
 RG_API void rg_zero1_free(rg_zero1 *z);

@@ -169,6 +169,11 @@ rg_train_test(lr_rules 1 "" train ${RG_TRAIN_SH}/lr.sh)
 rg_train_test(resume 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh)
 rg_train_test(resume_augment 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh augment --augment flip-crop
               --workers 2)
+# zero1's checkpoints hold the whole optimizer state (gathered from every rank's shard), so a
+# zero1 run resumes bit for bit too, with Adam's moments and SGD's momentum
+rg_train_test(resume_zero1 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh zero1 --strategy zero1)
+rg_train_test(resume_zero1_sgd 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh zero1_sgd --strategy zero1
+              --optim sgd --momentum 0.9 --save-every 3)
 
 # ---- 2 simulated hosts
 rg_train_test(cluster 2 "" "train;mpi;cluster" ${RG_TRAIN_SH}/cluster.sh ${CMAKE_SOURCE_DIR}/scripts/sim-cluster.sh)

@@ -297,7 +297,8 @@ static void periodic_name(const char *save, int64_t step, char *out, size_t cap)
 }
 
 rg_status guard_save_periodic(trainer *t, int64_t epoch) {
-    if (!t->a.save_every || t->step % t->a.save_every != 0 || t->rank != 0) return RG_OK;
+    if (!t->a.save_every || t->step % t->a.save_every != 0) return RG_OK;
+    if (t->rank != 0 && !t->zero) return RG_OK; /* zero1: every rank sends its optimizer shard */
     char path[4200], old[4200];
     periodic_name(t->a.save, t->step, path, sizeof path);
     const char *keep = t->a.save;
@@ -305,7 +306,7 @@ rg_status guard_save_periodic(trainer *t, int64_t epoch) {
     rg_status st = trainer_save(t, epoch);
     t->a.save = keep;
     int64_t gone = t->step - (int64_t)t->a.keep * t->a.save_every;
-    if (st == RG_OK && gone > 0) {
+    if (st == RG_OK && gone > 0 && t->rank == 0) {
         periodic_name(t->a.save, gone, old, sizeof old);
         if (unlink(old) != 0 && errno != ENOENT)
             fprintf(stderr, "ringgrad-train: warning: cannot remove %s: %s\n", old, strerror(errno));

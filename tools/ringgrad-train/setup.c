@@ -128,7 +128,7 @@ static void set_schedule(trainer *t, int64_t total_steps) {
  * rank 0 alone read the checkpoint (the weights follow in rg_ddp_new's broadcast). */
 RG_NODISCARD static rg_status broadcast_resume(trainer *t, rg_checkpoint_meta *m) {
     const rg_param_list *st = rg_optim_state(t->opt);
-    for (int i = 0; i < st->n; i++) {
+    for (int i = 0; !t->zero && i < st->n; i++) { /* zero1's shards came with scatter_state */
         rg_tensor *x = st->items[i].tensor;
         rg_comm_dtype dt = x->dtype == RG_F32 ? RG_COMM_F32 : x->dtype == RG_I64 ? RG_COMM_I64
                                                             : RG_COMM_I32;
@@ -155,6 +155,27 @@ RG_NODISCARD static rg_status broadcast_resume(trainer *t, rg_checkpoint_meta *m
     return RG_OK;
 }
 
+/* After rank 0 read a checkpoint into the model and the optimizer: the position, learning rate
+ * and dropout streams to every rank, and a learning rate given on the command line over the
+ * checkpoint's. */
+RG_NODISCARD static rg_status finish_resume(trainer *t, rg_checkpoint_meta *meta) {
+    rg_status st;
+    if (t->world > 1 && (st = broadcast_resume(t, meta)) != RG_OK) {
+        trainer_error(t, "sending the checkpoint to every rank: %s", rg_last_error());
+        return st;
+    }
+    t->step = meta->step, t->start_epoch = meta->epoch, t->resume_meta = *meta;
+    float saved = rg_optim_get_lr(t->opt);
+    float want = (float)(t->a.lr * lr_factor(t)); /* the same scaling as the start of a run */
+    if (t->a.lr_given && want != saved) {
+        rg_optim_set_lr(t->opt, want);
+        if (t->rank == 0)
+            printf("ringgrad-train: --lr %g overrides the learning rate %g saved in %s\n",
+                   (double)want, (double)saved, t->a.resume);
+    }
+    return RG_OK;
+}
+
 /* --init or --resume: rank 0 reads the file, so that a checkpoint on one host's disk is enough;
  * every rank fails together when it cannot. The weights reach the other ranks through rg_ddp_new's
  * broadcast, the rest through broadcast_resume. A learning rate given on the command line
@@ -166,21 +187,38 @@ RG_NODISCARD static rg_status load_checkpoint(trainer *t) {
     if (t->a.resume && t->rank == 0) st = rg_checkpoint_load(t->a.resume, t->net, t->opt, &meta);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
     RG_TRY(trainer_agree(t, st));
-    if (!t->a.resume) return RG_OK;
-    if (t->world > 1 && (st = broadcast_resume(t, &meta)) != RG_OK) {
-        trainer_error(t, "sending the checkpoint to every rank: %s", rg_last_error());
-        return st;
+    return t->a.resume ? finish_resume(t, &meta) : RG_OK;
+}
+
+/* The full optimizer of this run (--optim and its options) over every parameter: what a zero1
+ * checkpoint holds (dist/zero1.c), made on rank 0 only, for a save or a resume. */
+static rg_optim *full_optimizer(trainer *t) {
+    char opts[256];
+    trainer_optim_options(t, opts, sizeof opts);
+    rg_optim *o = rg_optim_new(t->a.optim, rg_model_params(t->net), opts);
+    if (!o) trainer_error(t, "zero1: the checkpoint's optimizer: %s", rg_last_error());
+    return o;
+}
+
+/* --strategy zero1 --resume: rank 0 reads the weights and the whole optimizer state (the file
+ * is the same as ddp's), rg_zero1_new broadcasts the weights, and each rank takes its shard of
+ * the state; then the position, as for ddp. */
+RG_NODISCARD static rg_status resume_zero1(trainer *t, const rg_param_list *params) {
+    rg_checkpoint_meta meta = {0};
+    rg_optim *full = NULL;
+    rg_status st = RG_OK;
+    if (t->rank == 0) {
+        full = full_optimizer(t);
+        st = full ? rg_checkpoint_load(t->a.resume, t->net, full, &meta) : RG_EINVAL;
+        if (full && st != RG_OK) trainer_error(t, "%s", rg_last_error());
     }
-    t->step = meta.step, t->start_epoch = meta.epoch, t->resume_meta = meta;
-    float saved = rg_optim_get_lr(t->opt);
-    float want = (float)(t->a.lr * lr_factor(t)); /* the same scaling as the start of a run */
-    if (t->a.lr_given && want != saved) {
-        rg_optim_set_lr(t->opt, want);
-        if (t->rank == 0)
-            printf("ringgrad-train: --lr %g overrides the learning rate %g saved in %s\n",
-                   (double)want, (double)saved, t->a.resume);
-    }
-    return RG_OK;
+    st = trainer_agree(t, st);
+    if (st == RG_OK) st = make_strategy(t, params);
+    if (st == RG_OK && (st = rg_zero1_scatter_state(t->zero, full)) != RG_OK)
+        trainer_error(t, "sending the checkpoint's optimizer state: %s", rg_last_error());
+    rg_optim_free(full);
+    RG_TRY(st);
+    return finish_resume(t, &meta);
 }
 
 rg_status trainer_broadcast_buffers(trainer *t) {
@@ -244,11 +282,6 @@ rg_status trainer_setup_model(trainer *t) {
     }
     if (strcmp(t->a.strategy, "pipeline") == 0) return trainer_setup_pipeline(t);
     const rg_param_list *params = rg_model_params(t->net);
-    if (strcmp(t->a.strategy, "zero1") == 0 && t->a.resume) {
-        trainer_error(t, "--strategy zero1 cannot --resume yet: its optimizer state is sharded "
-                      "over the ranks, and --save writes the weights only; use --strategy ddp");
-        return trainer_agree(t, RG_EINVAL);
-    }
     if (strcmp(t->a.strategy, "zero1") == 0 &&
         (strcmp(t->a.compress, "none") != 0 || t->a.no_overlap || t->a.no_allreduce)) {
         trainer_error(t, "--strategy zero1 takes no --compress, --no-overlap or --no-allreduce "
@@ -272,6 +305,7 @@ rg_status trainer_setup_model(trainer *t) {
                       "the others are options of --strategy ddp)", t->a.strategy);
         return trainer_agree(t, RG_EINVAL);
     }
+    if (strcmp(t->a.strategy, "zero1") == 0 && t->a.resume) return resume_zero1(t, params);
     if (strcmp(t->a.strategy, "zero1") == 0 || ps) { /* rank 0's --init weights, then broadcast */
         RG_TRY(load_checkpoint(t));
         return make_strategy(t, params);
@@ -408,6 +442,14 @@ rg_status trainer_save(trainer *t, int64_t epoch) {
         trainer_error(t, "pipeline: %s", rg_last_error());
         return RG_EPEER;
     }
+    rg_optim *full = NULL; /* zero1: the whole optimizer state, gathered from every rank */
+    if (t->zero) {
+        full = t->rank == 0 ? full_optimizer(t) : NULL;
+        rg_status st = trainer_agree(t, t->rank == 0 && !full ? RG_EINVAL : RG_OK);
+        if (st == RG_OK && (st = rg_zero1_gather_state(t->zero, full)) != RG_OK)
+            trainer_error(t, "zero1: gathering the optimizer state: %s", rg_last_error());
+        if (st != RG_OK) return rg_optim_free(full), st;
+    }
     if (t->rank != 0) return RG_OK;
     int64_t k = t->a.accum_steps;
     rg_checkpoint_meta meta = {.step = t->step, .epoch = epoch, .seed = (uint64_t)t->a.seed,
@@ -415,10 +457,14 @@ rg_status trainer_save(trainer *t, int64_t epoch) {
                                                t->workers * k,
                                .steps_per_epoch = rg_loader_steps_per_epoch(t->train) / k};
     snprintf(meta.model, sizeof meta.model, "%s", t->a.model);
-    /* zero1, pipeline, ps: the weights only (rank 0 holds a shard or a stage of the optimizer
-     * state, or, as a worker of parameter servers, none) */
-    rg_status st = rg_checkpoint_save(t->a.save, t->net, t->zero || t->pipe || t->ps ? NULL : t->opt,
+    /* pipeline, ps: the weights only (rank 0 holds a stage of the optimizer state or, as a
+     * worker of parameter servers, none); zero1: the state gathered above */
+    rg_status st = rg_checkpoint_save(t->a.save, t->net,
+                                      t->zero            ? full
+                                      : t->pipe || t->ps ? NULL
+                                                         : t->opt,
                                       &meta);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
+    rg_optim_free(full);
     return st;
 }
