@@ -8,16 +8,21 @@
 #   - another global batch (1 rank at batch 48; 5 ranks cannot share 96) is an error naming it
 #   - --lr with --resume overrides the saved rate and prints a line saying so
 #   - resuming a finished run evaluates and reports a real test accuracy
+# resume_world.sh [NAME FLAGS...]: FLAGS added to the resumed runs (--strategy zero1: its
+# checkpoints carry the whole optimizer state, so the 2 -> 1 -> 3 chain holds under it too).
 source "$(dirname "$0")/lib.sh"
+tag=${1:-}
+shift || true
 common=(--model mlp --optim sgd --lr 0.05 --momentum 0.9 --dropout 0 --epochs 2 --seed 7 --bucket-mb 0.05)
-a="$RG_TRAIN_OUT/resume_world_straight.safetensors" b="$RG_TRAIN_OUT/resume_world_split.safetensors"
-o="$RG_TRAIN_OUT/resume_world"
+chain=("${common[@]}" "$@")
+a="$RG_TRAIN_OUT/resume_world${tag}_straight.safetensors" b="$RG_TRAIN_OUT/resume_world${tag}_split.safetensors"
+o="$RG_TRAIN_OUT/resume_world$tag"
 rm -f "$a" "$b"
 run_logged "$o.straight.log" 1 "${common[@]}" --batch-size 96 --max-steps 15 --save "$a"
-run_logged "$o.np2.log" 2 "${common[@]}" --batch-size 48 --max-steps 4 --save "$b"
-run_logged "$o.np1.log" 1 "${common[@]}" --batch-size 96 --max-steps 9 --resume "$b" --save "$b"
+run_logged "$o.np2.log" 2 "${chain[@]}" --batch-size 48 --max-steps 4 --save "$b"
+run_logged "$o.np1.log" 1 "${chain[@]}" --batch-size 96 --max-steps 9 --resume "$b" --save "$b"
 python3 "$HERE/ckpt_compare.py" "$b" "$a" --expect-differ >/dev/null || fail "9 steps already match 15"
-run_logged "$o.np3.log" 3 "${common[@]}" --batch-size 32 --max-steps 15 --resume "$b" --save "$b"
+run_logged "$o.np3.log" 3 "${chain[@]}" --batch-size 32 --max-steps 15 --resume "$b" --save "$b"
 python3 "$HERE/ckpt_compare.py" "$b" "$a" --atol 1e-6 --meta step --meta epoch ||
     fail "2 -> 1 -> 3 ranks differ from the uninterrupted run"
 
@@ -46,4 +51,4 @@ import json, sys
 j = json.loads(sys.stdin.read())
 assert j["test_accuracy"] is not None and j["test_accuracy"] > 0.2, j
 ' || fail "resuming a finished run does not report its test accuracy"
-echo "PASS: 2 -> 1 -> 3 ranks = 1 uninterrupted run; impossible resumes fail; --lr overrides"
+echo "PASS${tag:+ ($tag)}: 2 -> 1 -> 3 ranks = 1 uninterrupted run; impossible resumes fail; --lr overrides"

@@ -198,6 +198,7 @@ endforeach()
 #   resume_world.sh  2 -> 1 -> 3 ranks at global batch 96 = one uninterrupted run; impossible
 #                 resumes fail; --lr overrides a checkpoint; a finished run reports its accuracy
 rg_train_test(resume_world 3 "" "train;mpi" ${RG_TRAIN_SH}/resume_world.sh)
+rg_train_test(resume_world_zero1 3 "" "train;mpi" ${RG_TRAIN_SH}/resume_world.sh _zero1 --strategy zero1)
 #   reliability.sh  every bad input and fault of issue 10 (the table of docs/RELIABILITY.md):
 #                 nothing aborts, hangs or loses a checkpoint
 rg_train_test(reliability 2 "" "train;mpi" ${RG_TRAIN_SH}/reliability.sh)
