@@ -68,8 +68,19 @@ static bool is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* The sorted names in dir that are folders (want_dirs) or image files; hidden entries skipped. */
-RG_NODISCARD static rg_status list_dir(const char *dir, bool want_dirs, str_list *out) {
+/* Whether entry e of a folder, at path, is a folder: from the entry's type where the file system
+ * gives it, so that indexing a folder of a million images makes no stat call per file; a
+ * symbolic link or an unknown type is followed with stat. */
+static bool entry_is_dir(const struct dirent *e, const char *path) {
+#ifdef _DIRENT_HAVE_D_TYPE
+    if (e->d_type != DT_UNKNOWN && e->d_type != DT_LNK) return e->d_type == DT_DIR;
+#endif
+    return is_dir(path);
+}
+
+/* The sorted names in dir of its folders (into dirs) and, where files is not NULL, of its image
+ * files, in one pass over the folder; hidden entries skipped. */
+RG_NODISCARD static rg_status list_dir(const char *dir, str_list *files, str_list *dirs) {
     DIR *d = opendir(dir);
     if (!d) {
         rg_status s = errno == ENOENT || errno == ENOTDIR ? RG_ENOENT : RG_EIO;
@@ -81,11 +92,14 @@ RG_NODISCARD static rg_status list_dir(const char *dir, bool want_dirs, str_list
     while (s == RG_OK && (e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        bool keep = want_dirs ? is_dir(path) : is_image_name(e->d_name) && !is_dir(path);
-        if (keep && !list_push(out, e->d_name)) s = rg_error(RG_ENOMEM, "%s: out of memory", dir);
+        str_list *to = entry_is_dir(e, path) ? dirs : is_image_name(e->d_name) ? files : NULL;
+        if (to && !list_push(to, e->d_name)) s = rg_error(RG_ENOMEM, "%s: out of memory", dir);
     }
     closedir(d);
-    if (out->n) qsort(out->s, (size_t)out->n, sizeof *out->s, cmp_str);
+    for (int l = 0; l < 2; l++) {
+        str_list *out = l ? dirs : files;
+        if (out && out->n) qsort(out->s, (size_t)out->n, sizeof *out->s, cmp_str);
+    }
     return s;
 }
 
@@ -102,8 +116,7 @@ RG_NODISCARD static rg_status collect_images(const char *dir, int depth, str_lis
                         "symbolic link that loops?)",
                         dir, MAX_DEPTH);
     str_list files = {0}, subs = {0};
-    rg_status s = list_dir(dir, false, &files);
-    if (s == RG_OK) s = list_dir(dir, true, &subs);
+    rg_status s = list_dir(dir, &files, &subs);
     char path[8192];
     for (int64_t i = 0; s == RG_OK && i < files.n; i++) {
         if (snprintf(path, sizeof path, "%s/%s", dir, files.s[i]) >= (int)sizeof path)
@@ -125,7 +138,7 @@ RG_NODISCARD static rg_status collect_images(const char *dir, int depth, str_lis
  * first[k + 1]). Fails when there is no class or a class folder has no image. */
 RG_NODISCARD
 static rg_status collect(const char *root, str_list *classes, str_list *paths, int64_t **first) {
-    RG_TRY(list_dir(root, true, classes));
+    RG_TRY(list_dir(root, NULL, classes));
     if (classes->n == 0)
         return rg_error(RG_ECORRUPT,
                         "%s: no class folders (expected %s/<class>/<image>.png, as torchvision's "

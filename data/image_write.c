@@ -55,6 +55,12 @@ RG_NODISCARD static rg_status write_item(const rg_dataset *ds, int64_t i, const 
     return RG_OK;
 }
 
+/* How many of class k's items a folder of n of the total items takes: n / classes, one more for
+ * the first n % classes classes; all of them without a limit. */
+static int64_t quota(int64_t k, int64_t n, int64_t classes, int64_t total) {
+    return n < total ? n / classes + (k < n % classes) : total;
+}
+
 rg_status rg_dataset_write_image_folder(const rg_dataset *ds, const char *dir, int64_t limit) {
     RG_CHECK(ds && dir, "rg_dataset_write_image_folder: NULL argument");
     RG_CHECK(ds->c == 1 || ds->c == 3, "rg_dataset_write_image_folder: %lld channels (1 or 3)",
@@ -69,7 +75,6 @@ rg_status rg_dataset_write_image_folder(const rg_dataset *ds, const char *dir, i
                         "%s: a limit of %lld images cannot give each of the %lld "
                         "classes one",
                         dir, (long long)n, (long long)k_n);
-#define QUOTA(k) (n < ds->n ? n / k_n + ((k) < n % k_n) : ds->n)
     RG_TRY(make_dir(dir));
     char path[8192];
     for (int k = 0; k < ds->num_classes; k++) {
@@ -82,7 +87,7 @@ rg_status rg_dataset_write_image_folder(const rg_dataset *ds, const char *dir, i
         return free(buf), free(taken), rg_error(RG_ENOMEM, "%s: out of memory", dir);
     rg_status s = RG_OK;
     for (int64_t i = 0, written = 0; s == RG_OK && i < ds->n && written < n; i++) {
-        if (taken[ds->labels[i]] >= QUOTA(ds->labels[i])) continue;
+        if (taken[ds->labels[i]] >= quota(ds->labels[i], n, k_n, ds->n)) continue;
         taken[ds->labels[i]]++, written++;
         char cls[4096];
         class_dir(ds, ds->labels[i], dir, cls, sizeof cls);
@@ -92,7 +97,6 @@ rg_status rg_dataset_write_image_folder(const rg_dataset *ds, const char *dir, i
         else
             s = write_item(ds, i, path, buf);
     }
-#undef QUOTA
     free(buf);
     free(taken);
     return s;

@@ -125,17 +125,6 @@ static rg_tensor *batch_norm2d(rg_tensor *x, rg_tensor *weight, rg_tensor *bias,
     const float *w = weight ? weight->data : NULL, *b = bias ? bias->data : NULL;
     rg_tensor *saved0, *saved1 = NULL;
     if (train) {
-        /* The statistics' shift (see batchnorm_stats): each channel's first value, except that
-         * SyncBatchNorm's ranks must share theirs: the running mean (the same on every rank),
-         * or none. */
-        const float *shift = NULL;
-        if (sync && running_mean) {
-            shift = running_mean->data;
-        } else if (sync) {
-            rg_tensor *zeros = rg_tensor_empty(RG_F32, RG_SHAPE(c), x->device);
-            be->fill(c, 0.0f, zeros->data);
-            shift = zeros->data;
-        }
         rg_tensor *stats = rg_tensor_empty(RG_F32, RG_SHAPE(3 * c + 1), x->device);
         saved0 = rg_tensor_empty(RG_F32, RG_SHAPE(2 * c + 1), x->device); /* mean, var, count */
         float *mv = saved0->data, *rm = running_mean ? running_mean->data : NULL;
@@ -145,6 +134,15 @@ static rg_tensor *batch_norm2d(rg_tensor *x, rg_tensor *weight, rg_tensor *bias,
             be->batchnorm_train_forward(n, c, hw, x->data, momentum, eps, w, b, r, relu,
                                         stats->data, mv, rm, rv, nb, y->data);
         } else {
+            /* The statistics' shift (see batchnorm_stats): without SyncBatchNorm each channel's
+             * first value; here the ranks must share theirs: the running mean (the same on every
+             * rank), or none. */
+            const float *shift = running_mean ? running_mean->data : NULL;
+            if (!shift) {
+                rg_tensor *zeros = rg_tensor_empty(RG_F32, RG_SHAPE(c), x->device);
+                be->fill(c, 0.0f, zeros->data);
+                shift = zeros->data;
+            }
             be->batchnorm_stats(n, c, hw, x->data, shift, stats->data);
             sync_sum(sync, stats->data, 2 * c + 1, x->device);
             be->batchnorm_finalize(c, momentum, stats->data, mv, rm, rv, nb);

@@ -379,10 +379,11 @@ static int64_t fewest_images(const trainer *t, int64_t batch) {
  * training starts; an epoch's last batch of one image is dropped, as DataLoader(drop_last=True)
  * would, with a note. --sync-bn over two or more ranks counts every rank's images. */
 RG_NODISCARD static rg_status check_bn_batches(trainer *t, bool *drop_last) {
-    int64_t batch = t->a.batch_size, len = (t->train_ds->n + t->workers - 1) / t->workers;
-    int64_t tail = len % batch;
     if (rg_model_bn_plane(t->net) != 1 || (t->a.sync_bn && t->workers > 1) || t->a.max_steps == 0)
         return RG_OK;
+    rg_sampler sampler; /* the training loader's: this rank's share of the images */
+    rg_sampler_init(&sampler, t->train_ds->n, false, 0, 0, t->workers);
+    int64_t batch = t->a.batch_size, len = rg_sampler_len(&sampler), tail = len % batch;
     const char *what = t->pipe ? " micro-batch" : " batch";
     char why[320];
     snprintf(why, sizeof why,
