@@ -19,10 +19,15 @@
 
 #include "ringgrad/autograd.h"
 #include "ringgrad/ops.h"
+#include "ringgrad/optim.h"
 #include "ringgrad/scope.h"
 #include "ringgrad/trace.h"
 
-enum { TAG_SHAPE = 1, TAG_ACT, TAG_GRAD, TAG_RESULT, TAG_GATHER };
+enum { TAG_SHAPE = 1, TAG_ACT, TAG_GRAD, TAG_RESULT, TAG_GATHER, TAG_STATE };
+
+/* the comm's element type for each tensor dtype */
+static const rg_comm_dtype wire[RG_DTYPE_COUNT] = {RG_COMM_F32, RG_COMM_I32, RG_COMM_I64,
+                                                   RG_COMM_U8};
 
 struct rg_pipeline {
     rg_layer *root;
@@ -97,8 +102,6 @@ RG_NODISCARD static rg_status setup_params(rg_pipeline *p) {
     for (int i = 0; i < all->n; i++) {
         rg_tensor *t = all->items[i].tensor;
         if (i == 0) p->dev = t->device;
-        static const rg_comm_dtype wire[RG_DTYPE_COUNT] = {RG_COMM_F32, RG_COMM_I32, RG_COMM_I64,
-                                                           RG_COMM_U8};
         RG_TRY(rg_comm_broadcast(p->comm, t->data, t->numel, wire[t->dtype], 0));
     }
     int n = 0;
@@ -300,18 +303,131 @@ rg_status rg_pipeline_step(rg_pipeline *p, rg_tensor *x, rg_tensor *y, rg_mode m
     return st;
 }
 
+/* ---- checkpoints: every stage's part to rank 0, and back ---- */
+
+/* t to rank 0 (stage s) or from stage s (rank 0). */
+RG_NODISCARD static rg_status move(rg_pipeline *p, rg_tensor *t, int s, int tag) {
+    return p->stage == 0 ? rg_comm_recv(p->comm, t->data, t->numel, wire[t->dtype], s, tag)
+                         : rg_comm_send(p->comm, t->data, t->numel, wire[t->dtype], 0, tag);
+}
+
+typedef struct {
+    rg_rng_stream *items[64];
+    int n;
+} streams;
+
+static void collect(rg_layer *l, void *ctx) {
+    streams *s = ctx;
+    rg_rng_stream *r = rg_dropout_stream(l);
+    if (r && s->n < 64) s->items[s->n] = r;
+    s->n += r != NULL;
+}
+
 rg_status rg_pipeline_gather(rg_pipeline *p) {
     for (int s = 1; s < p->stages; s++) {
         if (p->stage != 0 && p->stage != s) continue;
         for (int c = p->first[s]; c < p->first[s + 1]; c++) {
-            const rg_param_list *l = &p->root->children[c]->params;
-            for (int i = 0; i < l->n; i++) {
-                rg_tensor *t = l->items[i].tensor;
-                RG_TRY(p->stage == 0
-                           ? rg_comm_recv(p->comm, t->data, t->numel, RG_COMM_F32, s, TAG_GATHER)
-                           : rg_comm_send(p->comm, t->data, t->numel, RG_COMM_F32, 0, TAG_GATHER));
+            rg_layer *child = p->root->children[c];
+            for (int i = 0; i < child->params.n; i++)
+                RG_TRY(move(p, child->params.items[i].tensor, s, TAG_GATHER));
+            /* the dropout streams: only the stage that runs a Dropout advances its position */
+            streams st = {.n = 0};
+            rg_layer_visit(child, collect, &st);
+            if (st.n > 64) /* on every rank alike */
+                return rg_error(RG_EINVAL, "pipeline: %s holds %d Dropout layers (at most 64)",
+                                child->name, st.n);
+            for (int k = 0; k < st.n; k++) {
+                uint64_t v[2] = {st.items[k]->seed, st.items[k]->offset};
+                RG_TRY(p->stage == 0 ? rg_comm_recv(p->comm, v, 2, RG_COMM_I64, s, TAG_GATHER)
+                                     : rg_comm_send(p->comm, v, 2, RG_COMM_I64, 0, TAG_GATHER));
+                st.items[k]->seed = v[0], st.items[k]->offset = v[1];
             }
         }
     }
     return RG_OK;
+}
+
+/* Whether `name` is "optim.state.<param>.<kind>", a kind having no dot. */
+static bool state_of(const char *name, const char *param) {
+    static const char pre[] = "optim.state.";
+    size_t n = strlen(param);
+    if (strncmp(name, pre, sizeof pre - 1) != 0) return false;
+    name += sizeof pre - 1;
+    return strncmp(name, param, n) == 0 && name[n] == '.' && !strchr(name + n + 1, '.');
+}
+
+/* The k-th state entry of `param` in o (in o's order), or NULL. */
+static rg_tensor *nth_state(rg_optim *o, const char *param, int k) {
+    const rg_param_list *l = rg_optim_state(o);
+    for (int i = 0; i < l->n; i++)
+        if (state_of(l->items[i].name, param) && k-- == 0) return l->items[i].tensor;
+    return NULL;
+}
+
+static rg_tensor *named(rg_optim *o, const char *name) {
+    const rg_named_tensor *t = rg_param_list_find(rg_optim_state(o), name);
+    return t ? t->tensor : NULL;
+}
+
+/* Stage s's optimizer state between its `opt` and rank 0's `full`: copied on rank 0 for stage 0,
+ * sent (gather) or received (scatter) otherwise; then the step count and learning rate. */
+RG_NODISCARD static rg_status move_state(rg_pipeline *p, rg_optim *opt, rg_optim *full,
+                                         bool gather) {
+    RG_CHECK(opt && (p->stage != 0 || full), "pipeline: %s_state needs this stage's optimizer%s",
+             gather ? "gather" : "scatter", p->stage == 0 ? " and the full one" : "");
+    rg_tensor *step = named(opt, "optim.step"),
+              *full_step = full ? named(full, "optim.step") : NULL;
+    for (int s = 0; s < p->stages; s++) {
+        if (p->stage != 0 && p->stage != s) continue;
+        for (int c = p->first[s]; c < p->first[s + 1]; c++) {
+            const rg_param_list *l = &p->root->children[c]->params;
+            for (int i = 0; i < l->n; i++) {
+                const char *name = l->items[i].name;
+                for (int k = 0;; k++) {
+                    rg_tensor *mine = p->stage == s ? nth_state(opt, name, k) : NULL;
+                    rg_tensor *whole = p->stage == 0 ? nth_state(full, name, k) : NULL;
+                    if (p->stage == s ? !mine : !whole) break;
+                    if (s == 0) { /* rank 0's own stage */
+                        RG_CHECK(whole && whole->numel == mine->numel,
+                                 "pipeline: the full optimizer's state of %s differs from the "
+                                 "stage's (another optimizer?)",
+                                 name);
+                        rg_tensor_copy_(gather ? whole : mine, gather ? mine : whole);
+                    } else {
+                        bool recv = (p->stage == 0) == gather; /* rank 0 receives a gather */
+                        rg_tensor *t = p->stage == 0 ? whole : mine;
+                        int peer = p->stage == 0 ? s : 0;
+                        RG_TRY(recv ? rg_comm_recv(p->comm, t->data, t->numel, wire[t->dtype], peer,
+                                                   TAG_STATE)
+                                    : rg_comm_send(p->comm, t->data, t->numel, wire[t->dtype], peer,
+                                                   TAG_STATE));
+                    }
+                }
+            }
+        }
+    }
+    /* the global step count and the learning rate: stage 0's into the full optimizer (gather),
+     * the full optimizer's to every stage (scatter) */
+    if (gather) {
+        if (p->stage == 0 && step && full_step)
+            *(int64_t *)full_step->data = *(int64_t *)step->data;
+        if (p->stage == 0) rg_optim_set_lr(full, rg_optim_get_lr(opt));
+        return RG_OK;
+    }
+    float lr = p->stage == 0 ? rg_optim_get_lr(full) : 0.0f;
+    int64_t v[2] = {p->stage == 0 && full_step ? *(int64_t *)full_step->data : 0, 0};
+    memcpy(&v[1], &lr, sizeof lr);
+    RG_TRY(rg_comm_broadcast(p->comm, v, 2, RG_COMM_I64, 0));
+    memcpy(&lr, &v[1], sizeof lr);
+    if (step) *(int64_t *)step->data = v[0];
+    rg_optim_set_lr(opt, lr);
+    return RG_OK;
+}
+
+rg_status rg_pipeline_gather_state(rg_pipeline *p, rg_optim *opt, rg_optim *full) {
+    return move_state(p, opt, full, true);
+}
+
+rg_status rg_pipeline_scatter_state(rg_pipeline *p, rg_optim *opt, rg_optim *full) {
+    return move_state(p, opt, full, false);
 }

@@ -27,6 +27,7 @@
 
 #include "ringgrad/comm.h"
 #include "ringgrad/layer.h"
+#include "ringgrad/optim.h"
 #include "ringgrad/params.h"
 
 #ifdef __cplusplus
@@ -78,9 +79,24 @@ RG_API const rg_param_list *rg_pipeline_params(const rg_pipeline *p);
 RG_API RG_NODISCARD rg_status rg_pipeline_step(rg_pipeline *p, rg_tensor *x, rg_tensor *y,
                                                rg_mode mode, rg_pipeline_result *out);
 
-/* Copies every stage's parameters into rank 0's model (rank 0 holds the whole model, the other
- * stages only their own part current), e.g. before rank 0 saves a checkpoint. Collective. */
+/* Copies every stage's parameters, buffers (BatchNorm statistics) and dropout stream positions
+ * into rank 0's model (rank 0 holds the whole model, the other stages only their own part
+ * current), e.g. before rank 0 saves a checkpoint. Collective. */
 RG_API RG_NODISCARD rg_status rg_pipeline_gather(rg_pipeline *p);
+
+/* Checkpoints of the optimizer. `opt` is this stage's optimizer (over rg_pipeline_params);
+ * `full`, on rank 0 only (NULL elsewhere), an optimizer over the whole model's parameters made
+ * with the same name and options, so that what it holds is a 1-process run's state:
+ *   gather:  every stage's state (moments, momentum buffers, step counters) into `full`, with
+ *            stage 0's step count and learning rate; rank 0 then saves it with the weights
+ *            (rg_pipeline_gather + rg_checkpoint_save), and the file resumes under any strategy.
+ *   scatter: the reverse, after rank 0 loaded a checkpoint into `full`: each stage's part of the
+ *            state to its `opt`, and the step count and learning rate to every stage.
+ * Collective. Returns RG_OK or the comm's failure. */
+RG_API RG_NODISCARD rg_status rg_pipeline_gather_state(rg_pipeline *p, rg_optim *opt,
+                                                       rg_optim *full);
+RG_API RG_NODISCARD rg_status rg_pipeline_scatter_state(rg_pipeline *p, rg_optim *opt,
+                                                        rg_optim *full);
 
 /* Frees p (not the layers). NULL is a no-op. Not collective. */
 RG_API void rg_pipeline_free(rg_pipeline *p);

@@ -1,7 +1,9 @@
 /* mpi_pipeline.c — the GPipe pipeline (dist/pipeline.c) under -np 2 (2 stages) and -np 3
  * (3 stages): after a few SGD steps with momentum, each stage's weights equal those of the same
  * model trained on one process on the whole batch; the loss and accuracy it reports equal the
- * reference's; the automatic split balances the parameters; a bad split is an error. */
+ * reference's; the stages' weights and optimizer state gathered on rank 0 are the reference's,
+ * and scatter back exactly; the automatic split balances the parameters; a bad split is an
+ * error. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,53 @@ static rg_model *model_new(const char *name) {
 }
 
 static const rg_sgd_opts sgd = {.lr = 0.05f, .momentum = 0.9f};
+
+static void check_close(const char *what, const rg_tensor *a, const rg_tensor *b, float tol) {
+    MT_CHECK(a->numel == b->numel && a->dtype == b->dtype, "%s: shapes differ", what);
+    for (int64_t j = 0; j < a->numel; j++) {
+        double x = a->dtype == RG_F32 ? rg_tensor_f32(a)[j] : (double)((int64_t *)a->data)[j];
+        double y = b->dtype == RG_F32 ? rg_tensor_f32(b)[j] : (double)((int64_t *)b->data)[j];
+        MT_CHECK(fabs(x - y) <= tol * (1 + fabs(y)), "%s[%lld]: %.8f, want %.8f", what,
+                 (long long)j, x, y);
+    }
+}
+
+/* Checkpoints: rg_pipeline_gather and _gather_state put on rank 0 the model and optimizer state
+ * that one process trained (weights and momentum within the tolerance, step counts exactly);
+ * rg_pipeline_scatter_state hands every stage's fresh optimizer exactly the state it had. */
+static void check_gathered_state(rg_pipeline *p, rg_model *net, rg_optim *opt, rg_model *ref,
+                                 rg_optim *ref_opt) {
+    rg_optim *full = rank == 0 ? rg_sgd_new(rg_model_params(net), &sgd) : NULL;
+    MT_OK(rg_pipeline_gather(p));
+    MT_OK(rg_pipeline_gather_state(p, opt, full));
+    if (rank == 0) {
+        const rg_param_list *w = rg_model_params(net), *st = rg_optim_state(full);
+        for (int i = 0; i < w->n; i++)
+            check_close(w->items[i].name, w->items[i].tensor,
+                        rg_param_list_find(rg_model_params(ref), w->items[i].name)->tensor, 1e-4f);
+        MT_CHECK(st->n == rg_optim_state(ref_opt)->n, "%d state entries, want %d", st->n,
+                 rg_optim_state(ref_opt)->n);
+        for (int i = 0; i < st->n; i++) {
+            const rg_named_tensor *want =
+                rg_param_list_find(rg_optim_state(ref_opt), st->items[i].name);
+            MT_CHECK(want, "%s: not in one process's optimizer", st->items[i].name);
+            check_close(st->items[i].name, st->items[i].tensor, want->tensor,
+                        st->items[i].tensor->dtype == RG_F32 ? 1e-4f : 0.0f);
+        }
+    }
+    rg_optim *fresh = rg_sgd_new(rg_pipeline_params(p), &sgd);
+    rg_optim_set_lr(fresh, 1.0f); /* the scatter brings the full optimizer's rate */
+    MT_OK(rg_pipeline_scatter_state(p, fresh, full));
+    const rg_param_list *a = rg_optim_state(fresh), *b = rg_optim_state(opt);
+    MT_CHECK(a->n == b->n && a->n > 1, "%d state entries after the scatter, want %d", a->n, b->n);
+    for (int i = 0; i < a->n; i++)
+        check_close(a->items[i].name, a->items[i].tensor, b->items[i].tensor, 0.0f);
+    MT_CHECK(rg_optim_num_steps(fresh) == 3 && rg_optim_get_lr(fresh) == sgd.lr,
+             "after the scatter: %lld steps at lr %g", (long long)rg_optim_num_steps(fresh),
+             (double)rg_optim_get_lr(fresh));
+    rg_optim_free(fresh);
+    rg_optim_free(full);
+}
 
 /* Trains `name` for 3 steps of batch B in M micro-batches on the pipeline over `comm`, and the
  * same model on this process alone; compares this stage's weights and every step's loss. */
@@ -75,6 +124,7 @@ static void check_equal(rg_comm *comm, const char *name, int64_t B, int M, const
                      "%s M=%d: %s[%lld] = %.8f on stage %d, %.8f on one process", name, M,
                      mine->items[i].name, (long long)j, a[j], rank, b[j]);
     }
+    check_gathered_state(p, net, opt, ref, ref_opt);
     /* evaluation through the pipeline: the reference's accuracy on a fresh batch */
     rg_scope_begin();
     rg_tensor *x, *y;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pipeline.sh — ringgrad-train --strategy pipeline end to end: after a few SGD steps (no shuffle,
-# no dropout) the checkpoint's weights (gathered from the stages by --save) equal
+# no dropout) the checkpoint (weights and optimizer state, gathered from the stages by --save) equals
 #   S=2 stages on 2 ranks            == one process at the same batch   (pipeline.sh single)
 #   2 pipelines of 2 stages, 4 ranks == --strategy ddp on 2 ranks        (pipeline.sh dp)
 # and a control run with lr x 1.01 must differ by more than the tolerance (SGD, MLP: 1e-6, as in
@@ -31,6 +31,13 @@ dp)
     run one 2 --lr 0.05
     run one_control 2 --lr 0.0505
     a="$RG_TRAIN_OUT/pipe_pipe4.st"
+    # 3 steps, then resumed to 6: the same file, bit for bit (the optimizer state of each stage
+    # gathered into the checkpoint, scattered back to the stages of both pipelines)
+    run pipe4_first 4 --lr 0.05 --strategy pipeline --micro-batches 4 --max-steps 3
+    run pipe4_resumed 4 --lr 0.05 --strategy pipeline --micro-batches 4 \
+        --resume "$RG_TRAIN_OUT/pipe_pipe4_first.st"
+    /usr/bin/env python3 "$cmp" "$RG_TRAIN_OUT/pipe_pipe4_resumed.st" "$a" --meta step >/dev/null ||
+        fail "3 steps + resume to 6 differs from 6 steps"
     if train 3 "${d[@]}" --strategy pipeline >"$RG_TRAIN_OUT/pipe_bad.log" 2>&1; then
         fail "3 ranks for 2 stages ran"
     fi
@@ -39,7 +46,8 @@ dp)
     ;;
 *) fail "unknown mode $mode" ;;
 esac
-/usr/bin/env python3 "$cmp" "$a" "$RG_TRAIN_OUT/pipe_one.st" --weights-only --atol 1e-6 || fail "weights differ"
+# the whole checkpoint: weights and the optimizer's momentum, gathered from the stages
+/usr/bin/env python3 "$cmp" "$a" "$RG_TRAIN_OUT/pipe_one.st" --atol 1e-6 --meta step || fail "checkpoints differ"
 /usr/bin/env python3 "$cmp" "$a" "$RG_TRAIN_OUT/pipe_one_control.st" --weights-only --atol 1e-6 \
     --expect-differ || fail "the control run does not differ"
 echo "PASS: $mode"

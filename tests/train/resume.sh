@@ -6,7 +6,8 @@
 # restored too (10 steps per epoch: 960 images, 2 ranks, batch 48). Extra arguments are added to
 # every run, under a name: resume.sh NAME FLAGS... (e.g. augmentation, whose random crops must
 # also continue exactly). With --strategy zero1 the 4-step checkpoint is also resumed under ddp,
-# which must end where zero1 did: zero1's checkpoints hold the whole optimizer state.
+# and with --strategy pipeline by one process: each must end where the run did, because those
+# checkpoints hold the whole optimizer state, as ddp's do.
 source "$(dirname "$0")/lib.sh"
 tag=${1:-plain}
 shift || true
@@ -16,25 +17,47 @@ rm -f "$a" "$b"
 run_logged "$RG_TRAIN_OUT/resume_${tag}_straight.log" 2 "${common[@]}" --max-steps 14 --save "$a"
 run_logged "$RG_TRAIN_OUT/resume_${tag}_first.log" 2 "${common[@]}" --max-steps 4 --save "$b"
 python3 "$HERE/ckpt_compare.py" "$b" "$a" --expect-differ >/dev/null || fail "4 steps already match 14"
+at4="$RG_TRAIN_OUT/resume_${tag}_at4.safetensors" # the 4-step file, kept for the checks below
+cp "$b" "$at4"
 run_logged "$RG_TRAIN_OUT/resume_${tag}_second.log" 2 "${common[@]}" --max-steps 14 --resume "$b" --save "$b"
 python3 "$HERE/ckpt_compare.py" "$b" "$a" --meta step --meta epoch ||
     fail "the resumed run differs from the uninterrupted one"
-if [[ " $* " == *" --strategy zero1 "* ]]; then
-    # a zero1 checkpoint holds the whole optimizer state, as ddp's does: resumed under ddp from
-    # the 4-step file, the run ends where the zero1 one did (the equivalence tolerance)
-    c="$RG_TRAIN_OUT/resume_${tag}_as_ddp.safetensors"
-    rm -f "$c"
-    ddp_args=()
-    skip=0
-    for x in "${common[@]}"; do # the same flags but --strategy zero1
-        if [ $skip = 1 ]; then skip=0; continue; fi
-        if [ "$x" = --strategy ]; then skip=1; continue; fi
-        ddp_args+=("$x")
-    done
-    run_logged "$RG_TRAIN_OUT/resume_${tag}_first2.log" 2 "${common[@]}" --max-steps 4 --save "$c"
-    run_logged "$RG_TRAIN_OUT/resume_${tag}_as_ddp.log" 2 "${ddp_args[@]}" --max-steps 14 --resume "$c" --save "$c"
+# The same flags without --strategy and its options (--micro-batches): a ddp run.
+ddp_args=()
+skip=0
+for x in "${common[@]}"; do
+    if [ $skip = 1 ]; then skip=0; continue; fi
+    if [ "$x" = --strategy ] || [ "$x" = --micro-batches ]; then skip=1; continue; fi
+    ddp_args+=("$x")
+done
+# resumed_as NAME NP ARGS...: the 4-step file resumed to 14 steps by another kind of run, which
+# must end where the uninterrupted one did (the equivalence tolerance: the strategies sum the
+# gradients in other orders)
+resumed_as() {
+    local name=$1 np=$2 c="$RG_TRAIN_OUT/resume_${tag}_as_$1.safetensors"
+    shift 2
+    cp "$at4" "$c"
+    run_logged "$RG_TRAIN_OUT/resume_${tag}_as_${name}.log" "$np" "$@" --max-steps 14 --resume "$c" --save "$c"
     python3 "$HERE/ckpt_compare.py" "$c" "$a" --atol 1e-5 --rtol 1e-4 --meta step --meta epoch ||
-        fail "a zero1 checkpoint resumed under ddp differs from the zero1 run"
-    echo "PASS ($tag): the zero1 checkpoint resumes under ddp to the same weights"
+        fail "the 4-step checkpoint resumed as $name differs from the uninterrupted run"
+    echo "PASS ($tag): the 4-step checkpoint resumed as $name ends where the run did"
+}
+if [[ " $* " == *" --strategy zero1 "* ]]; then
+    # a zero1 checkpoint holds the whole optimizer state, as ddp's does
+    resumed_as ddp 2 "${ddp_args[@]}"
+fi
+if [[ " $* " == *" --strategy pipeline "* ]]; then
+    # a pipeline checkpoint holds every stage's weights, dropout positions and optimizer state,
+    # as one process's does: one process resumes it (dropout on: one pipeline draws the masks
+    # one process does; pipeline.sh dp resumes 2 pipelines, without dropout)
+    resumed_as ddp_np1 1 "${ddp_args[@]}"
+    # and the other way: one process's 4-step file resumed by the pipeline's stages
+    d="$RG_TRAIN_OUT/resume_${tag}_from_ddp.safetensors"
+    rm -f "$d"
+    run_logged "$RG_TRAIN_OUT/resume_${tag}_ddp4.log" 1 "${ddp_args[@]}" --max-steps 4 --save "$d"
+    run_logged "$RG_TRAIN_OUT/resume_${tag}_from_ddp.log" 2 "${common[@]}" --max-steps 14 --resume "$d" --save "$d"
+    python3 "$HERE/ckpt_compare.py" "$d" "$a" --atol 1e-5 --rtol 1e-4 --meta step --meta epoch ||
+        fail "one process's checkpoint resumed by the pipeline differs from the pipeline's run"
+    echo "PASS ($tag): one process's 4-step checkpoint resumed by the pipeline ends where it did"
 fi
 echo "PASS ($tag): 4 steps + resume to 14 = 14 steps, bit for bit, on 2 ranks"

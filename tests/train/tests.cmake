@@ -174,6 +174,10 @@ rg_train_test(resume_augment 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh augment -
 rg_train_test(resume_zero1 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh zero1 --strategy zero1)
 rg_train_test(resume_zero1_sgd 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh zero1_sgd --strategy zero1
               --optim sgd --momentum 0.9 --save-every 3)
+# so do the pipeline's (every stage's part gathered; the CNN's second dropout runs on stage 1),
+# and one process resumes them, and they resume one process's file
+rg_train_test(resume_pipeline 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh pipeline --strategy pipeline
+              --model cnn --micro-batches 3 --save-every 3)
 
 # ---- 2 simulated hosts
 rg_train_test(cluster 2 "" "train;mpi;cluster" ${RG_TRAIN_SH}/cluster.sh ${CMAKE_SOURCE_DIR}/scripts/sim-cluster.sh)

@@ -298,7 +298,8 @@ static void periodic_name(const char *save, int64_t step, char *out, size_t cap)
 
 rg_status guard_save_periodic(trainer *t, int64_t epoch) {
     if (!t->a.save_every || t->step % t->a.save_every != 0) return RG_OK;
-    if (t->rank != 0 && !t->zero) return RG_OK; /* zero1: every rank sends its optimizer shard */
+    /* zero1, pipeline: every rank sends its shard or stage */
+    if (t->rank != 0 && !t->zero && !t->pipe) return RG_OK;
     char path[4200], old[4200];
     periodic_name(t->a.save, t->step, path, sizeof path);
     const char *keep = t->a.save;

@@ -128,7 +128,8 @@ static void set_schedule(trainer *t, int64_t total_steps) {
  * rank 0 alone read the checkpoint (the weights follow in rg_ddp_new's broadcast). */
 RG_NODISCARD static rg_status broadcast_resume(trainer *t, rg_checkpoint_meta *m) {
     const rg_param_list *st = rg_optim_state(t->opt);
-    for (int i = 0; !t->zero && i < st->n; i++) { /* zero1's shards came with scatter_state */
+    /* zero1's shards and the pipeline stages' parts came with their scatter_state */
+    for (int i = 0; !t->zero && !t->pipe && i < st->n; i++) {
         rg_tensor *x = st->items[i].tensor;
         rg_comm_dtype dt = x->dtype == RG_F32 ? RG_COMM_F32 : x->dtype == RG_I64 ? RG_COMM_I64
                                                             : RG_COMM_I32;
@@ -155,10 +156,7 @@ RG_NODISCARD static rg_status broadcast_resume(trainer *t, rg_checkpoint_meta *m
     return RG_OK;
 }
 
-/* After rank 0 read a checkpoint into the model and the optimizer: the position, learning rate
- * and dropout streams to every rank, and a learning rate given on the command line over the
- * checkpoint's. */
-RG_NODISCARD static rg_status finish_resume(trainer *t, rg_checkpoint_meta *meta) {
+rg_status trainer_finish_resume(trainer *t, rg_checkpoint_meta *meta) {
     rg_status st;
     if (t->world > 1 && (st = broadcast_resume(t, meta)) != RG_OK) {
         trainer_error(t, "sending the checkpoint to every rank: %s", rg_last_error());
@@ -187,16 +185,14 @@ RG_NODISCARD static rg_status load_checkpoint(trainer *t) {
     if (t->a.resume && t->rank == 0) st = rg_checkpoint_load(t->a.resume, t->net, t->opt, &meta);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
     RG_TRY(trainer_agree(t, st));
-    return t->a.resume ? finish_resume(t, &meta) : RG_OK;
+    return t->a.resume ? trainer_finish_resume(t, &meta) : RG_OK;
 }
 
-/* The full optimizer of this run (--optim and its options) over every parameter: what a zero1
- * checkpoint holds (dist/zero1.c), made on rank 0 only, for a save or a resume. */
-static rg_optim *full_optimizer(trainer *t) {
+rg_optim *trainer_full_optimizer(trainer *t) {
     char opts[256];
     trainer_optim_options(t, opts, sizeof opts);
     rg_optim *o = rg_optim_new(t->a.optim, rg_model_params(t->net), opts);
-    if (!o) trainer_error(t, "zero1: the checkpoint's optimizer: %s", rg_last_error());
+    if (!o) trainer_error(t, "the checkpoint's optimizer: %s", rg_last_error());
     return o;
 }
 
@@ -208,7 +204,7 @@ RG_NODISCARD static rg_status resume_zero1(trainer *t, const rg_param_list *para
     rg_optim *full = NULL;
     rg_status st = RG_OK;
     if (t->rank == 0) {
-        full = full_optimizer(t);
+        full = trainer_full_optimizer(t);
         st = full ? rg_checkpoint_load(t->a.resume, t->net, full, &meta) : RG_EINVAL;
         if (full && st != RG_OK) trainer_error(t, "%s", rg_last_error());
     }
@@ -218,7 +214,7 @@ RG_NODISCARD static rg_status resume_zero1(trainer *t, const rg_param_list *para
         trainer_error(t, "sending the checkpoint's optimizer state: %s", rg_last_error());
     rg_optim_free(full);
     RG_TRY(st);
-    return finish_resume(t, &meta);
+    return trainer_finish_resume(t, &meta);
 }
 
 rg_status trainer_broadcast_buffers(trainer *t) {
@@ -334,21 +330,25 @@ rg_status trainer_setup_model(trainer *t) {
 RG_NODISCARD static rg_status check_resume(trainer *t, int64_t spe) {
     const rg_checkpoint_meta *m = &t->resume_meta;
     const char *f = t->a.resume;
-    int64_t k = t->a.accum_steps, per = (int64_t)t->world * k;
+    /* the data's shards: one per rank, or per pipeline of --pipeline-stages ranks */
+    int64_t k = t->a.accum_steps, per = (int64_t)t->workers * k;
+    const char *who = t->pipe ? "pipelines" : "ranks";
     int64_t global = (int64_t)t->a.batch_size * per;
     rg_status st = RG_OK;
     if (m->global_batch && m->global_batch != global) {
         if (m->global_batch % per == 0)
-            st = rg_error(RG_EMISMATCH, "%s was saved with a global batch of %lld images per step; "
-                          "this run has %lld (--batch-size %d x %d ranks x --accum-steps %lld): "
-                          "resume with --batch-size %lld", f, (long long)m->global_batch,
-                          (long long)global, t->a.batch_size, t->world, (long long)k,
-                          (long long)(m->global_batch / per));
+            st = rg_error(RG_EMISMATCH,
+                          "%s was saved with a global batch of %lld images per step; "
+                          "this run has %lld (--batch-size %d x %d %s x --accum-steps %lld): "
+                          "resume with --batch-size %lld",
+                          f, (long long)m->global_batch, (long long)global, t->a.batch_size,
+                          t->workers, who, (long long)k, (long long)(m->global_batch / per));
         else
-            st = rg_error(RG_EMISMATCH, "%s was saved with a global batch of %lld images per step, "
-                          "which %d ranks x --accum-steps %lld cannot share evenly: resume on a "
-                          "number of ranks that divides it", f, (long long)m->global_batch,
-                          t->world, (long long)k);
+            st = rg_error(RG_EMISMATCH,
+                          "%s was saved with a global batch of %lld images per step, "
+                          "which %d %s x --accum-steps %lld cannot share evenly: resume on a "
+                          "number of %s that divides it",
+                          f, (long long)m->global_batch, t->workers, who, (long long)k, who);
     } else if (m->steps_per_epoch && m->steps_per_epoch != spe / k) {
         st = rg_error(RG_EMISMATCH, "%s was saved with %lld steps per epoch; this run has %lld "
                       "(another data set?)", f, (long long)m->steps_per_epoch,
@@ -439,18 +439,23 @@ rg_status trainer_setup_loaders(trainer *t) {
 
 rg_status trainer_save(trainer *t, int64_t epoch) {
     if (!t->a.save) return RG_OK;
-    if (t->pipe && rg_pipeline_gather(t->pipe) != RG_OK) { /* every stage's weights to rank 0 */
-        trainer_error(t, "pipeline: %s", rg_last_error());
-        return RG_EPEER;
+    /* zero1, pipeline: the whole optimizer state, gathered from every rank into `full` on rank
+     * 0, so that the file is a 1-process run's (ddp's) and resumes under any strategy */
+    rg_optim *full = NULL;
+    if (t->zero || t->pipe) {
+        full = t->rank == 0 ? trainer_full_optimizer(t) : NULL;
+        RG_TRY(trainer_agree(t, t->rank == 0 && !full ? RG_EINVAL : RG_OK));
     }
-    rg_optim *full = NULL; /* zero1: the whole optimizer state, gathered from every rank */
-    if (t->zero) {
-        full = t->rank == 0 ? full_optimizer(t) : NULL;
-        rg_status st = trainer_agree(t, t->rank == 0 && !full ? RG_EINVAL : RG_OK);
-        if (st == RG_OK && (st = rg_zero1_gather_state(t->zero, full)) != RG_OK)
-            trainer_error(t, "zero1: gathering the optimizer state: %s", rg_last_error());
-        if (st != RG_OK) return rg_optim_free(full), st;
-    }
+    rg_status st = RG_OK;
+    if (t->zero && (st = rg_zero1_gather_state(t->zero, full)) != RG_OK)
+        trainer_error(t, "zero1: gathering the optimizer state: %s", rg_last_error());
+    /* pipeline: every stage's weights, buffers, dropout positions and optimizer state to its
+     * stage 0; the D pipelines are replicas, so pipeline 0's go to the file */
+    if (t->pipe && t->dp_rank == 0 &&
+        ((st = rg_pipeline_gather(t->pipe)) != RG_OK ||
+         (st = rg_pipeline_gather_state(t->pipe, t->opt, full)) != RG_OK))
+        trainer_error(t, "pipeline: gathering the stages: %s", rg_last_error());
+    if (st != RG_OK) return rg_optim_free(full), st;
     if (t->rank != 0) return RG_OK;
     int64_t k = t->a.accum_steps;
     rg_checkpoint_meta meta = {.step = t->step, .epoch = epoch, .seed = (uint64_t)t->a.seed,
@@ -458,13 +463,8 @@ rg_status trainer_save(trainer *t, int64_t epoch) {
                                                t->workers * k,
                                .steps_per_epoch = rg_loader_steps_per_epoch(t->train) / k};
     snprintf(meta.model, sizeof meta.model, "%s", t->a.model);
-    /* pipeline, ps: the weights only (rank 0 holds a stage of the optimizer state or, as a
-     * worker of parameter servers, none); zero1: the state gathered above */
-    rg_status st = rg_checkpoint_save(t->a.save, t->net,
-                                      t->zero            ? full
-                                      : t->pipe || t->ps ? NULL
-                                                         : t->opt,
-                                      &meta);
+    /* ps: the weights only (a worker of parameter servers holds no optimizer state) */
+    st = rg_checkpoint_save(t->a.save, t->net, full ? full : t->ps ? NULL : t->opt, &meta);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
     rg_optim_free(full);
     return st;

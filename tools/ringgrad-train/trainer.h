@@ -84,6 +84,15 @@ RG_NODISCARD rg_status trainer_setup_loaders(trainer *t);
  * model's, or a pipeline stage's, with their full shapes). */
 void trainer_optim_options(const trainer *t, char *opts, size_t cap);
 void trainer_exclude_decay(trainer *t, const rg_param_list *params);
+/* The optimizer of this run (--optim and its options) over every parameter of the model: what a
+ * checkpoint holds when the ranks hold parts of the state (zero1's shards, the pipeline's
+ * stages), made on rank 0 only for a save or a resume. NULL, with the message printed, when the
+ * optimizer cannot be made. */
+rg_optim *trainer_full_optimizer(trainer *t);
+/* After rank 0 read a checkpoint into the model and its optimizer (and a strategy that shards the
+ * optimizer state sent each rank its part): the position, learning rate and dropout streams to
+ * every rank, and a learning rate given on the command line over the checkpoint's. Collective. */
+RG_NODISCARD rg_status trainer_finish_resume(trainer *t, rg_checkpoint_meta *meta);
 /* Rank 0's model buffers (BatchNorm statistics) to every rank, before each forward and each
  * evaluation, as PyTorch DDP's broadcast_buffers: under ddp and zero1, unless --sync-bn. The
  * pipeline's D replicas and the parameter servers' workers keep their own. Collective. */
@@ -94,7 +103,8 @@ RG_NODISCARD rg_status trainer_broadcast_buffers(trainer *t);
 RG_NODISCARD rg_status trainer_setup_pipeline(trainer *t);
 RG_NODISCARD rg_status trainer_pipe_step(trainer *t, const rg_batch *b, rg_mode mode,
                                          rg_pipeline_result *r);
-/* Rank 0 writes a checkpoint of the current state (others return RG_OK). */
+/* Rank 0 writes a checkpoint of the current state; zero1's and the pipeline's other ranks send
+ * their parts first, the rest return RG_OK. Collective under zero1 and pipeline. */
 RG_NODISCARD rg_status trainer_save(trainer *t, int64_t epoch);
 
 
