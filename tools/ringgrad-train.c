@@ -267,11 +267,12 @@ static void print_summary(const trainer *t, double seconds, const char *error) {
     if (t->rank != 0 || !t->a.json) return;
     char dev[16];
     printf("{\"model\":\"%s\",\"device\":\"%s\",\"world_size\":%d,\"comm\":\"%s\",\"threads\":%d,"
-           "\"cpu_isa\":\"%s\",\"epochs\":%d,\"steps\":%lld,\"batch_size\":%d,\"global_batch\":%d,",
+           "\"cpu_isa\":\"%s\",\"epochs\":%d,\"steps\":%lld,\"batch_size\":%d,\"global_batch\":%d,"
+           "\"eval_batch_size\":%d,",
            t->a.model, rg_device_str(t->dev, dev, sizeof dev), t->world,
-           t->comm ? rg_comm_backend_name(rg_comm_kind(t->comm)) : "none", t->threads,
-           rg_cpu_isa(), t->a.epochs, (long long)t->step, t->a.batch_size,
-           t->a.batch_size * t->workers);
+           t->comm ? rg_comm_backend_name(rg_comm_kind(t->comm)) : "none", t->threads, rg_cpu_isa(),
+           t->a.epochs, (long long)t->step, t->a.batch_size, t->a.batch_size * t->workers,
+           t->eval_batch);
     guard_json_number(stdout, "train_loss", t->trained_any ? t->last_loss : NAN, "%.6f");
     guard_json_number(stdout, "train_accuracy", t->trained_any ? t->last_acc : NAN, "%.6f");
     guard_json_number(stdout, "test_accuracy", t->test_acc >= 0 ? t->test_acc : NAN, "%.6f");

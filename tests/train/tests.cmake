@@ -149,6 +149,9 @@ rg_train_test(equiv/resnet20_no_syncbn_control 2 rg_train_ref_resnet20_syncbn "t
 
 # Models shaped by the data: a 32x32 IDX set with the CNN is exit 1 and a message, not a signal
 rg_train_test(shape 1 "" train ${RG_TRAIN_SH}/shape.sh)
+# The evaluation's batch: bounded on large images, never below --batch-size, and the accuracy
+# independent of it on 1 and 2 ranks
+rg_train_test(eval_batch 2 "" "train;mpi" ${RG_TRAIN_SH}/eval_batch.sh)
 # BatchNorm's batches: one image per channel is exit 1 (or a dropped last batch), --sync-bn
 # where it cannot work is exit 1, a pipeline's last batch under --micro-batches trains
 rg_train_test(bn_batch 2 "" "train;mpi" ${RG_TRAIN_SH}/bn_batch.sh)

@@ -38,6 +38,7 @@ static const opt options[] = {
     {"epochs", "N", "passes over the training set", OPT_INT, F(epochs), 1, 1e6, NULL},
     {"max-steps", "N", "stop after N optimizer steps (0 allowed: evaluate only)", OPT_I64, F(max_steps), 0, 1e15, NULL},
     {"batch-size", "N", "images per step on each rank (global batch = N x ranks)", OPT_INT, F(batch_size), 1, 1 << 20, NULL},
+    {"eval-batch-size", "N", "images per evaluation batch (default: 1000, at most 4 Mi input values per batch, at least --batch-size; 0: that default)", OPT_INT, F(eval_batch_size), 0, 1 << 20, NULL},
     {"optim", "NAME", "optimizer, by its name in the registry (optim/registry.c): adam, adamw or sgd", OPT_STR, F(optim), 0, 0, NULL},
     {"lr", "X", "learning rate (default 1e-3 for adam/adamw, 0.01 for sgd)", OPT_DBL, F(lr), 1e-12, 1e6, NULL},
     {"momentum", "X", "SGD momentum", OPT_DBL, F(momentum), 0, 1, NULL},
@@ -221,7 +222,8 @@ void train_args_usage(void) {
  * (a path may differ between hosts, its presence may not). Not here: --data-dir, --device's
  * index, --threads, --timeline, --json, --stall-seconds, which may differ per host. */
 static const char *const agreed[] = {
-    "model", "data", "epochs", "max-steps", "batch-size", "optim", "lr", "momentum",
+    "model", "data", "epochs", "max-steps", "batch-size", "eval-batch-size", "optim", "lr",
+    "momentum",
     "weight-decay", "lr-schedule", "lr-step-size", "lr-gamma", "warmup-steps", "scale-lr", "seed",
     "no-shuffle", "dropout", "accum-steps", "compress", "bucket-mb", "no-overlap", "no-allreduce",
     "save-every", "init", "save", "resume", "strategy", "lr-scaling", "powersgd-rank",

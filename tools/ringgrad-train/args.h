@@ -17,6 +17,7 @@ typedef struct {
     int epochs;
     int64_t max_steps; /* -1: no limit */
     int batch_size;    /* per rank */
+    int eval_batch_size; /* 0: automatic (setup.c) */
     /* optimisation */
     const char *optim, *lr_schedule, *lr_scaling;
     double lr;     /* < 0: the optimizer's default */

@@ -412,6 +412,18 @@ RG_NODISCARD static rg_status check_bn_batches(trainer *t, bool *drop_last) {
     return RG_OK;
 }
 
+/* The evaluation's batch: --eval-batch-size, else 1000 images (few, large GEMMs), at most 4 Mi
+ * input values (26 images of 3x224x224: a forward keeps every activation of its batch until the
+ * batch ends, about 24 MB an image in ResNet-18 at 224 px, so 1000 such images would need 24 GB),
+ * and never fewer than --batch-size, which training already fits with its backward. The same
+ * on every rank, which score every world-th batch. */
+static int eval_batch(const trainer *t) {
+    if (t->a.eval_batch_size) return t->a.eval_batch_size;
+    int64_t b = (INT64_C(1) << 22) / rg_dataset_image_size(t->test_ds);
+    if (b > 1000) b = 1000;
+    return b > t->a.batch_size ? (int)b : t->a.batch_size;
+}
+
 rg_status trainer_setup_loaders(trainer *t) {
     rg_loader_opts o = trainer_loader_opts(t, true); /* data.c: augmentation, workers */
     o.batch = t->a.batch_size, o.shuffle = !t->a.no_shuffle;
@@ -421,7 +433,7 @@ rg_status trainer_setup_loaders(trainer *t) {
     /* Evaluation: every rank reads the whole test set in order and scores the batches with
      * index % world == rank, so no image is counted twice (a padded shard would). */
     o = trainer_loader_opts(t, false);
-    o.batch = 1000;
+    o.batch = t->eval_batch = eval_batch(t);
     if (!t->pipe && !t->ps) o.fill_rank = t->rank, o.fill_world = t->world; /* only what we score */
     t->test = rg_loader_new(t->test_ds, &o);
     rg_status st = t->train && t->test ? RG_OK : RG_ENOMEM;

@@ -39,6 +39,7 @@ typedef struct {
     int64_t step;         /* optimizer steps taken (across epochs, restored by --resume) */
     int64_t start_epoch;  /* first epoch to run (from --resume) */
     int64_t skip_batches; /* batches of start_epoch already trained before --resume */
+    int eval_batch;       /* images per evaluation batch (--eval-batch-size, or setup.c's rule) */
     rg_checkpoint_meta resume_meta; /* what --resume read (rank 0) and broadcast */
     double train_seconds; /* time spent in training steps only */
     int64_t images;       /* images trained, all ranks */
