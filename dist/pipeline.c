@@ -293,13 +293,15 @@ rg_status rg_pipeline_step(rg_pipeline *p, rg_tensor *x, rg_tensor *y, rg_mode m
     if (st == RG_OK && mode == RG_TRAIN) st = backwards(p, M, mb);
     free(mb);
     /* the last stage tells the others what it measured */
-    int64_t r[2] = {(int64_t)(loss * 1e9), correct}; /* the loss in nano-units: one message */
+    int64_t r[2] = {0, correct}; /* the loss's bits in the first: one message, a nan kept */
+    memcpy(&r[0], &loss, sizeof loss);
     int last = p->stages - 1;
     for (int s = 0; st == RG_OK && s < last; s++)
         st = p->stage == last ? rg_comm_send(p->comm, r, 2, RG_COMM_I64, s, TAG_RESULT)
              : p->stage == s  ? rg_comm_recv(p->comm, r, 2, RG_COMM_I64, last, TAG_RESULT)
                               : RG_OK;
-    if (out) *out = (rg_pipeline_result){.loss = (float)((double)r[0] * 1e-9), .correct = r[1]};
+    memcpy(&loss, &r[0], sizeof loss);
+    if (out) *out = (rg_pipeline_result){.loss = (float)loss, .correct = r[1]};
     return st;
 }
 

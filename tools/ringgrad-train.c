@@ -44,7 +44,11 @@ static guard_verdict train_step(trainer *t, const rg_batch *b, metrics *m) {
         bool ok = trainer_pipe_step(t, b, RG_TRAIN, &r) == RG_OK;
         m->loss_sum += (double)r.loss * (double)b->size, m->correct += r.correct,
             m->seen += b->size;
-        return ok ? GUARD_GO : GUARD_FAILED;
+        /* the guard as under zero1: each stage sees its own gradients, so a bad one (or a
+         * signal) reaches the other ranks through the flags, one step later */
+        guard_verdict v = ok ? guard_step(t, r.loss, true) : GUARD_FAILED;
+        if (v == GUARD_GO || v == GUARD_STOP_AFTER_STEP) trainer_pipe_update(t);
+        return v;
     }
     bool sync = t->zero ? rg_zero1_will_sync(t->zero) : t->ps ? true : rg_ddp_will_sync(t->ddp);
     rg_scope_begin();

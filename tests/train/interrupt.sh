@@ -8,7 +8,8 @@
 #                          143; --resume from it continues
 #   interrupt.sh int2      two SIGINTs: exit 130 at once (no hang)
 #   interrupt.sh term_rank1  2 ranks, SIGTERM to rank 1 only: both stop after the same step,
-#                          rank 0 saves, the job ends non-zero within 30 s
+#                          rank 0 saves, the job ends non-zero within 30 s; the checkpoint resumes
+#   interrupt.sh term_rank1_pipeline  the same under --strategy pipeline
 #   interrupt.sh every     --save-every 3 --keep 2 keeps the last two step files, and the last
 #                          one resumes
 TRAIN_TIMEOUT=120
@@ -104,7 +105,10 @@ int2)
     wait_job 10
     [ $rc = 130 ] || fail "exit $rc, want 130"
     ;;
-term_rank1)
+term_rank1 | term_rank1_pipeline)
+    extra=()
+    [ "$mode" = term_rank1_pipeline ] && extra=(--strategy pipeline) # stage 1 caught it
+    signalled+=("${extra[@]}") common+=("${extra[@]}")
     start_bg 2 "${signalled[@]}" --save "$out/c.safetensors"
     wait_step 5
     victim=$(rank_pids $job | awk '$2 == 1 {print $1}')

@@ -5,13 +5,17 @@
 # the last checkpoint as it was (issue 10).
 #   nonfinite.sh 1    alone
 #   nonfinite.sh 2    on 2 ranks: one message (from the first rank that saw it), both exit 1
+#   nonfinite.sh 2 NAME FLAGS...   the same with FLAGS added (--strategy pipeline: each stage
+#                     sees its own gradients, and the others learn of them through the flags)
 source "$(dirname "$0")/lib.sh"
 np=$1
+name=${2:-}
+shift 2 || shift $#
 TRAIN_TIMEOUT=120
-out="$RG_TRAIN_OUT/nonfinite_np$np"
+out="$RG_TRAIN_OUT/nonfinite_np$np$name"
 ck="$out.safetensors"
 rm -f "$ck"
-common=(--model mlp --batch-size 48 --epochs 1 --seed 3)
+common=(--model mlp --batch-size 48 --epochs 1 --seed 3 "$@")
 run_logged "$out.first.log" "$np" "${common[@]}" --max-steps 2 --save "$ck"
 before=$(md5sum <"$ck")
 train "$np" "${common[@]}" --optim sgd --lr 1e6 --init "$ck" --save "$ck" --json >"$out.log" 2>"$out.err"

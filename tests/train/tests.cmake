@@ -191,12 +191,16 @@ set_tests_properties(train/cluster PROPERTIES SKIP_RETURN_CODE 77)
 #                 the last checkpoint kept
 rg_train_test(nonfinite_np1 1 "" train ${RG_TRAIN_SH}/nonfinite.sh 1)
 rg_train_test(nonfinite_np2 2 "" "train;mpi" ${RG_TRAIN_SH}/nonfinite.sh 2)
+rg_train_test(nonfinite_pipeline 2 "" "train;mpi" ${RG_TRAIN_SH}/nonfinite.sh 2 _pipeline
+              --strategy pipeline)
 #   interrupt.sh  output paths checked at start-up, SIGPIPE, SIGTERM/SIGINT (also on one rank of
 #                 two), --save-every/--keep
 foreach(mode outputs pipe term1 int2 every)
   rg_train_test(interrupt_${mode} 1 "" train ${RG_TRAIN_SH}/interrupt.sh ${mode})
 endforeach()
 rg_train_test(interrupt_term_rank1 2 "" "train;mpi" ${RG_TRAIN_SH}/interrupt.sh term_rank1)
+rg_train_test(interrupt_term_rank1_pipeline 2 "" "train;mpi" ${RG_TRAIN_SH}/interrupt.sh
+              term_rank1_pipeline)
 #   agree.sh      ranks that differ in backend, batch, hyperparameters, --save, data size: every
 #                 rank fails before training, naming the setting and the ranks' values
 foreach(mode comm hyper save1 init datasize)

@@ -189,11 +189,18 @@ guard_verdict guard_step(trainer *t, float loss, bool sync) {
         return v;
     }
     guard_verdict v = collect(t); /* the previous step's flags */
-    if (v == GUARD_GO && bad && !t->a.no_allreduce && !t->zero) { /* the same on every rank */
+    /* the same gradients on every rank, except under zero1 (each rank reads its own before the
+     * reduce-scatter) and the pipeline (each stage has its own parameters); one pipeline's loss
+     * comes from its last stage to every stage, the same on every rank */
+    bool same_grads = bad && !t->a.no_allreduce && !t->zero && !t->pipe;
+    bool same_loss = t->bad_loss && t->pipe && t->dp_size == 1;
+    if (v == GUARD_GO && (same_grads || same_loss)) {
         float *f = calloc((size_t)t->world, sizeof *f);
         if (!f) return trainer_error(t, "out of memory"), GUARD_FAILED;
-        for (int r = 0; r < t->world; r++) f[r] = FLAG_GRAD; /* every rank has these gradients */
-        f[t->rank] = (float)(FLAG_GRAD | (t->bad_loss ? FLAG_LOSS : 0)); /* its loss: known here */
+        for (int r = 0; r < t->world; r++) /* what every rank has */
+            f[r] = (float)((same_grads ? FLAG_GRAD : 0) | (same_loss ? FLAG_LOSS : 0));
+        f[t->rank] =
+            (float)((bad ? FLAG_GRAD : 0) | (t->bad_loss ? FLAG_LOSS : 0)); /* known here */
         v = decide(t, f, bad, t->step);
         free(f);
     }

@@ -130,15 +130,18 @@ rg_status trainer_pipe_step(trainer *t, const rg_batch *b, rg_mode mode, rg_pipe
         }
         rg_trace_complete("dp_allreduce", "comm", t0, rg_trace_now(), 0, NULL);
     }
-    if (st == RG_OK && mode == RG_TRAIN) {
-        int64_t t0 = rg_trace_now();
-        rg_optim_step(t->opt);
-        rg_optim_zero_grad(t->opt);
-        rg_trace_complete("optimizer", "compute", t0, rg_trace_now(), 0, NULL);
-        t->step++;
-    }
     rg_trace_end();
     rg_scope_end();
     if (st != RG_OK) trainer_error(t, "pipeline: %s", rg_last_error());
     return st;
+}
+
+void trainer_pipe_update(trainer *t) {
+    int64_t t0 = rg_trace_now();
+    rg_scope_begin();
+    rg_optim_step(t->opt);
+    rg_optim_zero_grad(t->opt);
+    rg_scope_end();
+    rg_trace_complete("optimizer", "compute", t0, rg_trace_now(), 0, NULL);
+    t->step++;
 }

@@ -100,10 +100,12 @@ RG_NODISCARD rg_status trainer_finish_resume(trainer *t, rg_checkpoint_meta *met
 RG_NODISCARD rg_status trainer_broadcast_buffers(trainer *t);
 
 /* --strategy pipeline (pipe.c): the checks, the stages and their optimizer; one batch through
- * the pipeline (RG_TRAIN: and the optimizer step), in its own step scope. */
+ * the pipeline (RG_TRAIN: its gradients, averaged over the D pipelines), in its own step scope;
+ * then (trainer_pipe_update) the optimizer step on this stage's parameters. */
 RG_NODISCARD rg_status trainer_setup_pipeline(trainer *t);
 RG_NODISCARD rg_status trainer_pipe_step(trainer *t, const rg_batch *b, rg_mode mode,
                                          rg_pipeline_result *r);
+void trainer_pipe_update(trainer *t);
 /* Rank 0 writes a checkpoint of the current state; zero1's and the pipeline's other ranks send
  * their parts first, the rest return RG_OK. Collective under zero1 and pipeline. */
 RG_NODISCARD rg_status trainer_save(trainer *t, int64_t epoch);
