@@ -4,11 +4,20 @@
  *   flat weights (padded to K equal shards; a tensor may straddle two, as in zero1.c):
  *     [ shard 0 -> server 0 (rank W) | shard 1 -> server 1 (rank W+1) | ... ]
  *   worker w, per step, for s = 0..K-1:
- *       send  gflat[s] + header {w, step}  -> rank W+s   (tag PUSH)
- *       recv  wflat[s]                     <- rank W+s   (tag PULL)
- *   server s, sync:  recv workers 0..W-1 in order, sum, one optimizer step (scale 1/W), send all
+ *       send  gflat[s] + header {w, step, GRAD, flags}  -> rank W+s   (tag PUSH)
+ *       recv  wflat[s] + the server's flags             <- rank W+s   (tag PULL)
+ *   worker w, at the end of its period (an epoch, or a stop):
+ *       send  header {w, step, END, flags}               -> every server (tag PUSH)
+ *   server s, sync:  recv workers 0..W-1 in order, sum, one optimizer step (scale 1/W), send all;
+ *                    until a round of W ENDs
  *   server s, async: recv from any worker, one optimizer step on that gradient (scale 1/W), then
  *                    answer every waiting worker that is at most S steps ahead of the slowest
+ *                    worker still running; until every worker's END
+ *
+ * Stopping (a signal, a non-finite loss): the flags travel in-band. A worker's flags go to every
+ * server with its push; a server ORs what it receives and returns it with every pull, so within
+ * a step (sync) or a few (async) every worker sees them and ends its period early. No extra
+ * message per step, and async workers are never lined up by a collective.
  *
  * Deadlock: a worker talks to one server at a time and always pulls right after it pushed, so a
  * server's send only ever goes to a worker blocked in the matching recv; a server's recv waits for
@@ -22,7 +31,10 @@
 #include "ringgrad/trace.h"
 #include "ringgrad/tensor.h"
 
-enum { TAG_PUSH = 1100, TAG_PULL = 1101, HDR = 2 };
+enum { TAG_PUSH = 1100, TAG_PULL = 1101 };
+/* a push's header, after the shard: the worker, its step, what it is, the worker's flags */
+enum { H_WORKER, H_STEP, H_KIND, H_FLAGS, HDR };
+enum { KIND_GRAD, KIND_END };
 
 typedef struct {
     rg_tensor *param;
@@ -49,6 +61,10 @@ struct rg_ps {
     rg_optim *optim;
     int64_t *done; /* (W) gradients applied per worker in this rg_ps_serve */
     bool *waiting; /* (W) pushed, pull not yet answered */
+    bool *ended;   /* (W) sent END in this rg_ps_serve */
+    float *stash;  /* (W x (shard + HDR)), made when needed: a push of the next period that came */
+    bool *stashed; /* (W)   from a worker already ended in this one, kept for the next call */
+    int flags;     /* OR of the flags received in this rg_ps_serve */
     int64_t *hist; /* (S + 1) */
 };
 
@@ -152,11 +168,12 @@ rg_ps *rg_ps_new(const rg_param_list *params, rg_comm *comm, const char *optim, 
     }
     rg_status mine = RG_OK;
     if (st == RG_OK && ps->server) {
-        ps->wshard = xcalloc((size_t)ps->shard, sizeof(float));
+        ps->wshard = xcalloc((size_t)ps->shard + 1, sizeof(float)); /* + the flags, for pulls */
         ps->gsum = xcalloc((size_t)ps->shard + HDR, sizeof(float));
         ps->tmp = xcalloc((size_t)ps->shard + HDR, sizeof(float));
         ps->done = xcalloc((size_t)ps->workers, sizeof *ps->done);
         ps->waiting = xcalloc((size_t)ps->workers, sizeof *ps->waiting);
+        ps->ended = xcalloc((size_t)ps->workers, sizeof *ps->ended);
         ps->hist = xcalloc((size_t)ps->opts.max_staleness + 1, sizeof *ps->hist);
         mine = make_views(ps);
         if (mine == RG_OK) {
@@ -168,7 +185,8 @@ rg_ps *rg_ps_new(const rg_param_list *params, rg_comm *comm, const char *optim, 
         if (mine == RG_OK) rg_optim_set_grad_scale(ps->optim, 1.0f / (float)ps->workers);
     } else if (st == RG_OK) {
         ps->gflat = xcalloc((size_t)(ps->shard * K), sizeof(float));
-        ps->wflat = xcalloc((size_t)(ps->shard * K), sizeof(float));
+        /* + 1: a pull of shard s brings the server's flags in the float after the shard */
+        ps->wflat = xcalloc((size_t)(ps->shard * K) + 1, sizeof(float));
         ps->sendbuf = xcalloc((size_t)ps->shard + HDR, sizeof(float));
         attach(ps);
     }
@@ -199,16 +217,27 @@ int64_t rg_ps_bytes_per_step(const rg_ps *ps) {
     return 2 * ps->shard * ps->opts.servers * (int64_t)sizeof(float);
 }
 
-rg_status rg_ps_push_pull(rg_ps *ps) {
+/* The header of a push from this worker. */
+static void header(rg_ps *ps, int kind, int flags) {
+    float *h = ps->sendbuf + ps->shard;
+    h[H_WORKER] = (float)ps->index, h[H_STEP] = (float)ps->step;
+    h[H_KIND] = (float)kind, h[H_FLAGS] = (float)flags;
+}
+
+rg_status rg_ps_push_pull(rg_ps *ps, int flags, int *seen) {
     RG_CHECK(!ps->server, "rg_ps_push_pull: rank %d is a server", ps->rank);
+    RG_CHECK(flags >= 0 && flags < (1 << 24), "rg_ps_push_pull: flags %d", flags);
+    int any = 0;
     for (int s = 0; s < ps->opts.servers; s++) {
         memcpy(ps->sendbuf, ps->gflat + s * ps->shard, (size_t)ps->shard * sizeof(float));
-        ps->sendbuf[ps->shard] = (float)ps->index;
-        ps->sendbuf[ps->shard + 1] = (float)ps->step;
+        header(ps, KIND_GRAD, flags);
         int peer = ps->workers + s;
         RG_TRY(rg_comm_send(ps->comm, ps->sendbuf, ps->shard + HDR, RG_COMM_F32, peer, TAG_PUSH));
-        RG_TRY(rg_comm_recv(ps->comm, ps->wflat + s * ps->shard, ps->shard, RG_COMM_F32, peer,
-                            TAG_PULL));
+        /* the shard, then the server's flags over the next shard's first float (or the spare
+         * one after the last shard): read before the next pull overwrites it */
+        float *w = ps->wflat + s * ps->shard;
+        RG_TRY(rg_comm_recv(ps->comm, w, ps->shard + 1, RG_COMM_F32, peer, TAG_PULL));
+        any |= (int)w[ps->shard];
     }
     ps->step++;
     for (int i = 0; i < ps->n_entries; i++) {
@@ -216,6 +245,16 @@ rg_status rg_ps_push_pull(rg_ps *ps) {
         memcpy(e->param->data, ps->wflat + e->offset, (size_t)e->param->numel * sizeof(float));
     }
     memset(ps->gflat, 0, (size_t)(ps->shard * ps->opts.servers) * sizeof(float));
+    if (seen) *seen = any;
+    return RG_OK;
+}
+
+rg_status rg_ps_end(rg_ps *ps, int flags) {
+    RG_CHECK(!ps->server, "rg_ps_end: rank %d is a server", ps->rank);
+    header(ps, KIND_END, flags);
+    for (int s = 0; s < ps->opts.servers; s++) /* a whole push's size: one message shape */
+        RG_TRY(rg_comm_send(ps->comm, ps->sendbuf, ps->shard + HDR, RG_COMM_F32, ps->workers + s,
+                            TAG_PUSH));
     return RG_OK;
 }
 
@@ -230,59 +269,112 @@ static void apply(rg_ps *ps, int worker, int64_t staleness) {
 }
 
 RG_NODISCARD static rg_status pull_to(rg_ps *ps, int worker) {
-    return rg_comm_send(ps->comm, ps->wshard, ps->shard, RG_COMM_F32, worker, TAG_PULL);
+    ps->wshard[ps->shard] = (float)ps->flags; /* every flag received so far, to every worker */
+    return rg_comm_send(ps->comm, ps->wshard, ps->shard + 1, RG_COMM_F32, worker, TAG_PULL);
 }
 
-RG_NODISCARD static rg_status serve_sync(rg_ps *ps, int64_t steps) {
+RG_NODISCARD static rg_status serve_sync(rg_ps *ps, int64_t *steps) {
     int64_t n = ps->shard;
-    for (int64_t t = 0; t < steps; t++) {
+    for (;;) {
+        int ended = 0;
         for (int w = 0; w < ps->workers; w++) { /* in worker order: the same sum as DDP's */
             float *buf = w == 0 ? ps->gsum : ps->tmp;
             RG_TRY(rg_comm_recv(ps->comm, buf, n + HDR, RG_COMM_F32, w, TAG_PUSH));
-            if (w > 0)
+            ps->flags |= (int)buf[n + H_FLAGS];
+            if ((int)buf[n + H_KIND] == KIND_END)
+                ended++;
+            else if (w > 0)
                 for (int64_t i = 0; i < n; i++) ps->gsum[i] += ps->tmp[i];
         }
+        if (ended == ps->workers) return RG_OK;
+        if (ended) /* sync workers end together: the same steps, the same flags */
+            return rg_error(RG_EPEER,
+                            "ps-sync: %d of %d workers ended after %lld steps while "
+                            "the others pushed gradients",
+                            ended, ps->workers, (long long)*steps);
         apply(ps, -1, 0);
         ps->hist[0] += ps->workers;
+        (*steps)++;
         for (int w = 0; w < ps->workers; w++) RG_TRY(pull_to(ps, w));
     }
-    return RG_OK;
 }
 
+/* The fewest steps applied among the workers still running (INT64_MAX when none is). */
 static int64_t slowest(const rg_ps *ps) {
-    int64_t m = ps->done[0];
-    for (int w = 1; w < ps->workers; w++)
-        if (ps->done[w] < m) m = ps->done[w];
+    int64_t m = INT64_MAX;
+    for (int w = 0; w < ps->workers; w++)
+        if (!ps->ended[w] && ps->done[w] < m) m = ps->done[w];
     return m;
 }
 
-RG_NODISCARD static rg_status serve_async(rg_ps *ps, int64_t steps) {
-    int S = ps->opts.max_staleness;
+/* Answers every waiting worker within the staleness bound of the slowest one still running. */
+RG_NODISCARD static rg_status release(rg_ps *ps) {
+    int64_t low = slowest(ps);
+    for (int v = 0; v < ps->workers; v++)
+        if (ps->waiting[v] && (low == INT64_MAX || ps->done[v] - low <= ps->opts.max_staleness)) {
+            ps->waiting[v] = false;
+            RG_TRY(pull_to(ps, v));
+        }
+    return RG_OK;
+}
+
+/* One push in gsum (a gradient or an END) from a running worker. */
+RG_NODISCARD static rg_status take(rg_ps *ps, int *left, int64_t *steps) {
+    const float *h = ps->gsum + ps->shard;
+    int w = (int)h[H_WORKER], S = ps->opts.max_staleness;
+    ps->flags |= (int)h[H_FLAGS];
+    if ((int)h[H_KIND] == KIND_END) { /* no longer the slowest: release who waited on it */
+        ps->ended[w] = true, (*left)--;
+        if (ps->done[w] > *steps) *steps = ps->done[w];
+        return release(ps);
+    }
+    int64_t stale = ps->done[w] - slowest(ps);
+    apply(ps, w, stale);
+    ps->hist[stale < 0 ? 0 : stale > S ? S : stale]++;
+    ps->done[w]++;
+    ps->waiting[w] = true;
+    return release(ps);
+}
+
+RG_NODISCARD static rg_status serve_async(rg_ps *ps, int64_t *steps) {
+    int left = ps->workers;
+    size_t msg = (size_t)(ps->shard + HDR);
     memset(ps->done, 0, (size_t)ps->workers * sizeof *ps->done);
-    for (int64_t k = 0; k < steps * ps->workers; k++) {
+    memset(ps->ended, 0, (size_t)ps->workers * sizeof *ps->ended);
+    for (int w = 0; ps->stash && w < ps->workers; w++) /* this period's first pushes, kept */
+        if (ps->stashed[w]) {
+            ps->stashed[w] = false;
+            memcpy(ps->gsum, ps->stash + (size_t)w * msg, msg * sizeof(float));
+            RG_TRY(take(ps, &left, steps));
+        }
+    while (left > 0) {
         RG_TRY(rg_comm_recv(ps->comm, ps->gsum, ps->shard + HDR, RG_COMM_F32, RG_COMM_ANY_SOURCE,
                             TAG_PUSH));
-        int w = (int)ps->gsum[ps->shard];
-        RG_CHECK(w >= 0 && w < ps->workers && !ps->waiting[w], "ps: bad push header (worker %d)",
-                 w);
-        int64_t stale = ps->done[w] - slowest(ps);
-        apply(ps, w, stale);
-        ps->hist[stale < 0 ? 0 : stale > S ? S : stale]++;
-        ps->done[w]++;
-        ps->waiting[w] = true;
-        int64_t low = slowest(ps);
-        for (int v = 0; v < ps->workers; v++)
-            if (ps->waiting[v] && ps->done[v] - low <= S) {
-                ps->waiting[v] = false;
-                RG_TRY(pull_to(ps, v));
+        int w = (int)ps->gsum[ps->shard + H_WORKER];
+        if (w < 0 || w >= ps->workers || ps->waiting[w] || (ps->stash && ps->stashed[w]))
+            return rg_error(RG_EPEER, "ps-async: a push from worker %d out of turn", w);
+        if (ps->ended[w]) { /* it began the next period while others finish this one */
+            if (!ps->stash) {
+                ps->stash = xcalloc((size_t)ps->workers * msg, sizeof(float));
+                ps->stashed = xcalloc((size_t)ps->workers, sizeof *ps->stashed);
             }
+            memcpy(ps->stash + (size_t)w * msg, ps->gsum, msg * sizeof(float));
+            ps->stashed[w] = true;
+            continue;
+        }
+        RG_TRY(take(ps, &left, steps));
     }
     return RG_OK;
 }
 
-rg_status rg_ps_serve(rg_ps *ps, int64_t steps) {
+rg_status rg_ps_serve(rg_ps *ps, int *flags, int64_t *steps) {
     RG_CHECK(ps->server, "rg_ps_serve: rank %d is a worker", ps->rank);
-    return ps->opts.mode == RG_PS_SYNC ? serve_sync(ps, steps) : serve_async(ps, steps);
+    int64_t n = 0;
+    ps->flags = 0;
+    rg_status st = ps->opts.mode == RG_PS_SYNC ? serve_sync(ps, &n) : serve_async(ps, &n);
+    if (flags) *flags = ps->flags;
+    if (steps) *steps = n;
+    return st;
 }
 
 rg_status rg_ps_staleness_hist(rg_ps *ps, int64_t *hist, int n) {
@@ -308,6 +400,7 @@ void rg_ps_free(rg_ps *ps) {
     free(ps->views);
     free(ps->gflat), free(ps->wflat), free(ps->sendbuf);
     free(ps->wshard), free(ps->gsum), free(ps->tmp);
-    free(ps->done), free(ps->waiting), free(ps->hist), free(ps->entries);
+    free(ps->done), free(ps->waiting), free(ps->ended), free(ps->hist), free(ps->entries);
+    free(ps->stash), free(ps->stashed);
     free(ps);
 }

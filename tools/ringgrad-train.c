@@ -87,13 +87,15 @@ static guard_verdict train_step(trainer *t, const rg_batch *b, metrics *m) {
             if (st != RG_OK) v = GUARD_FAILED;
         }
     } else if (t->ps) {
-        /* parameter servers: push the gradient shards, pull the new weights. No per-step guard:
-         * its flags are exchanged over the whole world, and the servers are busy serving. */
+        /* parameter servers: push the gradient shards, pull the new weights. The guard's flags
+         * travel in-band (guard_ps_flags): when any come back, this worker ends its epoch here,
+         * and guard_ps_finish decides with every rank */
+        int seen = 0;
         rg_trace_begin("ps_push_pull", "comm");
-        st = rg_ps_push_pull(t->ps);
+        st = rg_ps_push_pull(t->ps, guard_ps_flags(t, loss_value), &seen);
         rg_trace_end();
         if (st == RG_OK) t->step++;
-        v = st == RG_OK ? GUARD_GO : GUARD_FAILED;
+        v = st != RG_OK ? GUARD_FAILED : seen ? GUARD_STOP_AFTER_STEP : GUARD_GO;
     } else {
         rg_trace_begin("ddp_wait", "comm");
         st = rg_ddp_wait(t->ddp);
@@ -197,10 +199,9 @@ static bool run_epoch(trainer *t, int64_t epoch) {
     for (; t->skip_batches > 0 && rg_loader_next(t->train, &b); t->skip_batches--) batches++;
     guard_verdict v = GUARD_GO;
     if (t->server) { /* a parameter server serves the workers' steps of this epoch */
-        int64_t n = spe - batches;
-        if (t->a.max_steps >= 0 && t->a.max_steps - t->step < n) n = t->a.max_steps - t->step;
+        int64_t n = 0;
         rg_trace_begin("ps_serve", "comm");
-        rg_status st = rg_ps_serve(t->ps, n);
+        rg_status st = rg_ps_serve(t->ps, NULL, &n); /* until every worker ends the epoch */
         rg_trace_end();
         if (st != RG_OK) trainer_error(t, "parameter server failed: %s", rg_last_error());
         if (st != RG_OK) v = GUARD_FAILED;
@@ -221,7 +222,10 @@ static bool run_epoch(trainer *t, int64_t epoch) {
                         (double)m.correct / (double)m.seen, (double)t->images / t->train_seconds);
         guard_check_stdout(t);
     }
-    if (v == GUARD_GO) v = guard_finish(t); /* the last step's flags */
+    if (t->ps)
+        v = guard_ps_finish(t, v); /* every rank's flags of the epoch */
+    else if (v == GUARD_GO)
+        v = guard_finish(t); /* the last step's flags */
     if (v != GUARD_GO && t->prog.enabled && t->prog.tty) fputc('\n', t->prog.out); /* end the bar */
     if (v == GUARD_DIVERGED || v == GUARD_FAILED) return false; /* nothing saved: keep the last */
     if (reduce_metrics(t, &m) != RG_OK) return false;

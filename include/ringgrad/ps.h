@@ -8,7 +8,8 @@
  * the optimizer state for it (a registry optimizer, rg_optim_new).
  *
  *   worker, each step:   backward; for s in 0..K-1: push gradient shard s to server s, then pull
- *                        weight shard s back (point-to-point over the comm: mpi or ring)
+ *                        weight shard s back (point-to-point over the comm: mpi or ring); at the
+ *                        end of an epoch (or of the run, or a stop), rg_ps_end
  *   server, sync:        waits for the W workers' gradients of the step (in worker order), one
  *                        optimizer step on their sum with grad scale 1/W (DDP's average), then
  *                        every worker pulls the same weights: equal to DDP on W ranks
@@ -62,10 +63,20 @@ RG_API int rg_ps_workers(const rg_ps *ps);
 RG_API int rg_ps_index(const rg_ps *ps);
 
 /* Worker, after a backward: pushes the gradient shards and pulls the new weights into the
- * parameters, then zeroes the gradients. RG_OK or the communicator's failure. */
-RG_API RG_NODISCARD rg_status rg_ps_push_pull(rg_ps *ps);
-/* Server: serves `steps` steps of every worker (W x steps gradients), then returns. */
-RG_API RG_NODISCARD rg_status rg_ps_serve(rg_ps *ps, int64_t steps);
+ * parameters, then zeroes the gradients. `flags` (the caller's bits, below 2^24; 0 for none: a
+ * caught signal, a non-finite loss) travel with the push to every server; *seen (may be NULL)
+ * gets the OR of every flag the servers have received in this period, from any worker: nonzero
+ * asks this worker to end its period after this step (rg_ps_end). In sync mode every worker
+ * sees the same flags at the same step. RG_OK or the communicator's failure. */
+RG_API RG_NODISCARD rg_status rg_ps_push_pull(rg_ps *ps, int flags, int *seen);
+/* Worker: ends its period (an epoch, or early after *seen came back nonzero), telling every
+ * server, with `flags`. Sync workers must end after the same number of steps. */
+RG_API RG_NODISCARD rg_status rg_ps_end(rg_ps *ps, int flags);
+/* Server: serves the workers' pushes until every worker has ended the period (rg_ps_end).
+ * *flags (may be NULL): the OR of every flag received; *steps (may be NULL): the most steps a
+ * worker took. RG_OK, or RG_EPEER when the communicator fails or the pushes break the protocol
+ * (sync workers ending at different steps). */
+RG_API RG_NODISCARD rg_status rg_ps_serve(rg_ps *ps, int *flags, int64_t *steps);
 
 /* Server: its shard's optimizer (learning rate, schedule); NULL on a worker. Borrowed. */
 RG_API rg_optim *rg_ps_optim(rg_ps *ps);

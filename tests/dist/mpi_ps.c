@@ -2,7 +2,8 @@
  * the rest push known gradients. With SGD (no momentum) at lr 0.5 and worker w's gradient
  * (w + 1)(i + 1) for element i, every step moves element i by 0.5 (i + 1) (W + 1) / 2: the
  * average over the W workers, for ps-sync and for ps-async at staleness 0. Rank 0's initial
- * weights reach everyone; a bad K or staleness fails on every rank with a message. */
+ * weights reach everyone; a stop flag reaches every worker and server within the step; a bad K
+ * or staleness fails on every rank with a message. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,17 +41,27 @@ static void params_free(params2 *p) {
     rg_tensor_free(p->b);
 }
 
-static void run(rg_comm *c, rg_ps_mode mode, int servers) {
-    params2 p;
-    params_init(&p);
-    rg_ps *ps = rg_ps_new(&p.list, c, "sgd", "lr=0.5",
+/* Parameter servers over p: SGD at lr 0.5, staleness 0. */
+static rg_ps *ps_new(params2 *p, rg_comm *c, rg_ps_mode mode, int servers) {
+    params_init(p);
+    rg_ps *ps = rg_ps_new(&p->list, c, "sgd", "lr=0.5",
                           &(rg_ps_opts){.mode = mode, .servers = servers, .max_staleness = 0});
     MT_CHECK(ps, "rg_ps_new: %s", rg_last_error());
+    return ps;
+}
+
+static void run(rg_comm *c, rg_ps_mode mode, int servers) {
+    params2 p;
+    rg_ps *ps = ps_new(&p, c, mode, servers);
     int W = size - servers;
     MT_CHECK(rg_ps_workers(ps) == W, "%d workers, want %d", rg_ps_workers(ps), W);
     MT_CHECK(rg_ps_is_server(ps) == (rank >= W), "rank %d: server %d", rank, rg_ps_is_server(ps));
     if (rg_ps_is_server(ps)) {
-        MT_OK(rg_ps_serve(ps, STEPS));
+        int flags = -1;
+        int64_t steps = -1;
+        MT_OK(rg_ps_serve(ps, &flags, &steps));
+        MT_CHECK(flags == 0 && steps == STEPS, "served %lld steps with flags %d", (long long)steps,
+                 flags);
         MT_CHECK(rg_ps_optim(ps) != NULL, "a server has no optimizer");
     } else {
         MT_CHECK(rg_ps_optim(ps) == NULL && rg_ps_state_bytes(ps) == 0, "a worker has state");
@@ -59,7 +70,9 @@ static void run(rg_comm *c, rg_ps_mode mode, int servers) {
                 rg_tensor *g = i < NA ? p.a->grad : p.b->grad;
                 ((float *)g->data)[i < NA ? i : i - NA] = (float)((rank + 1) * (i + 1));
             }
-            MT_OK(rg_ps_push_pull(ps));
+            int seen = -1;
+            MT_OK(rg_ps_push_pull(ps, 0, &seen));
+            MT_CHECK(seen == 0, "step %d: flags %d seen", t, seen);
             for (int i = 0; i < NA + NB; i++) {
                 float got = i < NA ? ((float *)p.a->data)[i] : ((float *)p.b->data)[i - NA];
                 double want = i - (t + 1) * 0.5 * (i + 1) * (W + 1) / 2.0;
@@ -71,6 +84,7 @@ static void run(rg_comm *c, rg_ps_mode mode, int servers) {
         }
         MT_CHECK(rg_ps_bytes_per_step(ps) >= 2 * 4 * (NA + NB), "bytes %lld",
                  (long long)rg_ps_bytes_per_step(ps));
+        MT_OK(rg_ps_end(ps, 0));
     }
     int64_t hist[1];
     MT_OK(rg_ps_staleness_hist(ps, hist, 1));
@@ -80,12 +94,55 @@ static void run(rg_comm *c, rg_ps_mode mode, int servers) {
     params_free(&p);
 }
 
-static void test_sync_and_async_s0_step_on_the_average(void) {
+/* fn on both comms, with every number of servers, sync and async */
+static void each_setup(void (*fn)(rg_comm *c, rg_ps_mode mode, int servers)) {
     for (int b = 0; b < 2; b++)
         for (int k = 1; k < size; k++) {
-            run(comms[b], RG_PS_SYNC, k);
-            run(comms[b], RG_PS_ASYNC, k);
+            fn(comms[b], RG_PS_SYNC, k);
+            fn(comms[b], RG_PS_ASYNC, k);
         }
+}
+
+static void test_sync_and_async_s0_step_on_the_average(void) {
+    each_setup(run);
+}
+
+/* A stop (a signal, a non-finite loss) travels in-band: the last worker pushes flags 4 at step
+ * 1; every worker sees them in that step's pull (sync, and async at staleness 0, where no reply
+ * leaves before every push of the step has arrived), ends its period there, and every server
+ * returns after 2 steps with the flags. Then a second period runs as usual. */
+static void stop(rg_comm *c, rg_ps_mode mode, int servers) {
+    params2 p;
+    rg_ps *ps = ps_new(&p, c, mode, servers);
+    int W = size - servers;
+    const char *what = mode == RG_PS_SYNC ? "sync" : "async";
+    for (int period = 0; period < 2; period++) {
+        int want = period == 0 ? 4 : 0;
+        if (rg_ps_is_server(ps)) {
+            int flags = -1;
+            int64_t steps = -1;
+            MT_OK(rg_ps_serve(ps, &flags, &steps));
+            MT_CHECK(flags == want && steps == (period == 0 ? 2 : STEPS),
+                     "%s K=%d period %d: served %lld steps with flags %d", what, servers, period,
+                     (long long)steps, flags);
+            continue;
+        }
+        int t = 0, seen = 0;
+        for (; t < STEPS && !seen; t++) {
+            int mine = period == 0 && t == 1 && rank == W - 1 ? 4 : 0;
+            MT_OK(rg_ps_push_pull(ps, mine, &seen));
+        }
+        MT_CHECK(seen == want && t == (period == 0 ? 2 : STEPS),
+                 "%s K=%d period %d: worker %d stopped after %d steps, flags %d", what, servers,
+                 period, rank, t, seen);
+        MT_OK(rg_ps_end(ps, seen));
+    }
+    rg_ps_free(ps);
+    params_free(&p);
+}
+
+static void test_a_stop_reaches_every_worker_and_server_in_band(void) {
+    each_setup(stop);
 }
 
 static void test_bad_options_fail_on_every_rank(void) {
@@ -105,6 +162,7 @@ static void test_bad_options_fail_on_every_rank(void) {
 int main(int argc, char **argv) {
     dist = ddp_test_begin(&argc, &argv, comms, &rank, &size);
     MT_RUN(test_sync_and_async_s0_step_on_the_average);
+    MT_RUN(test_a_stop_reaches_every_worker_and_server_in_band);
     MT_RUN(test_bad_options_fail_on_every_rank);
     return ddp_test_end(dist, comms);
 }

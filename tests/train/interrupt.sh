@@ -10,6 +10,10 @@
 #   interrupt.sh term_rank1  2 ranks, SIGTERM to rank 1 only: both stop after the same step,
 #                          rank 0 saves, the job ends non-zero within 30 s; the checkpoint resumes
 #   interrupt.sh term_rank1_pipeline  the same under --strategy pipeline
+#   interrupt.sh term_rank1_ps_async   3 ranks, ps-async: SIGTERM to worker rank 1 stops both
+#                          workers and the server (in-band, within a step) and rank 0 saves
+#   interrupt.sh term_server_ps_sync   3 ranks, ps-sync: SIGTERM to the server stops the job at
+#                          the end of the epoch, saved
 #   interrupt.sh every     --save-every 3 --keep 2 keeps the last two step files, and the last
 #                          one resumes
 TRAIN_TIMEOUT=120
@@ -105,21 +109,32 @@ int2)
     wait_job 10
     [ $rc = 130 ] || fail "exit $rc, want 130"
     ;;
-term_rank1 | term_rank1_pipeline)
-    extra=()
-    [ "$mode" = term_rank1_pipeline ] && extra=(--strategy pipeline) # stage 1 caught it
+term_rank1 | term_rank1_pipeline | term_rank1_ps_async | term_server_ps_sync)
+    np=2 victim_rank=1 extra=()
+    case $mode in
+    term_rank1_pipeline) extra=(--strategy pipeline) ;; # stage 1 caught it
+    # parameter servers: rank 2 serves; a worker's signal travels in-band within a step, a
+    # server's at the end of the epoch
+    term_rank1_ps_async) np=3 extra=(--strategy ps-async --servers 1 --max-staleness 2) ;;
+    term_server_ps_sync) np=3 victim_rank=2 extra=(--strategy ps-sync --servers 1) ;;
+    esac
     signalled+=("${extra[@]}") common+=("${extra[@]}")
-    start_bg 2 "${signalled[@]}" --save "$out/c.safetensors"
+    start_bg $np "${signalled[@]}" --save "$out/c.safetensors"
     wait_step 5
-    victim=$(rank_pids $job | awk '$2 == 1 {print $1}')
-    [ -n "$victim" ] || fail "cannot find rank 1"
+    victim=$(rank_pids $job | awk -v r=$victim_rank '$2 == r {print $1}')
+    [ -n "$victim" ] || fail "cannot find rank $victim_rank"
     kill -TERM "$victim"
     wait_job 30
     [ $rc != 0 ] || fail "the job exited 0"
-    grep -q "rank 1: Terminated: finishing step" "$log" || fail "rank 1 did not report the signal"
+    grep -q "rank $victim_rank: Terminated: finishing step" "$log" ||
+        fail "rank $victim_rank did not report the signal"
     grep -q "rank 0: another rank caught a signal" "$log" || fail "rank 0 did not stop with it"
     [ -s "$out/c.safetensors" ] || fail "rank 0 wrote no checkpoint"
-    run_logged "$out/resume.log" 2 "${common[@]}" --resume "$out/c.safetensors" --epochs 1
+    if [[ $mode == *_ps_* ]]; then # no --resume with parameter servers: the weights load
+        run_logged "$out/resume.log" $np "${common[@]}" --init "$out/c.safetensors" --epochs 1
+    else
+        run_logged "$out/resume.log" $np "${common[@]}" --resume "$out/c.safetensors" --epochs 1
+    fi
     ;;
 every)
     run_logged "$log" 1 --model mlp --batch-size 48 --epochs 1 --save "$out/c.safetensors" \

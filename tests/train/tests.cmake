@@ -193,6 +193,8 @@ rg_train_test(nonfinite_np1 1 "" train ${RG_TRAIN_SH}/nonfinite.sh 1)
 rg_train_test(nonfinite_np2 2 "" "train;mpi" ${RG_TRAIN_SH}/nonfinite.sh 2)
 rg_train_test(nonfinite_pipeline 2 "" "train;mpi" ${RG_TRAIN_SH}/nonfinite.sh 2 _pipeline
               --strategy pipeline)
+rg_train_test(nonfinite_ps_async 3 "" "train;mpi" ${RG_TRAIN_SH}/nonfinite.sh 3 _ps_async
+              --strategy ps-async --servers 1)
 #   interrupt.sh  output paths checked at start-up, SIGPIPE, SIGTERM/SIGINT (also on one rank of
 #                 two), --save-every/--keep
 foreach(mode outputs pipe term1 int2 every)
@@ -201,6 +203,9 @@ endforeach()
 rg_train_test(interrupt_term_rank1 2 "" "train;mpi" ${RG_TRAIN_SH}/interrupt.sh term_rank1)
 rg_train_test(interrupt_term_rank1_pipeline 2 "" "train;mpi" ${RG_TRAIN_SH}/interrupt.sh
               term_rank1_pipeline)
+foreach(mode term_rank1_ps_async term_server_ps_sync)
+  rg_train_test(interrupt_${mode} 3 "" "train;mpi" ${RG_TRAIN_SH}/interrupt.sh ${mode})
+endforeach()
 #   agree.sh      ranks that differ in backend, batch, hyperparameters, --save, data size: every
 #                 rank fails before training, naming the setting and the ranks' values
 foreach(mode comm hyper save1 init datasize)

@@ -225,6 +225,38 @@ guard_verdict guard_finish(trainer *t) {
     return collect(t);
 }
 
+int guard_ps_flags(trainer *t, float loss) {
+    if (!isfinite(loss) && !t->bad_loss) t->bad_loss = true, t->bad_loss_value = loss;
+    const char *bad = first_bad_grad(t);
+    if (bad && !t->ps_bad) t->ps_bad = bad;
+    int mine = (t->bad_loss ? FLAG_LOSS : 0) | (bad ? FLAG_GRAD : 0) |
+               (caught_signal ? FLAG_SIGNAL : 0) | (t->local_error ? FLAG_ERROR : 0);
+    t->ps_flags |= mine;
+    return mine;
+}
+
+guard_verdict guard_ps_finish(trainer *t, guard_verdict v) {
+    if (v == GUARD_FAILED) return v; /* a peer died: reported, and no collective can work */
+    int mine = t->ps_flags | (caught_signal ? FLAG_SIGNAL : 0) | (t->local_error ? FLAG_ERROR : 0);
+    if (!t->server && rg_ps_end(t->ps, mine) != RG_OK) {
+        trainer_error(t, "ending the epoch with the parameter servers failed: %s", rg_last_error());
+        return GUARD_FAILED;
+    }
+    float *f = calloc((size_t)t->world, sizeof *f);
+    if (!f) return trainer_error(t, "out of memory"), GUARD_FAILED;
+    f[t->rank] = (float)mine;
+    if (rg_comm_allreduce(t->comm, f, t->world, RG_COMM_F32, RG_REDUCE_SUM) != RG_OK) {
+        trainer_error(t, "step %lld: the check with the other ranks failed: %s", (long long)t->step,
+                      rg_last_error());
+        free(f);
+        return GUARD_FAILED;
+    }
+    v = decide(t, f, t->ps_bad, t->step);
+    free(f);
+    t->ps_flags = 0, t->ps_bad = NULL, t->bad_loss = false;
+    return v;
+}
+
 void guard_free(trainer *t) {
     if (t->guard_req) RG_IGNORE(rg_comm_wait(t->guard_req)); /* ending anyway; it was reported */
     t->guard_req = NULL;

@@ -54,6 +54,8 @@ typedef struct {
     bool local_error;     /* this rank failed (reported): every rank stops at the next check */
     rg_comm_req *guard_req; /* the flags exchange in flight (several ranks) */
     float *guard_flags;     /* its buffer: one slot per rank */
+    int ps_flags;           /* parameter servers: this rank's own flags in this epoch */
+    const char *ps_bad;     /* ... and its first non-finite gradient (a parameter's name) */
     /* --json "epoch_log": after each epoch (the first RG_TRAIN_EPOCH_LOG), the test accuracy and
      * the wall seconds of training so far: each epoch from its start to the end of its metrics
      * sum, so the wait for the slowest worker counts and evaluation does not (docs/LABS.md,
@@ -129,6 +131,14 @@ void guard_check_stdout(trainer *t);
 guard_verdict guard_step(trainer *t, float loss, bool sync);
 /* Collective: the verdict of the exchange still in flight, when the steps end. */
 guard_verdict guard_finish(trainer *t);
+/* Parameter servers have no per-step allreduce (async workers must not line up): a worker's own
+ * flags for the step (its signal, loss, gradients, failure) travel in-band with its push
+ * (rg_ps_push_pull), and it stops when any come back. guard_ps_flags: this step's own flags, to
+ * push. guard_ps_finish, at the end of every epoch's steps (collective over every rank, workers
+ * and servers): a worker ends its period (rg_ps_end), then every rank's own flags are exchanged
+ * and decide the verdict as guard_step's would (a signal caught by a server alone counts here). */
+int guard_ps_flags(trainer *t, float loss);
+guard_verdict guard_ps_finish(trainer *t, guard_verdict v);
 /* Waits for (and ignores) an exchange in flight and frees the buffer; at tear-down. */
 void guard_free(trainer *t);
 /* Creates and removes a probe file next to path; an error names the flag and the path. */
