@@ -364,6 +364,7 @@ static int start(trainer *t, int *argc, char ***argv) {
     t->wrank = t->rank, t->workers = t->world; /* parameter servers and pipelines change both */
     t->threads = rg_set_num_threads(pick_threads(t, env_threads));
     progress_init(&t->prog, stdout, t->rank == 0);
+    if (t->rank == 0) train_args_notes(&t->a, stdout);
     guard_install_signals();
     /* "--device cuda": the GPU of this rank's local rank (one GPU per rank) */
     if (t->dev.type == RG_DEV_CUDA && strcmp(t->a.device, "cuda") == 0 &&

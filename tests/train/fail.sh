@@ -155,6 +155,18 @@ flags)
     expect_line "^ringgrad-train: error: ps-sync: --servers 1: need 1 <= K < 1 ranks"
     expect_exit 1 30 "$RG_MPIRUN" -np 2 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --strategy ps-async --compress fp16
     expect_line "^ringgrad-train: rank 0: error: --strategy ps-async takes no --resume, --compress"
+    # options that change nothing where given: one note each (rank 0 only), and the run goes on
+    expect_exit 0 30 "$RG_MPIRUN" -np 2 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 \
+        --model mlp --servers 2 --micro-batches 3 --keep 2 --sync-bn --lr-gamma 0.5
+    for want in "--servers changes nothing without --strategy ps-sync or ps-async" \
+        "--micro-batches changes nothing without --strategy pipeline" \
+        "--keep changes nothing without --save-every" "--sync-bn changes nothing without a model with BatchNorm" \
+        "--lr-gamma changes nothing without --lr-schedule step"; do
+        [ "$(grep -c "^ringgrad-train: note: $want" "$log")" = 1 ] || fail "not one note '$want'"
+    done
+    expect_exit 0 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --model mlp \
+        --lr-schedule step --lr-gamma 0.5 --compress powersgd --powersgd-rank 2
+    ! grep -q "note:" "$log" || fail "a note where the options act: $(grep note: "$log")"
     expect_exit 2 30 "$RG_MPIRUN" -np 2 "$RG_TRAIN" --bogus
     [ "$(grep -c "^ringgrad-train: unknown option '--bogus'" "$log")" = 2 ] || fail "not one message per rank"
     expect_exit 0 20 "$RG_TRAIN" --help

@@ -167,6 +167,7 @@ int train_args_parse(train_args *a, int argc, char **argv) {
         for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
             if (strlen(options[k].name) == len && strncmp(options[k].name, name, len) == 0) o = &options[k];
         if (!o) return usage_error("unknown option '%s'", arg);
+        a->given |= UINT64_C(1) << (o - options);
         if (o->kind == OPT_FLAG) {
             if (eq) return usage_error("--%s takes no value", o->name);
             *(bool *)((char *)a + o->offset) = true;
@@ -196,6 +197,50 @@ int train_args_parse(train_args *a, int argc, char **argv) {
         a->straggle_rank = (int)r, a->straggle_ms = ms;
     }
     return check_data_args(a);
+}
+
+_Static_assert(sizeof options / sizeof options[0] <= 64, "train_args.given has 64 bits");
+
+static bool given(const train_args *a, const char *name) {
+    for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+        if (strcmp(options[k].name, name) == 0) return a->given >> k & 1;
+    return false;
+}
+
+int train_args_notes(const train_args *a, FILE *out) {
+    bool ps = strncmp(a->strategy, "ps-", 3) == 0, pipe = strcmp(a->strategy, "pipeline") == 0;
+    bool resnet = strncmp(a->model, "resnet", 6) == 0;
+    bool imagenet =
+        resnet && (strcmp(a->model, "resnet20") != 0 && strcmp(a->model, "resnet56") != 0);
+    bool step = strcmp(a->lr_schedule, "step") == 0;
+    const struct {
+        const char *name;
+        bool acts;
+        const char *unless;
+    } rules[] = {
+        {"keep", a->save_every > 0, "--save-every N (it keeps the periodic checkpoints)"},
+        {"servers", ps, "--strategy ps-sync or ps-async"},
+        {"max-staleness", strcmp(a->strategy, "ps-async") == 0,
+         "--strategy ps-async (ps-sync is staleness 0)"},
+        {"pipeline-stages", pipe, "--strategy pipeline"},
+        {"micro-batches", pipe, "--strategy pipeline"},
+        {"powersgd-rank", strcmp(a->compress, "powersgd") == 0, "--compress powersgd"},
+        {"lr-step-size", step, "--lr-schedule step"},
+        {"lr-gamma", step, "--lr-schedule step"},
+        {"lr-scaling", a->scale_lr, "--scale-lr"},
+        {"small-input", imagenet,
+         "--model resnet18, resnet34 or resnet50 (resnet20/56 have a 3x3 stem already)"},
+        {"zero-init-residual", resnet, "a ResNet (--model resnet*)"},
+        {"sync-bn", resnet, "a model with BatchNorm (a ResNet)"},
+    };
+    int n = 0;
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (!rules[i].acts && given(a, rules[i].name)) {
+            fprintf(out, "ringgrad-train: note: --%s changes nothing without %s\n", rules[i].name,
+                    rules[i].unless);
+            n++;
+        }
+    return n;
 }
 
 void train_args_usage(void) {

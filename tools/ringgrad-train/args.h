@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct {
     /* what to train */
@@ -49,6 +50,7 @@ typedef struct {
     int straggle_rank;          /* -1: none */
     double straggle_ms;
     bool help;
+    uint64_t given; /* bit k: the k-th option of args.c's table was on the command line */
 } train_args;
 
 /* Fills defaults, then parses argv. Returns 0 on success; on a usage error prints
@@ -56,6 +58,10 @@ typedef struct {
 int train_args_parse(train_args *a, int argc, char **argv);
 /* The settings every rank must share, as "--name value" lines for rg_dist_opts.agree. */
 void train_args_agreed(const train_args *a, char *buf, size_t cap);
+/* A "note:" line on `out` for each option given where it changes nothing (--servers without
+ * --strategy ps-*, --micro-batches without --strategy pipeline, ...): a script may pass one set
+ * of flags to every strategy, so these are notes, not errors. Returns how many. */
+int train_args_notes(const train_args *a, FILE *out);
 /* Prints the --help text to stdout. */
 void train_args_usage(void);
 
