@@ -28,10 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/shard_state.h"
 #include "ringgrad/trace.h"
 #include "ringgrad/tensor.h"
 
-enum { TAG_PUSH = 1100, TAG_PULL = 1101 };
+enum { TAG_PUSH = 1100, TAG_PULL = 1101, TAG_STATE = 1102 };
 /* a push's header, after the shard: the worker, its step, what it is, the worker's flags */
 enum { H_WORKER, H_STEP, H_KIND, H_FLAGS, HDR };
 enum { KIND_GRAD, KIND_END };
@@ -59,6 +60,7 @@ struct rg_ps {
     rg_named_tensor *views;
     int n_views;
     rg_optim *optim;
+    char *optim_name, *optim_options; /* as given, for checkpoints' buffer kinds */
     int64_t *done; /* (W) gradients applied per worker in this rg_ps_serve */
     bool *waiting; /* (W) pushed, pull not yet answered */
     bool *ended;   /* (W) sent END in this rg_ps_serve */
@@ -138,6 +140,8 @@ rg_ps *rg_ps_new(const rg_param_list *params, rg_comm *comm, const char *optim, 
     RG_CHECK(params && comm && optim && opts, "rg_ps_new: NULL argument");
     rg_ps *ps = xcalloc(1, sizeof *ps);
     ps->comm = comm, ps->opts = *opts;
+    ps->optim_name = strdup(optim), ps->optim_options = strdup(options ? options : "");
+    RG_CHECK(ps->optim_name && ps->optim_options, "rg_ps_new: out of host memory");
     if (ps->opts.mode == RG_PS_SYNC) ps->opts.max_staleness = 0;
     ps->rank = rg_comm_rank(comm), ps->size = rg_comm_size(comm);
     rg_status st = check_opts(ps, comm);
@@ -377,6 +381,109 @@ rg_status rg_ps_serve(rg_ps *ps, int *flags, int64_t *steps) {
     return st;
 }
 
+/* ---- checkpoints: the servers' shards to rank 0 and back ----
+ *
+ * A checkpoint holds what one process's optimizer would: every parameter's weights and state
+ * buffers in full. The servers hold both, in shards; rank 0 (a worker) gathers them, kind by kind,
+ * into a flat buffer laid out as the workers' (server s's shard at s * shard), then into its
+ * parameters and the full optimizer; the scatter is the reverse. The other workers take no part. */
+
+/* Server: its shard's buffer `kind` (NULL: the weights) into buf, or from it. */
+static void shard_io(rg_ps *ps, const char *kind, float *buf, bool to_buf) {
+    if (!kind) {
+        memcpy(to_buf ? buf : ps->wshard, to_buf ? ps->wshard : buf,
+               (size_t)ps->shard * sizeof(float));
+        return;
+    }
+    for (int i = 0; i < ps->n_views; i++) {
+        rg_tensor *v = ps->views[i].tensor;
+        float *st = rg_tensor_f32(rg_shard_state_of(ps->optim, ps->views[i].name, kind));
+        float *at = buf + ((float *)v->data - ps->wshard);
+        memcpy(to_buf ? at : st, to_buf ? st : at, (size_t)v->numel * sizeof(float));
+    }
+}
+
+/* Rank 0: flat (the workers' layout) into its parameters (kind NULL) or full's buffers `kind`,
+ * or from them. */
+static void flat_io(rg_ps *ps, rg_optim *full, const char *kind, float *flat, bool to_flat) {
+    for (int i = 0; i < ps->n_entries; i++) {
+        const pentry *e = &ps->entries[i];
+        float *t =
+            kind ? rg_tensor_f32(rg_shard_state_of(full, e->name, kind)) : (float *)e->param->data;
+        size_t bytes = (size_t)e->param->numel * sizeof(float);
+        memcpy(to_flat ? flat + e->offset : t, to_flat ? t : flat + e->offset, bytes);
+    }
+}
+
+/* One kind (NULL: the weights) between the servers and rank 0's flat buffer. */
+RG_NODISCARD static rg_status move_kind(rg_ps *ps, const char *kind, float *flat, bool gather) {
+    int K = ps->opts.servers;
+    for (int s = 0; s < K; s++) {
+        float *piece = flat + (int64_t)s * ps->shard;
+        int server = ps->workers + s;
+        if (ps->rank == 0)
+            RG_TRY(gather
+                       ? rg_comm_recv(ps->comm, piece, ps->shard, RG_COMM_F32, server, TAG_STATE)
+                       : rg_comm_send(ps->comm, piece, ps->shard, RG_COMM_F32, server, TAG_STATE));
+        else if (ps->rank == server && gather) {
+            shard_io(ps, kind, ps->tmp, true);
+            RG_TRY(rg_comm_send(ps->comm, ps->tmp, ps->shard, RG_COMM_F32, 0, TAG_STATE));
+        } else if (ps->rank == server) {
+            RG_TRY(rg_comm_recv(ps->comm, ps->tmp, ps->shard, RG_COMM_F32, 0, TAG_STATE));
+            shard_io(ps, kind, ps->tmp, false);
+        }
+    }
+    return RG_OK;
+}
+
+/* Both ways: the weights, then each kind of state buffer, then the step count and learning
+ * rate (server 0's to rank 0, or rank 0's to every server). */
+RG_NODISCARD static rg_status move_state(rg_ps *ps, rg_optim *full, bool gather) {
+    RG_CHECK(ps->rank != 0 || full, "rg_ps_%s_state: rank 0 needs the full optimizer",
+             gather ? "gather" : "scatter");
+    if (ps->rank != 0 && !ps->server) return RG_OK; /* the other workers hold nothing */
+    char kinds[RG_SHARD_MAX_KINDS][32];
+    int nk = 0;
+    RG_TRY(rg_shard_kinds(ps->optim_name, ps->optim_options, kinds, &nk));
+    float *flat = ps->rank == 0 ? ps->wflat : NULL; /* K x shard (+ 1), free between steps */
+    rg_status st = RG_OK;
+    for (int k = -1; st == RG_OK && k < nk; k++) {
+        const char *kind = k < 0 ? NULL : kinds[k];
+        if (flat && !gather) flat_io(ps, full, kind, flat, true);
+        st = move_kind(ps, kind, flat, gather);
+        if (st == RG_OK && flat && gather) flat_io(ps, full, kind, flat, false);
+    }
+    float lr = ps->server ? rg_optim_get_lr(ps->optim) : rg_optim_get_lr(full);
+    int64_t v[2] = {ps->server ? rg_optim_num_steps(ps->optim) : rg_optim_num_steps(full), 0};
+    memcpy(&v[1], &lr, sizeof lr);
+    int server0 = ps->workers;
+    for (int s = 0; st == RG_OK && s < ps->opts.servers; s++) {
+        int server = ps->workers + s;
+        if (gather && s == 0 && (ps->rank == 0 || ps->rank == server0))
+            st = ps->rank == 0 ? rg_comm_recv(ps->comm, v, 2, RG_COMM_I64, server0, TAG_STATE)
+                               : rg_comm_send(ps->comm, v, 2, RG_COMM_I64, 0, TAG_STATE);
+        if (!gather && (ps->rank == 0 || ps->rank == server))
+            st = ps->rank == 0 ? rg_comm_send(ps->comm, v, 2, RG_COMM_I64, server, TAG_STATE)
+                               : rg_comm_recv(ps->comm, v, 2, RG_COMM_I64, 0, TAG_STATE);
+    }
+    if (st != RG_OK) return st;
+    memcpy(&lr, &v[1], sizeof lr);
+    rg_optim *o = gather ? full : ps->optim;
+    if (o) {
+        rg_shard_set_steps(o, v[0]);
+        rg_optim_set_lr(o, lr);
+    }
+    return RG_OK;
+}
+
+rg_status rg_ps_gather_state(rg_ps *ps, rg_optim *full) {
+    return move_state(ps, full, true);
+}
+
+rg_status rg_ps_scatter_state(rg_ps *ps, rg_optim *full) {
+    return move_state(ps, full, false);
+}
+
 rg_status rg_ps_staleness_hist(rg_ps *ps, int64_t *hist, int n) {
     RG_CHECK(n == ps->opts.max_staleness + 1, "rg_ps_staleness_hist: %d bins, want %d", n,
              ps->opts.max_staleness + 1);
@@ -402,5 +509,6 @@ void rg_ps_free(rg_ps *ps) {
     free(ps->wshard), free(ps->gsum), free(ps->tmp);
     free(ps->done), free(ps->waiting), free(ps->ended), free(ps->hist), free(ps->entries);
     free(ps->stash), free(ps->stashed);
+    free(ps->optim_name), free(ps->optim_options);
     free(ps);
 }

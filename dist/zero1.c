@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/shard_state.h"
 #include "tensor/backend_impl.h"
 
 typedef struct {
@@ -246,46 +247,11 @@ void rg_zero1_free(rg_zero1 *z) {
  * kind of buffer (Adam's exp_avg, exp_avg_sq; SGD's momentum_buffer) travels as the weights do:
  * the ranks' shards laid side by side in a flat buffer, by an allgather (to save) or a broadcast
  * (to resume). Step counters are the same on every piece: optim.step. */
-#define MAX_KINDS 4
-
-/* The names of the per-element buffers this optimizer keeps, from a throw-away one over a single
- * element (every rank gets the same, whatever its pieces). */
-RG_NODISCARD static rg_status buffer_kinds(const rg_zero1 *z, char kinds[MAX_KINDS][32], int *n) {
-    int64_t one = 1;
-    float w = 0.0f;
-    rg_tensor *t = rg_tensor_wrap(RG_F32, 1, &one, RG_CPU, &w);
-    if (!t) return rg_error(RG_ENOMEM, "zero1: out of host memory");
-    rg_tensor_set_requires_grad(t, true);
-    rg_named_tensor item = {.name = "x", .tensor = t};
-    rg_optim *o = rg_optim_new(z->optim_name, &(rg_param_list){&item, 1}, z->optim_options);
-    if (!o) return rg_tensor_free(t), RG_EINVAL; /* its message stands */
-    const rg_param_list *st = rg_optim_state(o);
-    *n = 0;
-    for (int i = 0; i < st->n; i++) {
-        const char *name = st->items[i].name, *prefix = "optim.state.x.";
-        if (strncmp(name, prefix, strlen(prefix)) != 0 || st->items[i].tensor->dtype != RG_F32)
-            continue;
-        RG_CHECK(*n < MAX_KINDS, "zero1: more than %d optimizer buffers", MAX_KINDS);
-        snprintf(kinds[(*n)++], 32, "%s", name + strlen(prefix));
-    }
-    rg_optim_free(o);
-    rg_tensor_free(t);
-    return RG_OK;
-}
-
-/* The state tensor "optim.state.<param>.<kind>" of o, which must exist. */
-static rg_tensor *state_of(rg_optim *o, const char *param, const char *kind) {
-    char name[512];
-    snprintf(name, sizeof name, "optim.state.%s.%s", param, kind);
-    const rg_named_tensor *t = rg_param_list_find(rg_optim_state(o), name);
-    RG_CHECK(t, "zero1: the optimizer has no state %s", name);
-    return t->tensor;
-}
-
 /* buf (this rank's shard, `shard` floats) to or from the pieces' buffers of one kind. */
 static void shard_state(rg_zero1 *z, const char *kind, float *buf, bool to_buf) {
     for (int i = 0; i < z->n_views; i++) {
-        rg_tensor *v = z->views[i].tensor, *st = state_of(z->optim, z->views[i].name, kind);
+        rg_tensor *v = z->views[i].tensor,
+                  *st = rg_shard_state_of(z->optim, z->views[i].name, kind);
         int64_t at = (float *)v->data - (z->wflat + (int64_t)z->rank * z->shard);
         size_t bytes = (size_t)v->numel * sizeof(float);
         if (to_buf)
@@ -295,23 +261,10 @@ static void shard_state(rg_zero1 *z, const char *kind, float *buf, bool to_buf) 
     }
 }
 
-/* Every step counter of o ("optim.step" and each parameter's) set to steps. */
-static void set_steps(rg_optim *o, int64_t steps) {
-    const rg_param_list *st = rg_optim_state(o);
-    for (int i = 0; i < st->n; i++) {
-        const char *name = st->items[i].name;
-        size_t len = strlen(name);
-        bool counter =
-            strcmp(name, "optim.step") == 0 || (len > 5 && !strcmp(name + len - 5, ".step"));
-        if (counter && st->items[i].tensor->dtype == RG_I64)
-            *(int64_t *)st->items[i].tensor->data = steps;
-    }
-}
-
 rg_status rg_zero1_gather_state(rg_zero1 *z, rg_optim *full) {
-    char kinds[MAX_KINDS][32];
+    char kinds[RG_SHARD_MAX_KINDS][32];
     int nk = 0;
-    RG_TRY(buffer_kinds(z, kinds, &nk));
+    RG_TRY(rg_shard_kinds(z->optim_name, z->optim_options, kinds, &nk));
     size_t total = (size_t)(z->shard * z->size) * sizeof(float);
     float *flat = z->be->alloc(total), *mine = z->be->alloc((size_t)z->shard * sizeof(float));
     rg_status st = flat && mine ? RG_OK : rg_error(RG_ENOMEM, "zero1: out of memory for the state");
@@ -321,14 +274,14 @@ rg_status rg_zero1_gather_state(rg_zero1 *z, rg_optim *full) {
         st = rg_comm_allgather(z->comm, mine, flat, z->shard, RG_COMM_F32);
         for (int i = 0; st == RG_OK && full && i < z->n_entries; i++) {
             const zentry *e = &z->entries[i];
-            rg_tensor *t = state_of(full, e->name, kinds[k]);
+            rg_tensor *t = rg_shard_state_of(full, e->name, kinds[k]);
             copy_on_device(z, t->data, flat + e->offset, (size_t)t->numel * sizeof(float));
         }
     }
     if (flat) z->be->free(flat, total);
     if (mine) z->be->free(mine, (size_t)z->shard * sizeof(float));
     if (st == RG_OK && full) {
-        set_steps(full, rg_optim_num_steps(z->optim));
+        rg_shard_set_steps(full, rg_optim_num_steps(z->optim));
         rg_optim_set_lr(full, rg_optim_get_lr(z->optim));
     }
     return st;
@@ -336,9 +289,9 @@ rg_status rg_zero1_gather_state(rg_zero1 *z, rg_optim *full) {
 
 rg_status rg_zero1_scatter_state(rg_zero1 *z, rg_optim *full) {
     RG_CHECK(z->rank != 0 || full, "rg_zero1_scatter_state: rank 0 needs the full optimizer");
-    char kinds[MAX_KINDS][32];
+    char kinds[RG_SHARD_MAX_KINDS][32];
     int nk = 0;
-    RG_TRY(buffer_kinds(z, kinds, &nk));
+    RG_TRY(rg_shard_kinds(z->optim_name, z->optim_options, kinds, &nk));
     size_t total = (size_t)(z->shard * z->size) * sizeof(float);
     float *flat = z->be->alloc(total);
     rg_status st = flat ? RG_OK : rg_error(RG_ENOMEM, "zero1: out of memory for the state");
@@ -346,7 +299,7 @@ rg_status rg_zero1_scatter_state(rg_zero1 *z, rg_optim *full) {
         z->be->memset0(flat, total);
         for (int i = 0; z->rank == 0 && i < z->n_entries; i++) {
             const zentry *e = &z->entries[i];
-            rg_tensor *t = state_of(full, e->name, kinds[k]);
+            rg_tensor *t = rg_shard_state_of(full, e->name, kinds[k]);
             copy_on_device(z, flat + e->offset, t->data, (size_t)t->numel * sizeof(float));
         }
         st = rg_comm_broadcast(z->comm, flat, z->shard * z->size, RG_COMM_F32, 0);
@@ -359,7 +312,7 @@ rg_status rg_zero1_scatter_state(rg_zero1 *z, rg_optim *full) {
     if (st == RG_OK) st = rg_comm_broadcast(z->comm, v, 2, RG_COMM_I64, 0);
     if (st == RG_OK) {
         memcpy(&lr, &v[1], sizeof lr);
-        set_steps(z->optim, v[0]);
+        rg_shard_set_steps(z->optim, v[0]);
         rg_optim_set_lr(z->optim, lr);
     }
     return st;

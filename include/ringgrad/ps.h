@@ -78,6 +78,19 @@ RG_API RG_NODISCARD rg_status rg_ps_end(rg_ps *ps, int flags);
  * (sync workers ending at different steps). */
 RG_API RG_NODISCARD rg_status rg_ps_serve(rg_ps *ps, int *flags, int64_t *steps);
 
+/* Checkpoints; collective over the comm (workers other than rank 0 return at once), between
+ * steps. `full` (rank 0 only; NULL elsewhere): an optimizer over the same parameters, made with
+ * the servers' optimizer name and options, so that what it holds is one process's state.
+ *   gather:  every server's shard of the weights into rank 0's parameters, and of each optimizer
+ *            buffer (moments, momentum) into `full`, with server 0's step count and learning
+ *            rate; rank 0 then saves the model and `full` (rg_checkpoint_save): the file is the
+ *            one ddp writes, and resumes under any strategy.
+ *   scatter: after rank 0 loaded a checkpoint into its parameters and `full` (and rg_ps_new
+ *            broadcast the weights), each server's shard of the state, the step count and the
+ *            learning rate. */
+RG_API RG_NODISCARD rg_status rg_ps_gather_state(rg_ps *ps, rg_optim *full);
+RG_API RG_NODISCARD rg_status rg_ps_scatter_state(rg_ps *ps, rg_optim *full);
+
 /* Server: its shard's optimizer (learning rate, schedule); NULL on a worker. Borrowed. */
 RG_API rg_optim *rg_ps_optim(rg_ps *ps);
 /* Bytes of optimizer state on this rank (0 on a worker). */

@@ -145,6 +145,79 @@ static void test_a_stop_reaches_every_worker_and_server_in_band(void) {
     each_setup(stop);
 }
 
+/* rank 0's optimizer over p's tensors, as the servers' (SGD, momentum 0.9), for checkpoints */
+static rg_optim *full_new(params2 *p) {
+    rg_optim *o = rank == 0 ? rg_optim_new("sgd", &p->list, "lr=0.5,momentum=0.9") : NULL;
+    MT_CHECK(rank != 0 || o, "%s", rg_last_error());
+    return o;
+}
+
+/* Checkpoints: after 3 sync steps of SGD with momentum 0.9 on constant gradients (the average
+ * g_i = (i + 1)(W + 1)/2), rg_ps_gather_state gives rank 0 what one process would hold: the
+ * momentum buffer 2.71 g_i (g, 1.9 g, 2.71 g), 3 steps, lr 0.5, and the servers' weights. A
+ * fresh set of servers given that state (rg_ps_scatter_state) gathers the same state back; async
+ * runs the round trip too. */
+static void checkpoint(rg_comm *c, rg_ps_mode mode, int servers) {
+    params2 p;
+    params_init(&p);
+    rg_ps_opts o = {.mode = mode, .servers = servers};
+    rg_ps *ps = rg_ps_new(&p.list, c, "sgd", "lr=0.5,momentum=0.9", &o);
+    MT_CHECK(ps, "rg_ps_new: %s", rg_last_error());
+    int W = size - servers;
+    if (rg_ps_is_server(ps)) {
+        MT_OK(rg_ps_serve(ps, NULL, NULL));
+    } else {
+        for (int t = 0; t < STEPS; t++) {
+            for (int i = 0; i < NA + NB; i++)
+                ((float *)(i < NA ? p.a->grad : p.b->grad)->data)[i < NA ? i : i - NA] =
+                    (float)((rank + 1) * (i + 1));
+            MT_OK(rg_ps_push_pull(ps, 0, NULL));
+        }
+        MT_OK(rg_ps_end(ps, 0));
+    }
+    rg_optim *full = full_new(&p);
+    MT_OK(rg_ps_gather_state(ps, full));
+    if (rank == 0) {
+        MT_CHECK(rg_optim_num_steps(full) == (mode == RG_PS_SYNC ? STEPS : STEPS * W) &&
+                     rg_optim_get_lr(full) == 0.5f,
+                 "gathered: %lld steps, lr %g", (long long)rg_optim_num_steps(full),
+                 (double)rg_optim_get_lr(full));
+        for (int i = 0; mode == RG_PS_SYNC && i < NA + NB; i++) {
+            const rg_named_tensor *b =
+                rg_param_list_find(rg_optim_state(full), i < NA ? "optim.state.a.momentum_buffer"
+                                                                : "optim.state.b.momentum_buffer");
+            float got = rg_tensor_f32(b->tensor)[i < NA ? i : i - NA];
+            double want = 2.71 * (i + 1) * (W + 1) / 2.0;
+            MT_CHECK(fabs(got - want) <= 1e-5 * want, "K=%d momentum[%d] = %g, want %g", servers, i,
+                     got, want);
+        }
+    }
+    /* a fresh set of servers, given the state, holds the same */
+    params2 q;
+    params_init(&q);
+    rg_ps *ps2 = rg_ps_new(&q.list, c, "sgd", "lr=0.5,momentum=0.9", &o);
+    MT_CHECK(ps2, "rg_ps_new: %s", rg_last_error());
+    MT_OK(rg_ps_scatter_state(ps2, full));
+    rg_optim *again = full_new(&q);
+    MT_OK(rg_ps_gather_state(ps2, again));
+    for (int i = 0; rank == 0 && i < rg_optim_state(full)->n; i++) {
+        const rg_named_tensor *x = &rg_optim_state(full)->items[i];
+        const rg_tensor *y = rg_param_list_find(rg_optim_state(again), x->name)->tensor;
+        MT_CHECK(memcmp(x->tensor->data, y->data, rg_tensor_nbytes(y)) == 0,
+                 "%s differs after a scatter and a gather", x->name);
+    }
+    rg_optim_free(again);
+    rg_optim_free(full);
+    rg_ps_free(ps2);
+    rg_ps_free(ps);
+    params_free(&q);
+    params_free(&p);
+}
+
+static void test_checkpoints_gather_and_scatter_the_servers_state(void) {
+    each_setup(checkpoint);
+}
+
 static void test_bad_options_fail_on_every_rank(void) {
     params2 p;
     params_init(&p);
@@ -163,6 +236,7 @@ int main(int argc, char **argv) {
     dist = ddp_test_begin(&argc, &argv, comms, &rank, &size);
     MT_RUN(test_sync_and_async_s0_step_on_the_average);
     MT_RUN(test_a_stop_reaches_every_worker_and_server_in_band);
+    MT_RUN(test_checkpoints_gather_and_scatter_the_servers_state);
     MT_RUN(test_bad_options_fail_on_every_rank);
     return ddp_test_end(dist, comms);
 }

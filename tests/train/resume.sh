@@ -46,6 +46,11 @@ if [[ " $* " == *" --strategy zero1 "* ]]; then
     # a zero1 checkpoint holds the whole optimizer state, as ddp's does
     resumed_as ddp 2 "${ddp_args[@]}"
 fi
+if [[ " $* " == *" --strategy ps-sync "* ]]; then
+    # the servers' shards of the weights and the state, gathered into rank 0's file: one worker
+    # (2 ranks, --servers 1) is one process
+    resumed_as ddp_np1 1 "${ddp_args[@]}"
+fi
 if [[ " $* " == *" --strategy pipeline "* ]]; then
     # a pipeline checkpoint holds every stage's weights, dropout positions and optimizer state,
     # as one process's does: one process resumes it (dropout on: one pipeline draws the masks

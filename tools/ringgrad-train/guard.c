@@ -343,8 +343,9 @@ rg_status guard_save_periodic(trainer *t, int64_t epoch) {
     periodic_name(t->a.save, t->step, path, sizeof path);
     const char *keep = t->a.save;
     t->a.save = path; /* trainer_save writes t->a.save */
+    t->saving_periodic = true;
     rg_status st = trainer_save(t, epoch);
-    t->a.save = keep;
+    t->saving_periodic = false, t->a.save = keep;
     int64_t gone = t->step - (int64_t)t->a.keep * t->a.save_every;
     if (st == RG_OK && gone > 0 && t->rank == 0) {
         periodic_name(t->a.save, gone, old, sizeof old);

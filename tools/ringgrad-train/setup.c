@@ -95,6 +95,10 @@ RG_NODISCARD static rg_status make_strategy(trainer *t, const rg_param_list *par
         t->server = rg_ps_is_server(t->ps);
         t->workers = rg_ps_workers(t->ps);
         t->wrank = t->server ? 0 : rg_ps_index(t->ps);
+        if (t->rank == 0 && t->a.save_every)
+            printf("note: with parameter servers, the --save-every files hold rank 0's weights "
+                   "only (the servers are serving mid-epoch): --init starts from them; the file "
+                   "--save writes after each epoch holds the optimizer state and resumes\n");
         if (!t->opt) return RG_OK;
         trainer_exclude_decay(t, params);
     } else {
@@ -127,9 +131,10 @@ static void set_schedule(trainer *t, int64_t total_steps) {
 /* Rank 0's optimizer state, learning rate, position and dropout streams to every rank, after
  * rank 0 alone read the checkpoint (the weights follow in rg_ddp_new's broadcast). */
 RG_NODISCARD static rg_status broadcast_resume(trainer *t, rg_checkpoint_meta *m) {
-    const rg_param_list *st = rg_optim_state(t->opt);
-    /* zero1's shards and the pipeline stages' parts came with their scatter_state */
-    for (int i = 0; !t->zero && !t->pipe && i < st->n; i++) {
+    const rg_param_list *st = t->opt ? rg_optim_state(t->opt) : NULL;
+    /* zero1's shards, the pipeline stages' parts and the servers' shards came with their
+     * scatter_state (a parameter server's worker has no optimizer) */
+    for (int i = 0; !t->zero && !t->pipe && !t->ps && i < st->n; i++) {
         rg_tensor *x = st->items[i].tensor;
         rg_comm_dtype dt = x->dtype == RG_F32 ? RG_COMM_F32 : x->dtype == RG_I64 ? RG_COMM_I64
                                                             : RG_COMM_I32;
@@ -137,7 +142,7 @@ RG_NODISCARD static rg_status broadcast_resume(trainer *t, rg_checkpoint_meta *m
     }
     int ns;
     const rg_named_stream *streams = rg_model_streams(t->net, &ns);
-    float lr = rg_optim_get_lr(t->opt);
+    float lr = t->opt ? rg_optim_get_lr(t->opt) : 0.0f;
     int32_t lr_bits;
     memcpy(&lr_bits, &lr, sizeof lr_bits);
     int64_t v[5 + 2 * 64] = {m->step, m->epoch, m->global_batch, m->steps_per_epoch, lr_bits};
@@ -149,7 +154,7 @@ RG_NODISCARD static rg_status broadcast_resume(trainer *t, rg_checkpoint_meta *m
     m->step = v[0], m->epoch = v[1], m->global_batch = v[2], m->steps_per_epoch = v[3];
     lr_bits = (int32_t)v[4];
     memcpy(&lr, &lr_bits, sizeof lr);
-    rg_optim_set_lr(t->opt, lr);
+    if (!t->ps) rg_optim_set_lr(t->opt, lr); /* the servers' came with their state */
     for (int i = 0; i < ns; i++)
         streams[i].stream->seed = (uint64_t)v[5 + 2 * i],
         streams[i].stream->offset = (uint64_t)v[6 + 2 * i];
@@ -163,11 +168,12 @@ rg_status trainer_finish_resume(trainer *t, rg_checkpoint_meta *meta) {
         return st;
     }
     t->step = meta->step, t->start_epoch = meta->epoch, t->resume_meta = *meta;
+    if (!t->opt) return RG_OK; /* a parameter server's worker: the servers hold the rate */
     float saved = rg_optim_get_lr(t->opt);
     float want = (float)(t->a.lr * lr_factor(t)); /* the same scaling as the start of a run */
     if (t->a.lr_given && want != saved) {
         rg_optim_set_lr(t->opt, want);
-        if (t->rank == 0)
+        if (t->rank == 0 || (t->server && rg_ps_index(t->ps) == 0)) /* ps: server 0 */
             printf("ringgrad-train: --lr %g overrides the learning rate %g saved in %s\n",
                    (double)want, (double)saved, t->a.resume);
     }
@@ -196,10 +202,11 @@ rg_optim *trainer_full_optimizer(trainer *t) {
     return o;
 }
 
-/* --strategy zero1 --resume: rank 0 reads the weights and the whole optimizer state (the file
- * is the same as ddp's), rg_zero1_new broadcasts the weights, and each rank takes its shard of
- * the state; then the position, as for ddp. */
-RG_NODISCARD static rg_status resume_zero1(trainer *t, const rg_param_list *params) {
+/* --resume where the optimizer state is sharded (zero1: over every rank; ps-*: over the
+ * servers): rank 0 reads the weights and the whole optimizer state (the file is ddp's), the
+ * strategy broadcasts the weights as it starts, and each rank takes its shard of the state; then
+ * the position, as for ddp. */
+RG_NODISCARD static rg_status resume_sharded(trainer *t, const rg_param_list *params) {
     rg_checkpoint_meta meta = {0};
     rg_optim *full = NULL;
     rg_status st = RG_OK;
@@ -210,7 +217,8 @@ RG_NODISCARD static rg_status resume_zero1(trainer *t, const rg_param_list *para
     }
     st = trainer_agree(t, st);
     if (st == RG_OK) st = make_strategy(t, params);
-    if (st == RG_OK && (st = rg_zero1_scatter_state(t->zero, full)) != RG_OK)
+    if (st == RG_OK && (st = t->zero ? rg_zero1_scatter_state(t->zero, full)
+                                     : rg_ps_scatter_state(t->ps, full)) != RG_OK)
         trainer_error(t, "sending the checkpoint's optimizer state: %s", rg_last_error());
     rg_optim_free(full);
     RG_TRY(st);
@@ -294,14 +302,16 @@ rg_status trainer_setup_model(trainer *t) {
                           t->a.strategy);
         return trainer_agree(t, RG_EINVAL);
     }
-    if (ps && (t->a.resume || strcmp(t->a.compress, "none") != 0 || t->a.no_overlap ||
-               t->a.no_allreduce || t->a.accum_steps > 1)) {
-        trainer_error(t, "--strategy %s takes no --resume, --compress, --no-overlap, "
-                      "--no-allreduce or --accum-steps (the optimizer state is on the servers; "
-                      "the others are options of --strategy ddp)", t->a.strategy);
+    if (ps && (strcmp(t->a.compress, "none") != 0 || t->a.no_overlap || t->a.no_allreduce ||
+               t->a.accum_steps > 1)) {
+        trainer_error(t,
+                      "--strategy %s takes no --compress, --no-overlap, --no-allreduce or "
+                      "--accum-steps (options of --strategy ddp)",
+                      t->a.strategy);
         return trainer_agree(t, RG_EINVAL);
     }
-    if (strcmp(t->a.strategy, "zero1") == 0 && t->a.resume) return resume_zero1(t, params);
+    if ((strcmp(t->a.strategy, "zero1") == 0 || ps) && t->a.resume)
+        return resume_sharded(t, params);
     if (strcmp(t->a.strategy, "zero1") == 0 || ps) { /* rank 0's --init weights, then broadcast */
         RG_TRY(load_checkpoint(t));
         return make_strategy(t, params);
@@ -454,7 +464,8 @@ rg_status trainer_save(trainer *t, int64_t epoch) {
     /* zero1, pipeline: the whole optimizer state, gathered from every rank into `full` on rank
      * 0, so that the file is a 1-process run's (ddp's) and resumes under any strategy */
     rg_optim *full = NULL;
-    if (t->zero || t->pipe) {
+    bool ps_state = t->ps && !t->saving_periodic; /* mid-epoch the servers are serving */
+    if (t->zero || t->pipe || ps_state) {
         full = t->rank == 0 ? trainer_full_optimizer(t) : NULL;
         RG_TRY(trainer_agree(t, t->rank == 0 && !full ? RG_EINVAL : RG_OK));
     }
@@ -467,6 +478,9 @@ rg_status trainer_save(trainer *t, int64_t epoch) {
         ((st = rg_pipeline_gather(t->pipe)) != RG_OK ||
          (st = rg_pipeline_gather_state(t->pipe, t->opt, full)) != RG_OK))
         trainer_error(t, "pipeline: gathering the stages: %s", rg_last_error());
+    /* ps: the servers' shards of the weights and the state, between epochs */
+    if (ps_state && (st = rg_ps_gather_state(t->ps, full)) != RG_OK)
+        trainer_error(t, "%s: gathering the servers' state: %s", t->a.strategy, rg_last_error());
     if (st != RG_OK) return rg_optim_free(full), st;
     if (t->rank != 0) return RG_OK;
     int64_t k = t->a.accum_steps;
@@ -475,7 +489,7 @@ rg_status trainer_save(trainer *t, int64_t epoch) {
                                                t->workers * k,
                                .steps_per_epoch = rg_loader_steps_per_epoch(t->train) / k};
     snprintf(meta.model, sizeof meta.model, "%s", t->a.model);
-    /* ps: the weights only (a worker of parameter servers holds no optimizer state) */
+    /* ps, periodic (--save-every): rank 0's weights only, the servers being busy */
     st = rg_checkpoint_save(t->a.save, t->net, full ? full : t->ps ? NULL : t->opt, &meta);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
     rg_optim_free(full);

@@ -55,6 +55,7 @@ typedef struct {
     rg_comm_req *guard_req; /* the flags exchange in flight (several ranks) */
     float *guard_flags;     /* its buffer: one slot per rank */
     int ps_flags;           /* parameter servers: this rank's own flags in this epoch */
+    bool saving_periodic;   /* trainer_save called by guard_save_periodic (rank 0 alone, for ps) */
     const char *ps_bad;     /* ... and its first non-finite gradient (a parameter's name) */
     /* --json "epoch_log": after each epoch (the first RG_TRAIN_EPOCH_LOG), the test accuracy and
      * the wall seconds of training so far: each epoch from its start to the end of its metrics
