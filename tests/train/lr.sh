@@ -2,7 +2,8 @@
 # lr.sh — ringgrad-train's learning-rate rules for large batches, read back from the checkpoint's
 # "optim.lr" metadata (the rate of the next step): --scale-lr multiplies --lr by k = ranks x
 # --accum-steps (or by sqrt(k) with --lr-scaling sqrt), and --warmup-steps ramps from the unscaled
-# rate to the scaled one, as Goyal et al. 2017 do, not from 0. One rank, k = 4 by accumulation.
+# rate to the scaled one, as Goyal et al. 2017 do, not from 0; without --scale-lr it ramps from 1%
+# of --lr (or --warmup-start). One rank, k = 4 by accumulation.
 source "$(dirname "$0")/lib.sh"
 
 lr_after() { # STEPS ARGS...: prints optim.lr of the checkpoint written after STEPS steps
@@ -32,4 +33,9 @@ check 0.25 "$(lr_after 2 --accum-steps 4 --scale-lr --warmup-steps 4)" "warmup, 
 check 0.4 "$(lr_after 5 --accum-steps 4 --scale-lr --warmup-steps 4)" "after the warmup: 0.4"
 check 0.15 "$(lr_after 2 --accum-steps 4 --scale-lr --lr-scaling sqrt --warmup-steps 4)" \
     "sqrt rule with warmup, step 2 of 4: 0.1 -> 0.2"
+# without --scale-lr the warmup ramps from 1% of --lr (torchvision's recipe), or --warmup-start
+check 0.001 "$(lr_after 0 --warmup-steps 4)" "no --scale-lr: warmup starts at 0.01 x lr"
+check 0.0505 "$(lr_after 2 --warmup-steps 4)" "no --scale-lr, step 2 of 4: 0.001 -> 0.1"
+check 0.075 "$(lr_after 2 --warmup-steps 4 --warmup-start 0.5)" "--warmup-start 0.5, step 2 of 4"
+check 0.1 "$(lr_after 4 --warmup-steps 4)" "after the warmup: --lr"
 echo "PASS: learning-rate scaling and warmup"

@@ -25,6 +25,7 @@ typedef struct {
     bool lr_given; /* --lr was on the command line (it then overrides a checkpoint's) */
     double momentum, weight_decay, lr_gamma;
     int warmup_steps, lr_step_size;
+    double warmup_start; /* < 0: automatic (setup.c's set_schedule) */
     bool scale_lr;
     bool nesterov, no_wd_bn_bias; /* SGD's Nesterov momentum; no decay on 1-D parameters */
     /* reproducibility */

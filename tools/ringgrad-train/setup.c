@@ -119,11 +119,17 @@ static void set_schedule(trainer *t, int64_t total_steps) {
                                                                 : RG_LR_CONSTANT;
     if (!t->opt || (kind == RG_LR_CONSTANT && t->a.warmup_steps == 0)) return;
     rg_lr_schedule s = {
-        .kind = kind, .base_lr = rg_optim_get_lr(t->opt), .step_size = t->a.lr_step_size,
-        .gamma = t->a.lr_gamma, .t_max = total_steps > 0 ? total_steps : 1,
+        .kind = kind,
+        .base_lr = rg_optim_get_lr(t->opt),
+        .step_size = t->a.lr_step_size,
+        .gamma = t->a.lr_gamma,
+        .t_max = total_steps > 0 ? total_steps : 1,
         .warmup_steps = t->a.warmup_steps,
-        /* Goyal et al.'s gradual warmup: from the unscaled rate to k times it, not from 0 */
-        .warmup_start = 1.0 / lr_factor(t),
+        /* --scale-lr: Goyal et al.'s gradual warmup, from the unscaled rate to k times it (not
+         * from 0); else from 1% of the rate, as torchvision's reference recipe (LinearLR) */
+        .warmup_start = t->a.warmup_start >= 0 ? t->a.warmup_start
+                        : t->a.scale_lr        ? 1.0 / lr_factor(t)
+                                               : 0.01,
     };
     rg_optim_set_schedule(t->opt, &s);
 }
