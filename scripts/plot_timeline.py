@@ -5,9 +5,10 @@
         [--steps 2] [--skip 3] [-o docs/images/timeline.png]
 
 One panel per trace, stacked, on one time axis so that they compare at a glance. Each panel
-has two rows per rank: `main` (forward, backward, ddp_wait, optimizer, as the training loop
-marks them) and `comm` (the comm thread: each allreduce as a bar labelled with its size, its
-"wait for ranks" part hatched). The window starts at rank 0's forward of step --skip (leaving out
+has two rows per rank: compute (forward, backward, optimizer, and the main thread's wait in the
+strategy's step: ddp_wait, zero1_step, ps_push_pull; a parameter server's ps_apply) and comm
+(each allreduce, reduce-scatter, allgather, send and recv, labelled with its size when large, its
+"wait for ranks" part hatched), whichever thread recorded them. The window starts at rank 0's forward of step --skip (leaving out
 warm-up steps) and shows --steps steps of the longest trace.
 
 Needs matplotlib (python3-matplotlib; scripts/install-deps.sh --bench). Example (the pictures in
@@ -28,7 +29,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 COLORS = {"forward": "#4e79a7", "backward": "#f28e2b", "ddp_wait": "#e15759",
-          "optimizer": "#59a14f", "allreduce": "#9467bd", "evaluate": "#bab0ac"}
+          "optimizer": "#59a14f", "allreduce": "#9467bd", "evaluate": "#bab0ac",
+          # the other strategies: the main thread waiting in the strategy's step, a server's
+          # update, an injected straggler's sleep, and the collectives and messages
+          "zero1_step": "#e15759", "ps_push_pull": "#e15759", "ps_apply": "#59a14f",
+          "straggle": "#d4d4d4", "reduce_scatter": "#9467bd", "allgather": "#b07aa1",
+          "send": "#76b7b2", "recv": "#17becf"}
+# where each event is drawn: the compute row or the comm row (whichever thread recorded it)
+COMPUTE = ("forward", "backward", "ddp_wait", "optimizer", "zero1_step", "ps_push_pull",
+           "ps_apply", "straggle")
+COMM = ("allreduce", "reduce_scatter", "allgather", "send", "recv")
 
 
 def load(path):
@@ -60,7 +70,7 @@ def size_label(nbytes):
     return "%.0f KiB" % (nbytes / 1024) if nbytes >= 1024 else "%d B" % nbytes
 
 
-def draw(ax, rows, t0, span, title):
+def draw(ax, rows, t0, span, title, seen):
     ranks = sorted({pid for pid, _ in rows})
     labels, y = [], 0
 
@@ -68,24 +78,28 @@ def draw(ax, rows, t0, span, title):
         ax.barh(y, b - a, left=a, height=0.8, lw=0, **kw)
 
     for pid in ranks:
-        for row in ("main", "comm"):
-            events = [e for e in rows.get((pid, row), [])
-                      if e["ts"] + e["dur"] >= t0 and (e["ts"] - t0) / 1e3 <= span]
-            # the comm thread's "wait for ranks" starts where its allreduce starts
-            joins = {e["ts"]: e["dur"] for e in events if e["name"] == "wait for ranks"}
+        mine = [e for row in ("main", "comm") for e in rows.get((pid, row), [])
+                if e["ts"] + e["dur"] >= t0 and (e["ts"] - t0) / 1e3 <= span]
+        for kinds in (COMPUTE, COMM):
+            events = [e for e in mine if e["name"] in kinds]
+            # a collective's "wait for ranks" starts where the collective starts
+            joins = {e["ts"]: e["dur"] for e in mine if e["name"] == "wait for ranks"}
             for e in events:
                 a, b = (e["ts"] - t0) / 1e3, (e["ts"] + e["dur"] - t0) / 1e3
-                if row == "main" and e["name"] in COLORS:
+                seen.add(e["name"])
+                if kinds is COMPUTE:
                     bar(a, b, color=COLORS[e["name"]])
-                elif row == "comm" and e["name"] == "allreduce":
-                    j = a + joins.get(e["ts"], 0) / 1e3
-                    bar(a, j, color="white", hatch="////", edgecolor=COLORS["allreduce"])
-                    bar(j, b, color=COLORS["allreduce"])
-                    nbytes = e.get("args", {}).get("bytes", 0)
-                    if nbytes >= 64 * 1024 and b - j > span * 0.035:
-                        ax.text((j + b) / 2, y, size_label(nbytes), ha="center", va="center",
-                                fontsize=7, color="white")
-            labels.append("rank %d %s" % (pid, "compute" if row == "main" else "comm thread"))
+                    continue
+                j = a + joins.get(e["ts"], 0) / 1e3
+                if j > a:
+                    seen.add("wait")
+                bar(a, j, color="white", hatch="////", edgecolor=COLORS[e["name"]])
+                bar(j, b, color=COLORS[e["name"]])
+                nbytes = e.get("args", {}).get("bytes", 0)
+                if nbytes >= 64 * 1024 and b - j > span * 0.035:
+                    ax.text((j + b) / 2, y, size_label(nbytes), ha="center", va="center",
+                            fontsize=7, color="white")
+            labels.append("rank %d %s" % (pid, "compute" if kinds is COMPUTE else "comm"))
             y += 1
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.set_ylim(len(labels) - 0.5, -0.5)
@@ -109,14 +123,23 @@ def main():
     span = max(t1 - t0 for _, (t0, t1), _ in loaded) / 1e3
     fig, axes = plt.subplots(len(loaded), 1, figsize=(10, 1.0 + 1.3 * len(loaded)), sharex=True,
                              squeeze=False)
+    seen = set()
     for ax, (rows, (t0, _), title) in zip(axes[:, 0], loaded):
-        draw(ax, rows, t0, span, title)
+        draw(ax, rows, t0, span, title, seen)
     axes[-1, 0].set_xlabel("ms from the start of a step on rank 0")
-    handles = [Patch(color=COLORS[k], label=k) for k in ("forward", "backward", "ddp_wait",
-                                                          "optimizer", "allreduce")]
-    handles.append(Patch(facecolor="white", edgecolor=COLORS["allreduce"], hatch="////",
-                         label="allreduce: waiting for the other rank"))
-    fig.legend(handles=handles, loc="lower center", ncol=6, fontsize=7, frameon=False)
+    # one entry per colour drawn (the strategies' waits share ddp_wait's red)
+    names = [k for k in COMPUTE + COMM if k in seen]
+    handles, colors = [], set()
+    for k in names:
+        same = [n for n in names if COLORS[n] == COLORS[k]]
+        if COLORS[k] not in colors:
+            colors.add(COLORS[k])
+            handles.append(Patch(color=COLORS[k], label=" / ".join(same)))
+    if "wait" in seen:
+        handles.append(Patch(facecolor="white", edgecolor="#9467bd", hatch="////",
+                             label="collective: waiting for the other ranks"))
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=7,
+               frameon=False)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(a.output, dpi=110)
     print("wrote", a.output)
