@@ -54,7 +54,7 @@ struct rg_ps {
     /* worker */
     float *gflat, *wflat; /* (K * shard): gradients (params' grads are views), weights */
     float *sendbuf;       /* (shard + HDR) */
-    int64_t step;
+    int64_t step; /* steps taken (a worker's pushes; a sync server's rounds), from rg_ps_set_step */
     /* server */
     float *wshard, *gsum, *tmp; /* (shard), (shard + HDR), (shard + HDR) */
     rg_named_tensor *views;
@@ -132,6 +132,11 @@ RG_NODISCARD static rg_status check_opts(const rg_ps *ps, rg_comm *comm) {
                         ps->opts.servers, ps->size);
     if (ps->opts.max_staleness < 0)
         return rg_error(RG_EINVAL, "--max-staleness %d: must be >= 0", ps->opts.max_staleness);
+    if (ps->opts.save_every < 0 || (ps->opts.save_every && ps->opts.mode != RG_PS_SYNC))
+        return rg_error(RG_EINVAL,
+                        "ps: save_every %lld: must be >= 0, and 0 in async mode (no "
+                        "step boundary the servers share)",
+                        (long long)ps->opts.save_every);
     return RG_OK;
 }
 
@@ -277,6 +282,8 @@ RG_NODISCARD static rg_status pull_to(rg_ps *ps, int worker) {
     return rg_comm_send(ps->comm, ps->wshard, ps->shard + 1, RG_COMM_F32, worker, TAG_PULL);
 }
 
+RG_NODISCARD static rg_status move_state(rg_ps *ps, rg_optim *full, bool gather);
+
 RG_NODISCARD static rg_status serve_sync(rg_ps *ps, int64_t *steps) {
     int64_t n = ps->shard;
     for (;;) {
@@ -300,6 +307,9 @@ RG_NODISCARD static rg_status serve_sync(rg_ps *ps, int64_t *steps) {
         ps->hist[0] += ps->workers;
         (*steps)++;
         for (int w = 0; w < ps->workers; w++) RG_TRY(pull_to(ps, w));
+        /* a periodic checkpoint: rank 0 gathers after this step, the other workers go on */
+        if (++ps->step % (ps->opts.save_every ? ps->opts.save_every : INT64_MAX) == 0)
+            RG_TRY(move_state(ps, NULL, true));
     }
 }
 
@@ -474,6 +484,10 @@ RG_NODISCARD static rg_status move_state(rg_ps *ps, rg_optim *full, bool gather)
         rg_optim_set_lr(o, lr);
     }
     return RG_OK;
+}
+
+void rg_ps_set_step(rg_ps *ps, int64_t step) {
+    ps->step = step;
 }
 
 rg_status rg_ps_gather_state(rg_ps *ps, rg_optim *full) {

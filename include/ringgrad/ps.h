@@ -46,6 +46,11 @@ typedef struct {
     rg_ps_mode mode;
     int servers;       /* K >= 1, < comm size */
     int max_staleness; /* async only: S >= 0 */
+    /* sync only, 0 for none: after each step whose number (counted from rg_ps_set_step's) is a
+     * multiple of save_every, the servers send rank 0 their state as rg_ps_gather_state would,
+     * and rank 0 must call rg_ps_gather_state after that step (a periodic checkpoint while the
+     * servers serve); the other workers take no part */
+    int64_t save_every;
 } rg_ps_opts;
 
 typedef struct rg_ps rg_ps;
@@ -77,6 +82,10 @@ RG_API RG_NODISCARD rg_status rg_ps_end(rg_ps *ps, int flags);
  * worker took. RG_OK, or RG_EPEER when the communicator fails or the pushes break the protocol
  * (sync workers ending at different steps). */
 RG_API RG_NODISCARD rg_status rg_ps_serve(rg_ps *ps, int *flags, int64_t *steps);
+
+/* The steps already taken (a resumed run's), on every rank: the count save_every is taken of.
+ * Not collective. */
+RG_API void rg_ps_set_step(rg_ps *ps, int64_t step);
 
 /* Checkpoints; collective over the comm (workers other than rank 0 return at once), between
  * steps. `full` (rank 0 only; NULL elsewhere): an optimizer over the same parameters, made with

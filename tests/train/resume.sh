@@ -65,4 +65,14 @@ if [[ " $* " == *" --strategy pipeline "* ]]; then
         fail "one process's checkpoint resumed by the pipeline differs from the pipeline's run"
     echo "PASS ($tag): one process's 4-step checkpoint resumed by the pipeline ends where it did"
 fi
+if [[ " $* " == *" --save-every 3 "* ]]; then
+    # a periodic file resumes as well: the uninterrupted run's step-9 file, continued to 14
+    # (mid-epoch: ps-sync's servers sent their state at that step while the others trained on)
+    p="$RG_TRAIN_OUT/resume_${tag}_from_step9.safetensors"
+    cp "${a%.safetensors}-step9.safetensors" "$p" || fail "no step-9 file from --save-every 3"
+    run_logged "$RG_TRAIN_OUT/resume_${tag}_from_step9.log" 2 "${common[@]}" --max-steps 14 --resume "$p" --save "$p"
+    python3 "$HERE/ckpt_compare.py" "$p" "$a" --meta step --meta epoch >/dev/null ||
+        fail "the step-9 file resumed to 14 differs from the uninterrupted run"
+    echo "PASS ($tag): the --save-every file of step 9 resumes to the same 14 steps, bit for bit"
+fi
 echo "PASS ($tag): 4 steps + resume to 14 = 14 steps, bit for bit, on 2 ranks"

@@ -182,9 +182,10 @@ rg_train_test(resume_zero1_sgd 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh zero1_s
 rg_train_test(resume_pipeline 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh pipeline --strategy pipeline
               --model cnn --micro-batches 3 --save-every 3)
 # and the parameter servers' (the servers' shards of the weights and the state gathered on rank
-# 0 at each epoch's end and scattered back on --resume); one worker of ps-sync is one process
+# 0 at each epoch's end, and at each --save-every step under ps-sync, and scattered back on
+# --resume); one worker of ps-sync is one process
 rg_train_test(resume_ps_sync 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh ps_sync --strategy ps-sync
-              --servers 1 --optim sgd --momentum 0.9)
+              --servers 1 --optim sgd --momentum 0.9 --save-every 3)
 
 # ---- 2 simulated hosts
 rg_train_test(cluster 2 "" "train;mpi;cluster" ${RG_TRAIN_SH}/cluster.sh ${CMAKE_SOURCE_DIR}/scripts/sim-cluster.sh)

@@ -86,7 +86,9 @@ RG_NODISCARD static rg_status make_strategy(trainer *t, const rg_param_list *par
         t->ps = rg_ps_new(params, t->comm, t->a.optim, opts,
                           &(rg_ps_opts){.mode = async ? RG_PS_ASYNC : RG_PS_SYNC,
                                         .servers = t->a.servers,
-                                        .max_staleness = t->a.max_staleness});
+                                        .max_staleness = t->a.max_staleness,
+                                        /* sync: the servers send their state at those steps */
+                                        .save_every = async ? 0 : t->a.save_every});
         if (!t->ps) {
             trainer_error(t, "%s: %s", t->a.strategy, rg_last_error());
             return RG_EINVAL; /* rg_ps_new fails on every rank alike */
@@ -95,9 +97,9 @@ RG_NODISCARD static rg_status make_strategy(trainer *t, const rg_param_list *par
         t->server = rg_ps_is_server(t->ps);
         t->workers = rg_ps_workers(t->ps);
         t->wrank = t->server ? 0 : rg_ps_index(t->ps);
-        if (t->rank == 0 && t->a.save_every)
-            printf("note: with parameter servers, the --save-every files hold rank 0's weights "
-                   "only (the servers are serving mid-epoch): --init starts from them; the file "
+        if (t->rank == 0 && t->a.save_every && async)
+            printf("note: with ps-async the --save-every files hold rank 0's weights only (its "
+                   "servers share no step boundary mid-epoch): --init starts from them; the file "
                    "--save writes after each epoch holds the optimizer state and resumes\n");
         if (!t->opt) return RG_OK;
         trainer_exclude_decay(t, params);
@@ -228,7 +230,9 @@ RG_NODISCARD static rg_status resume_sharded(trainer *t, const rg_param_list *pa
         trainer_error(t, "sending the checkpoint's optimizer state: %s", rg_last_error());
     rg_optim_free(full);
     RG_TRY(st);
-    return trainer_finish_resume(t, &meta);
+    RG_TRY(trainer_finish_resume(t, &meta));
+    if (t->ps) rg_ps_set_step(t->ps, t->step); /* ps-sync's periodic saves count from here */
+    return RG_OK;
 }
 
 rg_status trainer_broadcast_buffers(trainer *t) {
@@ -470,10 +474,15 @@ rg_status trainer_save(trainer *t, int64_t epoch) {
     /* zero1, pipeline: the whole optimizer state, gathered from every rank into `full` on rank
      * 0, so that the file is a 1-process run's (ddp's) and resumes under any strategy */
     rg_optim *full = NULL;
-    bool ps_state = t->ps && !t->saving_periodic; /* mid-epoch the servers are serving */
+    /* ps: between epochs every rank takes part; at a --save-every step rank 0 alone gathers
+     * what the ps-sync servers send (rg_ps_opts.save_every), and ps-async's file holds the
+     * weights only, its servers sharing no step boundary */
+    bool ps_alone = t->ps && t->saving_periodic;
+    bool ps_state = t->ps && (!ps_alone || strcmp(t->a.strategy, "ps-sync") == 0);
     if (t->zero || t->pipe || ps_state) {
         full = t->rank == 0 ? trainer_full_optimizer(t) : NULL;
-        RG_TRY(trainer_agree(t, t->rank == 0 && !full ? RG_EINVAL : RG_OK));
+        if (ps_alone && !full) return RG_EINVAL; /* its message printed */
+        if (!ps_alone) RG_TRY(trainer_agree(t, t->rank == 0 && !full ? RG_EINVAL : RG_OK));
     }
     rg_status st = RG_OK;
     if (t->zero && (st = rg_zero1_gather_state(t->zero, full)) != RG_OK)
@@ -495,7 +504,7 @@ rg_status trainer_save(trainer *t, int64_t epoch) {
                                                t->workers * k,
                                .steps_per_epoch = rg_loader_steps_per_epoch(t->train) / k};
     snprintf(meta.model, sizeof meta.model, "%s", t->a.model);
-    /* ps, periodic (--save-every): rank 0's weights only, the servers being busy */
+    /* ps-async, periodic (--save-every): rank 0's weights only */
     st = rg_checkpoint_save(t->a.save, t->net, full ? full : t->ps ? NULL : t->opt, &meta);
     if (st != RG_OK) trainer_error(t, "%s", rg_last_error());
     rg_optim_free(full);
