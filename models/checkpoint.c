@@ -170,8 +170,10 @@ static rg_status check_optim_meta(const rg_safetensors *f, rg_optim *optim, floa
     const char *path = rg_safetensors_path(f), *kind = rg_safetensors_meta(f, "optim");
     if (!kind)
         return rg_error(RG_EMISMATCH,
-                        "%s: holds no optimizer state to resume the %s optimizer from", path,
-                        rg_optim_kind(optim));
+                        "%s: holds no optimizer state to resume the %s optimizer from (a "
+                        "weights-only file, such as ps-async's --save-every ones: start from its "
+                        "weights with ringgrad-train --init, or rg_checkpoint_load_weights)",
+                        path, rg_optim_kind(optim));
     if (strcmp(kind, rg_optim_kind(optim)) != 0)
         return rg_error(RG_EMISMATCH, "%s: holds the state of a '%.40s' optimizer, not of '%s'",
                         path, kind, rg_optim_kind(optim));
