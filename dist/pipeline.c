@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/shard_state.h"
 #include "ringgrad/autograd.h"
 #include "ringgrad/ops.h"
 #include "ringgrad/optim.h"
@@ -366,19 +367,12 @@ static rg_tensor *nth_state(rg_optim *o, const char *param, int k) {
     return NULL;
 }
 
-static rg_tensor *named(rg_optim *o, const char *name) {
-    const rg_named_tensor *t = rg_param_list_find(rg_optim_state(o), name);
-    return t ? t->tensor : NULL;
-}
-
 /* Stage s's optimizer state between its `opt` and rank 0's `full`: copied on rank 0 for stage 0,
  * sent (gather) or received (scatter) otherwise; then the step count and learning rate. */
 RG_NODISCARD static rg_status move_state(rg_pipeline *p, rg_optim *opt, rg_optim *full,
                                          bool gather) {
     RG_CHECK(opt && (p->stage != 0 || full), "pipeline: %s_state needs this stage's optimizer%s",
              gather ? "gather" : "scatter", p->stage == 0 ? " and the full one" : "");
-    rg_tensor *step = named(opt, "optim.step"),
-              *full_step = full ? named(full, "optim.step") : NULL;
     for (int s = 0; s < p->stages; s++) {
         if (p->stage != 0 && p->stage != s) continue;
         for (int c = p->first[s]; c < p->first[s + 1]; c++) {
@@ -410,19 +404,14 @@ RG_NODISCARD static rg_status move_state(rg_pipeline *p, rg_optim *opt, rg_optim
     }
     /* the global step count and the learning rate: stage 0's into the full optimizer (gather),
      * the full optimizer's to every stage (scatter) */
+    int64_t v[2] = {0, 0};
+    if (p->stage == 0) rg_shard_position(gather ? opt : full, v);
     if (gather) {
-        if (p->stage == 0 && step && full_step)
-            *(int64_t *)full_step->data = *(int64_t *)step->data;
-        if (p->stage == 0) rg_optim_set_lr(full, rg_optim_get_lr(opt));
+        if (p->stage == 0) rg_shard_set_position(full, v);
         return RG_OK;
     }
-    float lr = p->stage == 0 ? rg_optim_get_lr(full) : 0.0f;
-    int64_t v[2] = {p->stage == 0 && full_step ? *(int64_t *)full_step->data : 0, 0};
-    memcpy(&v[1], &lr, sizeof lr);
     RG_TRY(rg_comm_broadcast(p->comm, v, 2, RG_COMM_I64, 0));
-    memcpy(&lr, &v[1], sizeof lr);
-    if (step) *(int64_t *)step->data = v[0];
-    rg_optim_set_lr(opt, lr);
+    rg_shard_set_position(opt, v);
     return RG_OK;
 }
 

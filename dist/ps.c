@@ -308,7 +308,8 @@ RG_NODISCARD static rg_status serve_sync(rg_ps *ps, int64_t *steps) {
         (*steps)++;
         for (int w = 0; w < ps->workers; w++) RG_TRY(pull_to(ps, w));
         /* a periodic checkpoint: rank 0 gathers after this step, the other workers go on */
-        if (++ps->step % (ps->opts.save_every ? ps->opts.save_every : INT64_MAX) == 0)
+        ps->step++;
+        if (ps->opts.save_every && ps->step % ps->opts.save_every == 0)
             RG_TRY(move_state(ps, NULL, true));
     }
 }
@@ -463,9 +464,8 @@ RG_NODISCARD static rg_status move_state(rg_ps *ps, rg_optim *full, bool gather)
         st = move_kind(ps, kind, flat, gather);
         if (st == RG_OK && flat && gather) flat_io(ps, full, kind, flat, false);
     }
-    float lr = ps->server ? rg_optim_get_lr(ps->optim) : rg_optim_get_lr(full);
-    int64_t v[2] = {ps->server ? rg_optim_num_steps(ps->optim) : rg_optim_num_steps(full), 0};
-    memcpy(&v[1], &lr, sizeof lr);
+    int64_t v[2];
+    rg_shard_position(ps->server ? ps->optim : full, v);
     int server0 = ps->workers;
     for (int s = 0; st == RG_OK && s < ps->opts.servers; s++) {
         int server = ps->workers + s;
@@ -477,12 +477,8 @@ RG_NODISCARD static rg_status move_state(rg_ps *ps, rg_optim *full, bool gather)
                                : rg_comm_recv(ps->comm, v, 2, RG_COMM_I64, 0, TAG_STATE);
     }
     if (st != RG_OK) return st;
-    memcpy(&lr, &v[1], sizeof lr);
     rg_optim *o = gather ? full : ps->optim;
-    if (o) {
-        rg_shard_set_steps(o, v[0]);
-        rg_optim_set_lr(o, lr);
-    }
+    if (o) rg_shard_set_position(o, v);
     return RG_OK;
 }
 

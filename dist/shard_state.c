@@ -37,7 +37,13 @@ rg_tensor *rg_shard_state_of(rg_optim *o, const char *param, const char *kind) {
     return t->tensor;
 }
 
-void rg_shard_set_steps(rg_optim *o, int64_t steps) {
+void rg_shard_position(rg_optim *o, int64_t v[2]) {
+    float lr = rg_optim_get_lr(o);
+    v[0] = rg_optim_num_steps(o), v[1] = 0;
+    memcpy(&v[1], &lr, sizeof lr);
+}
+
+void rg_shard_set_position(rg_optim *o, const int64_t v[2]) {
     const rg_param_list *st = rg_optim_state(o);
     for (int i = 0; i < st->n; i++) {
         const char *name = st->items[i].name;
@@ -45,6 +51,9 @@ void rg_shard_set_steps(rg_optim *o, int64_t steps) {
         bool counter =
             strcmp(name, "optim.step") == 0 || (len > 5 && !strcmp(name + len - 5, ".step"));
         if (counter && st->items[i].tensor->dtype == RG_I64)
-            *(int64_t *)st->items[i].tensor->data = steps;
+            *(int64_t *)st->items[i].tensor->data = v[0];
     }
+    float lr;
+    memcpy(&lr, &v[1], sizeof lr);
+    rg_optim_set_lr(o, lr);
 }

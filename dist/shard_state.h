@@ -20,7 +20,10 @@ RG_NODISCARD rg_status rg_shard_kinds(const char *optim, const char *options,
                                       char kinds[RG_SHARD_MAX_KINDS][32], int *n);
 /* o's state "optim.state.<param>.<kind>"; fatal when missing (o was not made alike). */
 rg_tensor *rg_shard_state_of(rg_optim *o, const char *param, const char *kind);
-/* Every step counter of o ("optim.step" and each parameter's) set to steps. */
-void rg_shard_set_steps(rg_optim *o, int64_t steps);
+/* An optimizer's position, its step count and learning rate, as two int64 that travel in one
+ * message (the rate's bits in the second); and back into an optimizer: every step counter
+ * ("optim.step" and each parameter's) and the rate. */
+void rg_shard_position(rg_optim *o, int64_t v[2]);
+void rg_shard_set_position(rg_optim *o, const int64_t v[2]);
 
 #endif

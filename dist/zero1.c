@@ -281,8 +281,9 @@ rg_status rg_zero1_gather_state(rg_zero1 *z, rg_optim *full) {
     if (flat) z->be->free(flat, total);
     if (mine) z->be->free(mine, (size_t)z->shard * sizeof(float));
     if (st == RG_OK && full) {
-        rg_shard_set_steps(full, rg_optim_num_steps(z->optim));
-        rg_optim_set_lr(full, rg_optim_get_lr(z->optim));
+        int64_t v[2];
+        rg_shard_position(z->optim, v);
+        rg_shard_set_position(full, v);
     }
     return st;
 }
@@ -306,14 +307,9 @@ rg_status rg_zero1_scatter_state(rg_zero1 *z, rg_optim *full) {
         if (st == RG_OK) shard_state(z, kinds[k], flat + (int64_t)z->rank * z->shard, false);
     }
     if (flat) z->be->free(flat, total);
-    float lr = z->rank == 0 ? rg_optim_get_lr(full) : 0.0f;
-    int64_t v[2] = {z->rank == 0 ? rg_optim_num_steps(full) : 0, 0};
-    memcpy(&v[1], &lr, sizeof lr);
+    int64_t v[2] = {0, 0};
+    if (z->rank == 0) rg_shard_position(full, v);
     if (st == RG_OK) st = rg_comm_broadcast(z->comm, v, 2, RG_COMM_I64, 0);
-    if (st == RG_OK) {
-        memcpy(&lr, &v[1], sizeof lr);
-        rg_shard_set_steps(z->optim, v[0]);
-        rg_optim_set_lr(z->optim, lr);
-    }
+    if (st == RG_OK) rg_shard_set_position(z->optim, v);
     return st;
 }

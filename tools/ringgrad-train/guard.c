@@ -176,12 +176,22 @@ static guard_verdict collect(trainer *t) {
  * world-long vector holds its flags and the sum hands every rank all of them. A non-finite
  * gradient needs no exchange at all: after the allreduce every rank holds the same gradients
  * and sees it at the same step (only --no-allreduce keeps them apart; then the flags tell). */
-guard_verdict guard_step(trainer *t, float loss, bool sync) {
+/* A micro-step's loss, noted until the flags go out. */
+static void note_loss(trainer *t, float loss) {
     if (!isfinite(loss) && !t->bad_loss) t->bad_loss = true, t->bad_loss_value = loss;
+}
+
+/* This rank's flags besides its gradients': the noted loss, a signal, a failure. */
+static int other_flags(const trainer *t) {
+    return (t->bad_loss ? FLAG_LOSS : 0) | (caught_signal ? FLAG_SIGNAL : 0) |
+           (t->local_error ? FLAG_ERROR : 0);
+}
+
+guard_verdict guard_step(trainer *t, float loss, bool sync) {
+    note_loss(t, loss);
     if (!sync) return GUARD_GO;
     const char *bad = first_bad_grad(t);
-    int mine = (t->bad_loss ? FLAG_LOSS : 0) | (bad ? FLAG_GRAD : 0) |
-               (caught_signal ? FLAG_SIGNAL : 0) | (t->local_error ? FLAG_ERROR : 0);
+    int mine = other_flags(t) | (bad ? FLAG_GRAD : 0);
     if (t->world == 1) {
         float f = (float)mine;
         guard_verdict v = decide(t, &f, bad, t->step);
@@ -226,18 +236,17 @@ guard_verdict guard_finish(trainer *t) {
 }
 
 int guard_ps_flags(trainer *t, float loss) {
-    if (!isfinite(loss) && !t->bad_loss) t->bad_loss = true, t->bad_loss_value = loss;
+    note_loss(t, loss);
     const char *bad = first_bad_grad(t);
     if (bad && !t->ps_bad) t->ps_bad = bad;
-    int mine = (t->bad_loss ? FLAG_LOSS : 0) | (bad ? FLAG_GRAD : 0) |
-               (caught_signal ? FLAG_SIGNAL : 0) | (t->local_error ? FLAG_ERROR : 0);
+    int mine = other_flags(t) | (bad ? FLAG_GRAD : 0);
     t->ps_flags |= mine;
     return mine;
 }
 
 guard_verdict guard_ps_finish(trainer *t, guard_verdict v) {
     if (v == GUARD_FAILED) return v; /* a peer died: reported, and no collective can work */
-    int mine = t->ps_flags | (caught_signal ? FLAG_SIGNAL : 0) | (t->local_error ? FLAG_ERROR : 0);
+    int mine = t->ps_flags | other_flags(t);
     if (!t->server && rg_ps_end(t->ps, mine) != RG_OK) {
         trainer_error(t, "ending the epoch with the parameter servers failed: %s", rg_last_error());
         return GUARD_FAILED;

@@ -36,11 +36,7 @@ RG_NODISCARD static rg_status broadcast_weights(trainer *t) {
  * part from pipeline 0's stage s. Then the position, as for ddp. Collective. */
 RG_NODISCARD static rg_status resume_stages(trainer *t, rg_optim *full, rg_checkpoint_meta *meta) {
     rg_status st = t->dp_rank == 0 ? rg_pipeline_scatter_state(t->pipe, t->opt, full) : RG_OK;
-    const rg_param_list *l = rg_optim_state(t->opt);
-    for (int i = 0; st == RG_OK && t->dp_comm && i < l->n; i++) {
-        rg_tensor *x = l->items[i].tensor;
-        st = rg_comm_broadcast(t->dp_comm, x->data, (int64_t)rg_tensor_nbytes(x), RG_COMM_U8, 0);
-    }
+    if (st == RG_OK && t->dp_comm) st = trainer_broadcast_state(t->dp_comm, t->opt);
     if (st != RG_OK) {
         trainer_error(t, "pipeline: sending the checkpoint's optimizer state: %s", rg_last_error());
         return st;

@@ -139,15 +139,9 @@ static void set_schedule(trainer *t, int64_t total_steps) {
 /* Rank 0's optimizer state, learning rate, position and dropout streams to every rank, after
  * rank 0 alone read the checkpoint (the weights follow in rg_ddp_new's broadcast). */
 RG_NODISCARD static rg_status broadcast_resume(trainer *t, rg_checkpoint_meta *m) {
-    const rg_param_list *st = t->opt ? rg_optim_state(t->opt) : NULL;
     /* zero1's shards, the pipeline stages' parts and the servers' shards came with their
      * scatter_state (a parameter server's worker has no optimizer) */
-    for (int i = 0; !t->zero && !t->pipe && !t->ps && i < st->n; i++) {
-        rg_tensor *x = st->items[i].tensor;
-        rg_comm_dtype dt = x->dtype == RG_F32 ? RG_COMM_F32 : x->dtype == RG_I64 ? RG_COMM_I64
-                                                            : RG_COMM_I32;
-        RG_TRY(rg_comm_broadcast(t->comm, x->data, x->numel, dt, 0));
-    }
+    if (!t->zero && !t->pipe && !t->ps) RG_TRY(trainer_broadcast_state(t->comm, t->opt));
     int ns;
     const rg_named_stream *streams = rg_model_streams(t->net, &ns);
     float lr = t->opt ? rg_optim_get_lr(t->opt) : 0.0f;
@@ -166,6 +160,15 @@ RG_NODISCARD static rg_status broadcast_resume(trainer *t, rg_checkpoint_meta *m
     for (int i = 0; i < ns; i++)
         streams[i].stream->seed = (uint64_t)v[5 + 2 * i],
         streams[i].stream->offset = (uint64_t)v[6 + 2 * i];
+    return RG_OK;
+}
+
+rg_status trainer_broadcast_state(rg_comm *c, rg_optim *o) {
+    const rg_param_list *l = rg_optim_state(o);
+    for (int i = 0; i < l->n; i++) {
+        rg_tensor *x = l->items[i].tensor;
+        RG_TRY(rg_comm_broadcast(c, x->data, (int64_t)rg_tensor_nbytes(x), RG_COMM_U8, 0));
+    }
     return RG_OK;
 }
 
@@ -471,12 +474,12 @@ rg_status trainer_setup_loaders(trainer *t) {
 
 rg_status trainer_save(trainer *t, int64_t epoch) {
     if (!t->a.save) return RG_OK;
-    /* zero1, pipeline: the whole optimizer state, gathered from every rank into `full` on rank
-     * 0, so that the file is a 1-process run's (ddp's) and resumes under any strategy */
+    /* zero1, pipeline, ps: the whole optimizer state, gathered from the ranks that hold its parts
+     * into `full` on rank 0, so that the file is a 1-process run's (ddp's) and resumes under any
+     * strategy. ps: between epochs every rank takes part; at a --save-every step rank 0 alone
+     * gathers what the ps-sync servers send (rg_ps_opts.save_every), and ps-async's file holds
+     * the weights only, its servers sharing no step boundary */
     rg_optim *full = NULL;
-    /* ps: between epochs every rank takes part; at a --save-every step rank 0 alone gathers
-     * what the ps-sync servers send (rg_ps_opts.save_every), and ps-async's file holds the
-     * weights only, its servers sharing no step boundary */
     bool ps_alone = t->ps && t->saving_periodic;
     bool ps_state = t->ps && (!ps_alone || strcmp(t->a.strategy, "ps-sync") == 0);
     if (t->zero || t->pipe || ps_state) {

@@ -97,6 +97,8 @@ rg_optim *trainer_full_optimizer(trainer *t);
  * optimizer state sent each rank its part): the position, learning rate and dropout streams to
  * every rank, and a learning rate given on the command line over the checkpoint's. Collective. */
 RG_NODISCARD rg_status trainer_finish_resume(trainer *t, rg_checkpoint_meta *meta);
+/* Root 0's optimizer state (every tensor of rg_optim_state) to every rank of c. Collective. */
+RG_NODISCARD rg_status trainer_broadcast_state(rg_comm *c, rg_optim *o);
 /* Rank 0's model buffers (BatchNorm statistics) to every rank, before each forward and each
  * evaluation, as PyTorch DDP's broadcast_buffers: under ddp and zero1, unless --sync-bn. The
  * pipeline's D replicas and the parameter servers' workers keep their own. Collective. */
