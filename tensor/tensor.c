@@ -99,14 +99,34 @@ static void init_header(rg_tensor *t, rg_dtype dt, int ndim, const int64_t *shap
 }
 
 /* Allocates t's data from its backend; false when memory runs out. */
+/* "812 kB", "4.72 MB", "5.19 GB" (powers of 1000, three significant digits or so). */
+static const char *size_str(size_t bytes, char *buf, size_t cap) {
+    const char *unit[] = {"bytes", "kB", "MB", "GB", "TB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1000 && u < 4) v /= 1000, u++;
+    snprintf(buf, cap,
+             u == 0    ? "%.0f %s"
+             : v < 10  ? "%.2f %s"
+             : v < 100 ? "%.1f %s"
+                       : "%.0f %s",
+             v, unit[u]);
+    return buf;
+}
+
 static bool alloc_data(rg_tensor *t) {
     size_t bytes = rg_tensor_nbytes(t);
     t->data = rg_backend_for(t->device)->alloc(bytes);
     if (!t->data && bytes) {
-        char d[16], sh[96];
-        rg_error(RG_ENOMEM, "out of memory allocating %zu bytes for a %s tensor %s on %s", bytes,
-                 rg_dtype_name(t->dtype), rg_shape_str(t->ndim, t->shape, sh, sizeof sh),
-                 rg_device_str(t->device, d, sizeof d));
+        char d[16], sh[96], want[24], used[24], cached[24];
+        rg_mem_stats m = rg_mem_stats_get(t->device);
+        rg_error(RG_ENOMEM,
+                 "out of memory allocating %s for a %s tensor %s on %s, with %s already in use by "
+                 "tensors (%s more cached)",
+                 size_str(bytes, want, sizeof want), rg_dtype_name(t->dtype),
+                 rg_shape_str(t->ndim, t->shape, sh, sizeof sh),
+                 rg_device_str(t->device, d, sizeof d), size_str(m.in_use, used, sizeof used),
+                 size_str(m.cached, cached, sizeof cached));
         return false;
     }
     t->flags |= RG_TENSOR_OWNS_DATA;

@@ -4,8 +4,21 @@
  * the kernel (munmap) and fault them in again next step, costing a page fault per 4 KiB touched.
  * Instead, freed blocks are kept on per-size-class free lists and reused. Size classes are four
  * steps per power of two (at most 25% slack). RG_ALLOC_CACHE=0 disables caching (for valgrind
- * and ASan, which then see every allocation). */
+ * and ASan, which then see every allocation).
+ *
+ * Running out of memory. Linux overcommits: malloc of more than the machine has succeeds, and the
+ * kernel's OOM killer later ends the process with SIGKILL and no word of why (a --batch-size of
+ * 60,000 on a 24 GB host did that after a minute). So a block of BIG_BLOCK bytes or more that
+ * must come from the system is first checked against what the host can still give (MemAvailable +
+ * SwapFree in /proc/meminfo, read then: a few microseconds, on calls that are rare once the cache
+ * is warm). If it does not fit, the cached blocks go back to the system and the check is made
+ * again (as PyTorch's CUDA allocator frees its cache and retries); then the allocation fails, and
+ * the caller's "out of memory" error says how much was asked and how much ringgrad's tensors hold.
+ * RG_CPU_MEM_LIMIT=BYTES[K|M|G] caps what the tensors may hold in all (in use + cached), for tests
+ * and for sharing a host. */
+#include <ctype.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +26,7 @@
 
 #define NUM_CLASSES 128
 #define ALIGN 64
+#define BIG_BLOCK ((size_t)64 << 20)
 
 typedef struct block {
     struct block *next;
@@ -22,7 +36,9 @@ static struct {
     pthread_mutex_t lock;
     block *free[NUM_CLASSES];
     rg_mem_stats stats;
-    int enabled; /* -1 unknown, 0 off, 1 on */
+    int enabled;    /* -1 unknown, 0 off, 1 on */
+    int limit_read; /* RG_CPU_MEM_LIMIT parsed */
+    size_t limit;   /* cap on in_use + cached; SIZE_MAX for none */
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER, .enabled = -1};
 
 /* Class c holds blocks of class_size(c) bytes: 64, 128, 256, then 512, 640, 768, 896, 1024, ...
@@ -47,6 +63,63 @@ static bool cache_enabled(void) {
     return cache.enabled;
 }
 
+/* RG_CPU_MEM_LIMIT: bytes, with an optional K, M or G (powers of 1024); SIZE_MAX when unset.
+ * A value that does not parse is ignored with a warning rather than stopping a run. */
+static size_t limit_from_env(void) {
+    const char *e = getenv("RG_CPU_MEM_LIMIT");
+    if (!e || !*e) return SIZE_MAX;
+    char *end;
+    double v = strtod(e, &end);
+    int shift = 0;
+    const char *units = "KMG", *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+    if (u) shift = 10 * (int)(u - units + 1), end++;
+    if (end == e || *end || !(v > 0) || v * (double)((size_t)1 << shift) >= 0x1p62) {
+        fprintf(stderr,
+                "ringgrad: warning: RG_CPU_MEM_LIMIT=%s is not a size (BYTES[K|M|G]); "
+                "ignored\n",
+                e);
+        return SIZE_MAX;
+    }
+    return (size_t)(v * (double)((size_t)1 << shift));
+}
+
+/* What the host can still give, in bytes (MemAvailable + SwapFree); SIZE_MAX where unknown. */
+static size_t host_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return SIZE_MAX;
+    char line[128];
+    unsigned long long kb, avail = 0, swap = 0;
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            avail = kb, found |= 1;
+        else if (sscanf(line, "SwapFree: %llu kB", &kb) == 1)
+            swap = kb, found |= 2;
+    }
+    fclose(f);
+    return found & 1 ? (size_t)(avail + swap) * 1024 : SIZE_MAX;
+}
+
+/* Whether a new system block of `size` bytes fits (lock held). */
+static bool fits(size_t size) {
+    if (!cache.limit_read) cache.limit = limit_from_env(), cache.limit_read = 1;
+    size_t held = cache.stats.in_use + cache.stats.cached;
+    if (cache.limit != SIZE_MAX && (size > cache.limit || held > cache.limit - size)) return false;
+    return size < BIG_BLOCK || size <= host_available();
+}
+
+/* Returns the cached blocks to the system (lock held). */
+static void release_cached_locked(void) {
+    for (int c = 0; c < NUM_CLASSES; c++) {
+        for (block *b = cache.free[c], *next; b; b = next) {
+            next = b->next;
+            free(b);
+        }
+        cache.free[c] = NULL;
+    }
+    cache.stats.cached = 0;
+}
+
 void *rg_cpu_alloc(size_t bytes) {
     if (bytes == 0) bytes = 1;
     if (bytes > class_size(NUM_CLASSES - 1)) return NULL; /* larger than any class: out of memory */
@@ -62,7 +135,9 @@ void *rg_cpu_alloc(size_t bytes) {
         p = b;
     }
     if (!p) {
-        p = aligned_alloc(ALIGN, size);
+        bool ok = fits(size);
+        if (!ok && cache.stats.cached) release_cached_locked(), ok = fits(size);
+        p = ok ? aligned_alloc(ALIGN, size) : NULL;
         if (p) cache.stats.sys_allocs++;
     }
     if (p) {
@@ -100,13 +175,6 @@ rg_mem_stats rg_cpu_mem_stats(void) {
 
 void rg_cpu_mem_release_cached(void) {
     pthread_mutex_lock(&cache.lock);
-    for (int c = 0; c < NUM_CLASSES; c++) {
-        for (block *b = cache.free[c], *next; b; b = next) {
-            next = b->next;
-            free(b);
-        }
-        cache.free[c] = NULL;
-    }
-    cache.stats.cached = 0;
+    release_cached_locked();
     pthread_mutex_unlock(&cache.lock);
 }

@@ -190,3 +190,30 @@ Test(tensor_scope, memory_stays_flat_over_100_steps) {
     }
     rgt_free_all(6, (rg_tensor *[]){m.x, m.labels, m.w1, m.b1, m.w2, m.scale});
 }
+
+/* RG_CPU_MEM_LIMIT caps what tensors hold (in use + cached): a block that would pass it first
+ * sends the cached blocks back to the system, then fails with a message, not an OOM kill. The
+ * limit is read at the first system allocation, which in this test's own process is below. */
+Test(tensor_scope, a_memory_limit_releases_the_cache_then_refuses_with_a_message) {
+    cr_assert_eq(setenv("RG_CPU_MEM_LIMIT", "1M", 1), 0);
+    rg_tensor *a = rg_tensor_new(RG_F32, RG_SHAPE(160 * 1024), RG_CPU); /* 640 KiB */
+    cr_assert(a, "640 KiB under a 1 MiB limit: %s", rg_last_error());
+    rg_tensor_free(a);
+    if (alloc_cache_on()) cr_assert_geq(rg_mem_stats_get(RG_CPU).cached, 640 * 1024);
+    /* 800 KiB (an 896 KiB block): fits only once the cached 640 KiB are given back */
+    rg_tensor *b = rg_tensor_new(RG_F32, RG_SHAPE(200 * 1024), RG_CPU);
+    cr_assert(b, "800 KiB after freeing 640 KiB: %s", rg_last_error());
+    cr_assert_eq(rg_mem_stats_get(RG_CPU).cached, 0, "the cache was released to make room");
+    /* 256 KiB more would hold 1,152 KiB in all */
+    rg_tensor *c = rg_tensor_new(RG_F32, RG_SHAPE(64 * 1024), RG_CPU);
+    cr_assert_null(c, "past the limit");
+    cr_assert_eq(rg_last_status(), RG_ENOMEM);
+    cr_assert(strstr(rg_last_error(), "out of memory allocating 262 kB") &&
+                  strstr(rg_last_error(), "(65536) on cpu") &&
+                  strstr(rg_last_error(), "already in use by tensors"),
+              "message: %s", rg_last_error());
+    rg_tensor_free(b);
+    c = rg_tensor_new(RG_F32, RG_SHAPE(64 * 1024), RG_CPU);
+    cr_assert(c, "fits again once b is freed: %s", rg_last_error());
+    rg_tensor_free(c);
+}

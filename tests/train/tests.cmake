@@ -157,7 +157,7 @@ rg_train_test(eval_batch 2 "" "train;mpi" ${RG_TRAIN_SH}/eval_batch.sh)
 rg_train_test(bn_batch 2 "" "train;mpi" ${RG_TRAIN_SH}/bn_batch.sh)
 
 # ---- failures, the timeline, resuming
-foreach(mode kill kill_pipeline mismatch options nodata nodata1 flags ps_kill)
+foreach(mode kill kill_pipeline mismatch options nodata nodata1 flags ps_kill oom)
   rg_train_test(fail_${mode} 2 "" "train;mpi" ${RG_TRAIN_SH}/fail.sh ${mode})
 endforeach()
 # without --sync-bn every rank ends with rank 0's BatchNorm buffers (ddp and zero1)

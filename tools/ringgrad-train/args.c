@@ -258,9 +258,11 @@ void train_args_usage(void) {
         if (o->choices) printf(" (%s)", o->choices);
         printf("\n");
     }
-    printf("\nEnvironment: RG_NUM_THREADS, RG_COMM, RG_DATA_DIR, RG_STALL_SECONDS, RG_PROGRESS=lines|bar,\n"
-           "and RG_ISA=avx512|avx2|generic (the CPU kernels' instruction set; default: the best\n"
-           "this CPU runs; --json prints it as cpu_isa)\n"
+    printf("\nEnvironment: RG_NUM_THREADS, RG_COMM, RG_DATA_DIR, RG_STALL_SECONDS, "
+           "RG_PROGRESS=lines|bar,\n"
+           "RG_ISA=avx512|avx2|generic (the CPU kernels' instruction set; default: the best\n"
+           "this CPU runs; --json prints it as cpu_isa), and RG_CPU_MEM_LIMIT=BYTES[K|M|G] (a cap\n"
+           "on the memory a rank's tensors hold; default: what the host can still give)\n"
            "(the progress bar redraws in place on a terminal; under mpirun a rank's stdout is a\n"
            "terminal even when mpirun writes to a file, so scripts/rg-mpirun sets lines then).\n");
 }
