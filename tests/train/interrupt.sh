@@ -70,7 +70,8 @@ outputs)
     touch "$out/a_file"
     long=$(printf 'x%.0s' $(seq 5000))
     for bad in "--save $out/missing/c.safetensors" "--timeline $out/missing/t.json" \
-        "--save $out/a_file/c.safetensors" "--save $out/$long"; do
+        "--save $out/a_file/c.safetensors" "--save $out/$long" "--save $out" \
+        "--timeline $out/missing/"; do
         # shellcheck disable=SC2086
         train 1 --model mlp --epochs 1 $bad >"$log" 2>&1
         rc=$?
@@ -78,7 +79,7 @@ outputs)
         echo "-- exit $rc"
         [ $rc = 1 ] || fail "${bad:0:200}: exit $rc, want 1"
         grep -q "^Epoch 1" "$log" && fail "${bad:0:200}: trained before failing"
-        grep -Eq "^ringgrad-train: error: --(save|timeline)[ :].*(cannot write there: (No such file or directory|Not a directory)|characters long)" "$log" ||
+        grep -Eq "^ringgrad-train: error: --(save|timeline)[ :].*(cannot write there: (No such file or directory|Not a directory)|characters long|is a folder; give a file name)" "$log" ||
             fail "${bad:0:200}: the message does not name the flag and the reason"
     done
     ;;
