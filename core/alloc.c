@@ -9,7 +9,7 @@
 
 static void *checked(void *p, size_t n, const char *what, const char *file, int line) {
     if (__builtin_expect(p == NULL, 0))
-        rg_fatal(file, line, "out of host memory: %zu bytes for %s", n, what ? what : "?");
+        rg_fatal_oom(file, line, "out of host memory: %zu bytes for %s", n, what ? what : "?");
     return p;
 }
 
@@ -19,8 +19,8 @@ void *rg_xmalloc_at(size_t n, const char *what, const char *file, int line) {
 
 void *rg_xcalloc_at(size_t count, size_t size, const char *what, const char *file, int line) {
     if (size && count > SIZE_MAX / size)
-        rg_fatal(file, line, "out of host memory: %zu x %zu bytes for %s overflow", count, size,
-                 what ? what : "?");
+        rg_fatal_oom(file, line, "out of host memory: %zu x %zu bytes for %s overflow", count, size,
+                     what ? what : "?");
     return checked(calloc(count ? count : 1, size ? size : 1), count * size, what, file, line);
 }
 

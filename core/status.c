@@ -65,14 +65,32 @@ rg_status rg_error(rg_status s, const char *fmt, ...) {
 
 void rg_set_fatal_handler(rg_fatal_handler h) { fatal_handler = h; }
 
-RG_NORETURN void rg_fatal(const char *file, int line, const char *fmt, ...) {
+/* Written once, by the thread that fails, just before the handler runs. */
+static _Atomic rg_status fatal_status;
+
+rg_status rg_fatal_status(void) {
+    return fatal_status;
+}
+
+RG_NORETURN static void fatal_v(rg_status s, const char *file, int line, const char *fmt,
+                                va_list ap) {
     char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
     format_fitted(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     fprintf(stderr, "ringgrad: %s (%s:%d)\n", msg, file, line);
     fflush(stderr);
+    fatal_status = s;
     if (fatal_handler) fatal_handler();
     abort();
+}
+
+RG_NORETURN void rg_fatal(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fatal_v(RG_EINVAL, file, line, fmt, ap);
+}
+
+RG_NORETURN void rg_fatal_oom(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fatal_v(RG_ENOMEM, file, line, fmt, ap);
 }

@@ -49,12 +49,14 @@ static bool launched_by_mpirun(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
 }
 
-/* RG_CHECK under MPI: end every rank, not just this one, so none is left waiting for it. */
+/* RG_CHECK under MPI: end every rank, not just this one, so none is left waiting for it. The
+ * job's exit status is 134 (SIGABRT's) for a failed check, 1 for running out of memory (an
+ * error of the run's size, not a bug). */
 static void abort_job(void) {
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    if (up && !down) MPI_Abort(MPI_COMM_WORLD, 134);
+    if (up && !down) MPI_Abort(MPI_COMM_WORLD, rg_fatal_status() == RG_ENOMEM ? 1 : 134);
     abort();
 }
 

@@ -176,7 +176,7 @@ rg_tensor *rg_tensor_empty(rg_dtype dt, int ndim, const int64_t *shape, rg_devic
     init_header(t, dt, ndim, shape, dev);
     if (!alloc_data(t)) {
         /* Running out of memory mid-step is not recoverable inside an op: say what and stop. */
-        rg_fatal(__FILE__, __LINE__, "%s", rg_last_error());
+        rg_fatal_oom(__FILE__, __LINE__, "%s", rg_last_error());
     }
     rg_scope_adopt(t);
     return t;

@@ -342,7 +342,9 @@ RG_NODISCARD static rg_status check_device(trainer *t) {
 /* Device, MPI and threads; returns 0 or an exit code. */
 static int start(trainer *t, int *argc, char ***argv) {
     int env_threads = 0;
-    if (rg_env_num_threads(&env_threads) != RG_OK) { /* a usage error, as a bad --threads is */
+    size_t mem_limit;
+    if (rg_env_num_threads(&env_threads) != RG_OK || /* a usage error, as a bad --threads is */
+        rg_env_cpu_mem_limit(&mem_limit) != RG_OK) {
         if (env_rank() == 0) fprintf(stderr, "ringgrad-train: %s\n", rg_last_error());
         return 2;
     }
@@ -395,8 +397,19 @@ static void teardown(trainer *t) {
     free(t->mean), free(t->std);
 }
 
+/* Out of memory inside an op (a batch too large for the host): the library has printed what it
+ * could not allocate; end with exit status 1, as for every error this program reports, rather
+ * than SIGABRT and a core file. Under mpirun rg_dist_init's handler ends the job the same way.
+ * Any other fatal error (a failed check: a bug) returns here and aborts. */
+static void exit_on_oom(void) {
+    if (rg_fatal_status() != RG_ENOMEM) return;
+    fflush(stdout);
+    _exit(1);
+}
+
 int main(int argc, char **argv) {
     double t_start = progress_now();
+    rg_set_fatal_handler(exit_on_oom);
     trainer t = {0};
     int code = train_args_parse(&t.a, argc, argv);
     if (code || t.a.help) {

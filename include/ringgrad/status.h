@@ -75,9 +75,19 @@ RG_API rg_status rg_error(rg_status s, const char *fmt, ...) __attribute__((form
 RG_API RG_NORETURN void rg_fatal(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* The function rg_fatal calls after printing; NULL restores abort(). The handler must not return. */
+/* The same for running out of memory where no error can be returned (an op's output tensor):
+ * a handler sees rg_fatal_status() == RG_ENOMEM, so that a program may exit with a status of its
+ * own (ringgrad-train exits 1, as for any error it reports) instead of a signal. */
+RG_API RG_NORETURN void rg_fatal_oom(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The function rg_fatal calls after printing; NULL restores abort(). If it returns, abort()
+ * follows. */
 typedef void (*rg_fatal_handler)(void);
 RG_API void rg_set_fatal_handler(rg_fatal_handler h);
+/* Inside a fatal handler: RG_ENOMEM when rg_fatal_oom called it, RG_EINVAL for a failed check
+ * (rg_fatal, RG_CHECK); RG_OK when no fatal error is in progress. */
+RG_API rg_status rg_fatal_status(void);
 
 #define RG_CHECK(cond, ...)                                                                        \
     do {                                                                                           \

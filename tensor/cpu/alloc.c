@@ -63,24 +63,29 @@ static bool cache_enabled(void) {
     return cache.enabled;
 }
 
-/* RG_CPU_MEM_LIMIT: bytes, with an optional K, M or G (powers of 1024); SIZE_MAX when unset.
- * A value that does not parse is ignored with a warning rather than stopping a run. */
-static size_t limit_from_env(void) {
+rg_status rg_env_cpu_mem_limit(size_t *bytes) {
+    *bytes = SIZE_MAX;
     const char *e = getenv("RG_CPU_MEM_LIMIT");
-    if (!e || !*e) return SIZE_MAX;
+    if (!e) return RG_OK;
     char *end;
     double v = strtod(e, &end);
     int shift = 0;
     const char *units = "KMG", *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
     if (u) shift = 10 * (int)(u - units + 1), end++;
-    if (end == e || *end || !(v > 0) || v * (double)((size_t)1 << shift) >= 0x1p62) {
-        fprintf(stderr,
-                "ringgrad: warning: RG_CPU_MEM_LIMIT=%s is not a size (BYTES[K|M|G]); "
-                "ignored\n",
-                e);
-        return SIZE_MAX;
-    }
-    return (size_t)(v * (double)((size_t)1 << shift));
+    if (end == e || *end || !(v >= 1) || v * (double)((size_t)1 << shift) >= 0x1p62)
+        return rg_error(RG_EINVAL,
+                        "RG_CPU_MEM_LIMIT='%.40s': expected a size in bytes with an "
+                        "optional K, M or G (\"16G\"; unset it for what the host can give)",
+                        e);
+    *bytes = (size_t)(v * (double)((size_t)1 << shift));
+    return RG_OK;
+}
+
+static size_t limit_from_env(void) {
+    size_t limit;
+    if (rg_env_cpu_mem_limit(&limit) != RG_OK)
+        fprintf(stderr, "ringgrad: warning: %s; ignored\n", rg_last_error());
+    return limit;
 }
 
 /* What the host can still give, in bytes (MemAvailable + SwapFree); SIZE_MAX where unknown. */

@@ -166,8 +166,8 @@ void rg_cuda_host_free(void *p, size_t bytes) {
 void *rg_cuda_scratch(rg_cuda_ctx *ctx, size_t bytes) {
     void *p = rg_block_cache_get(ctx->mem, bytes, RG_CUDA_STREAM_COMPUTE);
     if (!p)
-        rg_fatal(__FILE__, __LINE__, "cuda:%d: out of device memory for %zu bytes of scratch",
-                 ctx->device, bytes);
+        rg_fatal_oom(__FILE__, __LINE__, "cuda:%d: out of device memory for %zu bytes of scratch",
+                     ctx->device, bytes);
     return p;
 }
 

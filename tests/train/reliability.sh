@@ -31,7 +31,7 @@ case_() {
     timeout -k 5 "$TRAIN_TIMEOUT" bash -c '"$@"' _ "$@" >"$log" 2>&1
     local rc=$?
     local msg
-    msg=$(tr '\r' '\n' <"$log" | grep -E -m1 "error|warning|Terminated|Interrupt|overrides|Nothing left|\"error\"" | shorten)
+    msg=$(tr '\r' '\n' <"$log" | grep -E -m1 "error|warning|note:|out of memory|Terminated|Interrupt|overrides|Nothing left|\"error\"" | shorten)
     [ -n "$msg" ] || msg=$(tr '\r' '\n' <"$log" | grep -v '^\s*$' | tail -n 1 | shorten)
     local verdict=ok
     if [ "$want" != info ]; then
@@ -145,6 +145,8 @@ case_ "resume on ranks that cannot share the global batch" 1 "cannot share evenl
     "mpirun -np 5 ... --batch-size 10 --resume good.safetensors" "$RG_MPIRUN" -np 5 "$RG_TRAIN" --data-dir "$D" --model mlp --batch-size 10 --epochs 1 --resume "$ck"
 case_ "--lr with --resume" 0 "--lr 0.5 overrides the learning rate" \
     "--resume good.safetensors --lr 0.5 --max-steps 4" tr1 "${M[@]}" --resume "$ck" --lr 0.5 --max-steps 4
+case_ "--resume with another --seed" 0 "note: .* was saved by a run with --seed [0-9]+; this run's --seed 99 shuffles" \
+    "--resume good.safetensors --seed 99 --max-steps 4" tr1 "${M[@]}" --resume "$ck" --seed 99 --max-steps 4
 cp "$ck" "$out/done.safetensors"
 tr1 "${M[@]}" --resume "$out/done.safetensors" --save "$out/done.safetensors" >/dev/null 2>&1
 case_ "resume a finished run" 0 "Nothing left to train.*test_accuracy: 0\.[0-9]*[1-9]" \
@@ -154,6 +156,7 @@ case_ "resume a finished run" 0 "Nothing left to train.*test_accuracy: 0\.[0-9]*
 case_ "--save into a missing folder" 1 "--save .*No such file or directory" "--save missing/x" tr1 "${M[@]}" --save "$out/missing/x"
 case_ "--timeline into a missing folder" 1 "--timeline .*No such file or directory" "--timeline missing/x" tr1 "${M[@]}" --timeline "$out/missing/x"
 case_ "--save under a regular file" 1 "Not a directory" "--save good.safetensors/x" tr1 "${M[@]}" --save "$ck/x"
+case_ "--save names a folder" 1 "--save .*: is a folder; give a file name in it" "--save ." tr1 "${M[@]}" --save "$out"
 case_ "--save path of 5,000 characters" 1 "5[0-9]{3} characters long; the limit is 4095" "--save xxxx...(5000)" tr1 "${M[@]}" --save "$out/$long"
 case_ "stdout piped into head -n 1" 0 "" "ringgrad-train ... | head -n 1" \
     bash -c "set -o pipefail; \"$RG_TRAIN\" --data-dir \"$D\" --model mlp --batch-size 48 --epochs 2 --save \"$out/pipe.safetensors\" | head -n 1 >/dev/null; exit \${PIPESTATUS[0]}"
@@ -200,6 +203,9 @@ PY
 case_ "images of 14x56, not 28x28 (CNN)" 1 "14x56" "--data-dir data_14x56 --model cnn" \
     "$RG_TRAIN" --data-dir "$out/data_14x56" --model cnn --batch-size 48 --max-steps 2
 case_ "RG_NUM_THREADS=abc" 2 "RG_NUM_THREADS='abc': expected a whole number" "RG_NUM_THREADS=abc ringgrad-train" env RG_NUM_THREADS=abc "$RG_TRAIN" --data-dir "$D" "${M[@]}" --max-steps 1
+case_ "RG_CPU_MEM_LIMIT=abc" 2 "RG_CPU_MEM_LIMIT='abc': expected a size in bytes" "RG_CPU_MEM_LIMIT=abc ringgrad-train" env RG_CPU_MEM_LIMIT=abc "$RG_TRAIN" --data-dir "$D" "${M[@]}" --max-steps 1
+case_ "a step needs more memory than the host gives" 1 "out of memory allocating 41.5 MB for a float32 tensor \\(480,32,26,26\\)" \
+    "RG_CPU_MEM_LIMIT=40M ringgrad-train --model cnn --batch-size 480" env RG_CPU_MEM_LIMIT=40M "$RG_TRAIN" --data-dir "$D" --model cnn --batch-size 480 --max-steps 1
 case_ "RG_STALL_SECONDS=abc" 1 "RG_STALL_SECONDS=\"abc\" is not a number of seconds" "RG_STALL_SECONDS=abc ringgrad-train" env RG_STALL_SECONDS=abc "$RG_TRAIN" --data-dir "$D" "${M[@]}" --max-steps 1
 
 {

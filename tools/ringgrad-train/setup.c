@@ -384,6 +384,11 @@ RG_NODISCARD static rg_status check_resume(trainer *t, int64_t spe) {
                       (long long)(spe / k));
     }
     if (st != RG_OK && t->rank == 0) trainer_error(t, "%s", rg_last_error());
+    if (st == RG_OK && t->rank == 0 && m->seed != (uint64_t)t->a.seed)
+        printf("ringgrad-train: note: %s was saved by a run with --seed %llu; this run's --seed "
+               "%lld shuffles the rest of the data in another order (resume with --seed %llu to "
+               "continue exactly)\n",
+               f, (unsigned long long)m->seed, (long long)t->a.seed, (unsigned long long)m->seed);
     return st;
 }
 
