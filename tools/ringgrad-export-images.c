@@ -39,8 +39,16 @@ int main(int argc, char **argv) {
             char *end;
             limit = strtoll(argv[++i], &end, 10);
             if (*end || limit <= 0) return usage("--limit needs a positive whole number");
-        } else if (argv[i][0] == '-') return usage("unknown option");
-        else if (out) return usage("more than one output folder");
+        } else if (argv[i][0] == '-') {
+            char msg[300];
+            snprintf(msg, sizeof msg, "%s '%.200s'",
+                     strcmp(argv[i], "--data-dir") == 0 || strcmp(argv[i], "--limit") == 0
+                         ? "a value is missing after"
+                         : "unknown option",
+                     argv[i]);
+            return usage(msg);
+        } else if (out)
+            return usage("more than one output folder");
         else out = argv[i];
     }
     if (!out) return usage("no output folder");

@@ -20,6 +20,11 @@ if [ $rc -ne 0 ] && grep -q "not installed\|install it" "$out"; then
 fi
 [ $rc -eq 0 ] || fail "export exited $rc"
 [ "$(find "$tmp/fm/train" -name '*.png' | wc -l)" -eq 300 ] || fail "not 300 training PNGs"
+# the exporter's own usage errors: exit 2, naming the option
+"$export_images" --out "$tmp/x" >"$out" 2>&1
+[ $? -eq 2 ] && grep -q "unknown option '--out'" "$out" || fail "export --out: not exit 2 naming it"
+"$export_images" "$tmp/x" --limit >"$out" 2>&1
+[ $? -eq 2 ] && grep -q "a value is missing after '--limit'" "$out" || fail "export --limit without N"
 
 args=(--data imagefolder --data-dir "$tmp/fm" --batch-size 32 --max-steps 4 --epochs 1
       --augment flip-crop --normalize fmnist --workers 2 --json)
@@ -57,4 +62,7 @@ rm "$cls/pipe.png"
 mkdir "$tmp/fm/val/10_Empty"
 expect "empty class folder" "$tmp/fm/val/10_Empty: class folder with no images"
 rmdir "$tmp/fm/val/10_Empty"
+mv "$tmp/fm/val/3_Dress" "$tmp/dress"
+expect "a class folder missing from val" "'3_Dress' is only in $tmp/fm/train; both need the same classes"
+mv "$tmp/dress" "$tmp/fm/val/3_Dress"
 echo "PASS"

@@ -33,15 +33,22 @@ RG_NODISCARD static rg_status load_image_folder(trainer *t) {
     RG_TRY(rg_dataset_image_folder(train, &o, &t->train_ds));
     o.channels = (int)t->train_ds->c, o.h = t->train_ds->h, o.w = t->train_ds->w;
     RG_TRY(rg_dataset_image_folder(val, &o, &t->test_ds));
+    /* both lists are sorted: walk them together to the first folder that only one of them has
+     * (labels are positions in these lists, so they must be the same lists) */
     const rg_dataset *a = t->train_ds, *b = t->test_ds;
-    for (int k = 0; k < a->num_classes && k < b->num_classes; k++)
-        if (strcmp(a->class_names[k], b->class_names[k]) != 0)
-            return rg_error(RG_EMISMATCH, "%s: class %d is '%s' but in %s it is '%s'", val, k,
-                            b->class_names[k], train, a->class_names[k]);
-    if (a->num_classes != b->num_classes)
-        return rg_error(RG_EMISMATCH, "%s has %d classes but %s has %d", val, b->num_classes,
-                        train, a->num_classes);
-    return RG_OK;
+    int i = 0, j = 0;
+    while (i < a->num_classes && j < b->num_classes &&
+           strcmp(a->class_names[i], b->class_names[j]) == 0)
+        i++, j++;
+    if (i == a->num_classes && j == b->num_classes) return RG_OK;
+    int c = i == a->num_classes   ? 1
+            : j == b->num_classes ? -1
+                                  : strcmp(a->class_names[i], b->class_names[j]);
+    return rg_error(RG_EMISMATCH,
+                    "%s has %d class folders and %s has %d: '%s' is only in %s; both need the "
+                    "same classes (the labels are their positions in sorted order)",
+                    train, a->num_classes, val, b->num_classes,
+                    c < 0 ? a->class_names[i] : b->class_names[j], c < 0 ? train : val);
 }
 
 /* Parses --normalize for c channels into t->mean and t->std (NULL for none). */
