@@ -129,6 +129,14 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    char names[4096];
+    if (o.layer && !rgb_conv_layer_known(o.layer, names, sizeof names)) {
+        fprintf(stderr,
+                "ringgrad-bench: --layer %s names no conv layer (the layers: %s; a prefix "
+                "such as r18.l2 takes those under it)\n",
+                o.layer, names);
+        return 2;
+    }
     if (shapes) {
         rgb_print_conv_shapes(o.batch);
         return 0;

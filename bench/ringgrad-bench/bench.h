@@ -53,6 +53,8 @@ void rgb_run_membw(const rgb_opts *o);
 double rgb_peak_gflops(const char *isa, int nt, int64_t iters);
 void rgb_run_resnet(const rgb_opts *o); /* resnet.c: only with --only resnet */
 
+/* conv.c: whether --layer SEL selects any conv layer; names gets every layer's name. */
+bool rgb_conv_layer_known(const char *sel, char *names, size_t cap);
 /* conv.c: "shape <name> N C H K R stride pad" for every conv layer (for bench/torch_conv.py);
  * the index of a pass name ("forward", "bwd-data", "bwd-filter"), or -2 if unknown. */
 void rgb_print_conv_shapes(int batch);

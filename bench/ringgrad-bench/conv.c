@@ -88,6 +88,18 @@ static bool rgb_layer_selected(const char *name, const char *sel) {
     return !sel || (!strncmp(name, sel, n) && (name[n] == '\0' || name[n] == '.'));
 }
 
+bool rgb_conv_layer_known(const char *sel, char *names, size_t cap) {
+    bool any = false;
+    size_t used = 0;
+    names[0] = '\0';
+    for (int i = 0; i < NLAYERS; i++) {
+        any |= rgb_layer_selected(layers[i].name, sel);
+        int w = snprintf(names + used, cap - used, "%s%s", i ? ", " : "", layers[i].name);
+        if (w > 0 && (size_t)w < cap - used) used += (size_t)w;
+    }
+    return any;
+}
+
 void rgb_print_conv_shapes(int batch) {
     for (int i = 0; i < NLAYERS; i++) {
         rg_conv2d_shape s = layer_shape(&layers[i], batch);

@@ -105,7 +105,11 @@ void rgb_run_peak(const rgb_opts *o) {
             peak_once(&kinds[i], nt, 1000000); /* wake the threads and the clocks */
             for (int it = 0; it < o->iters; it++) g[it] = peak_once(&kinds[i], nt, 20000000);
             double m = rgb_median(g, o->iters);
-            printf("%-8s %-8d %12.1f\n", kinds[i].isa, nt, m);
+            printf("%-8s %-8d %12.1f%s\n", kinds[i].isa, nt, m,
+                   nt > omp_get_num_procs() ? "  (more threads than CPUs: each thread's rate "
+                                              "over its own CPU time, summed, overstates the "
+                                              "machine)"
+                                            : "");
             if (o->raw) printf("raw peak isa=%s threads=%d gflops=%.2f\n", kinds[i].isa, nt, m);
         }
     }

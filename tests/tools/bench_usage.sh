@@ -2,7 +2,8 @@
 # ringgrad-bench's bad arguments are exit 2 and a message naming the argument, never a signal:
 # an unknown --only, --threads 0, an unknown --model, a model that cannot take the images, and a
 # --batch of one image where the model's last planes are 1x1 (BatchNorm needs two values per
-# channel in training; these aborted the process before).
+# channel in training; these aborted the process before), and a --layer that names no layer
+# (it printed an empty table).
 #   bench_usage.sh RINGGRAD_BENCH
 set -uo pipefail
 bench=$1
@@ -23,4 +24,5 @@ expect "unknown model 'resnet99'" --only resnet --model resnet99
 expect "fc1 takes" --only resnet --model cnn --image-size 32 --iters 1
 expect "--batch 1: resnet18 on 7x7 images ends in 1x1 planes" --only resnet --model resnet18 \
     --image-size 7 --batch 1 --iters 1
+expect "--layer r19 names no conv layer (the layers: cnn.conv1, cnn.conv2," --only conv --layer r19
 echo "PASS"
