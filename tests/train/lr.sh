@@ -3,7 +3,7 @@
 # "optim.lr" metadata (the rate of the next step): --scale-lr multiplies --lr by k = ranks x
 # --accum-steps (or by sqrt(k) with --lr-scaling sqrt), and --warmup-steps ramps from the unscaled
 # rate to the scaled one, as Goyal et al. 2017 do, not from 0; without --scale-lr it ramps from 1%
-# of --lr (or --warmup-start). One rank, k = 4 by accumulation.
+# of --lr (or --warmup-start). One rank, k = 4 by accumulation. Also the AdamW default decay.
 source "$(dirname "$0")/lib.sh"
 
 lr_after() { # STEPS ARGS...: prints optim.lr of the checkpoint written after STEPS steps
@@ -38,4 +38,22 @@ check 0.001 "$(lr_after 0 --warmup-steps 4)" "no --scale-lr: warmup starts at 0.
 check 0.0505 "$(lr_after 2 --warmup-steps 4)" "no --scale-lr, step 2 of 4: 0.001 -> 0.1"
 check 0.075 "$(lr_after 2 --warmup-steps 4 --warmup-start 0.5)" "--warmup-start 0.5, step 2 of 4"
 check 0.1 "$(lr_after 4 --warmup-steps 4)" "after the warmup: --lr"
+
+# --optim adamw without --weight-decay decays by 0.01, torch.optim.AdamW's default: the same
+# weights as --weight-decay 0.01 given, other weights than --weight-decay 0
+adamw() { # NAME ARGS...: 3 AdamW steps, saved as adamw_NAME.safetensors
+    local name=$1
+    shift
+    run_logged "$RG_TRAIN_OUT/adamw_$name.log" 1 --model mlp --optim adamw --lr 0.01 --epochs 1 \
+        --batch-size 8 --max-steps 3 --save "$RG_TRAIN_OUT/adamw_$name.safetensors" "$@"
+}
+adamw default
+adamw wd001 --weight-decay 0.01
+adamw wd0 --weight-decay 0
+python3 "$HERE/ckpt_compare.py" "$RG_TRAIN_OUT/adamw_default.safetensors" \
+    "$RG_TRAIN_OUT/adamw_wd001.safetensors" >/dev/null || fail "adamw: the default is not 0.01"
+python3 "$HERE/ckpt_compare.py" "$RG_TRAIN_OUT/adamw_default.safetensors" \
+    "$RG_TRAIN_OUT/adamw_wd0.safetensors" --expect-differ >/dev/null ||
+    fail "adamw: the default decays no more than --weight-decay 0"
+echo "ok: --optim adamw decays by 0.01 unless --weight-decay says otherwise"
 echo "PASS: learning-rate scaling and warmup"

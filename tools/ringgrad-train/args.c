@@ -43,7 +43,7 @@ static const opt options[] = {
     {"lr", "X", "learning rate (default 1e-3 for adam/adamw, 0.01 for sgd)", OPT_DBL, F(lr), 1e-12, 1e6, NULL},
     {"momentum", "X", "SGD momentum", OPT_DBL, F(momentum), 0, 1, NULL},
     {"nesterov", NULL, "SGD: Nesterov momentum (needs --optim sgd and --momentum)", OPT_FLAG, F(nesterov), 0, 0, NULL},
-    {"weight-decay", "X", "L2 penalty (adam, sgd) or decoupled decay (adamw)", OPT_DBL, F(weight_decay), 0, 1e6, NULL},
+    {"weight-decay", "X", "L2 penalty (adam, sgd; default 0) or decoupled decay (adamw; default 0.01, as torch.optim.AdamW)", OPT_DBL, F(weight_decay), 0, 1e6, NULL},
     {"no-wd-bn-bias", NULL, "no weight decay on 1-D parameters (biases, BatchNorm weights and biases); conv and dense weights keep it", OPT_FLAG, F(no_wd_bn_bias), 0, 0, NULL},
     {"lr-schedule", "NAME", "learning-rate schedule after warmup", OPT_STR, F(lr_schedule), 0, 0, "constant|step|cosine"},
     {"lr-step-size", "N", "step schedule: multiply by --lr-gamma every N steps", OPT_INT, F(lr_step_size), 1, 1e9, NULL},
@@ -157,6 +157,8 @@ static int check_data_args(const train_args *a) {
     return 0;
 }
 
+static bool given(const train_args *a, const char *name);
+
 int train_args_parse(train_args *a, int argc, char **argv) {
     defaults(a);
     for (int i = 1; i < argc; i++) {
@@ -179,6 +181,8 @@ int train_args_parse(train_args *a, int argc, char **argv) {
         if (set_value(a, o, v)) return 2;
     }
     a->lr_given = a->lr >= 0; /* < 0: the optimizer's default (the registry's) */
+    if (strcmp(a->optim, "adamw") == 0 && !given(a, "weight-decay"))
+        a->weight_decay = 0.01; /* torch.optim.AdamW's default (the library's adamw keeps 0) */
     if (a->resume && a->init) return usage_error("--resume and --init exclude each other");
     if (a->save_every && !a->save) return usage_error("--save-every needs --save FILE");
     if (a->nesterov && strcmp(a->optim, "sgd") != 0)
