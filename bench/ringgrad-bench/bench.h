@@ -6,6 +6,7 @@
 #ifndef RGB_BENCH_H
 #define RGB_BENCH_H
 
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 
