@@ -4,6 +4,7 @@
 #define RINGGRAD_H
 
 /* core */
+#include "ringgrad/version.h"
 #include "ringgrad/status.h"
 #include "ringgrad/trace.h"
 /* tensor */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ringgrad/safetensors.h"
+#include "ringgrad/version.h"
 
 #define OPTIM_PREFIX "optim."
 #define KV_KEY_MAX 192
@@ -36,6 +37,7 @@ static int build_meta(kv_store *kv, const rg_model *model, rg_optim *optim,
     snprintf(kv[n].key, KV_KEY_MAX, "%s", k), snprintf(kv[n++].value, KV_VALUE_MAX, __VA_ARGS__)
     PUT("format", "pt");
     PUT("ringgrad.format_version", "%d", RG_CHECKPOINT_FORMAT_VERSION);
+    PUT("ringgrad.version", "%s", rg_version()); /* who wrote it; not checked on load */
     PUT("model", "%s", rg_model_name(model));
     PUT("step", "%" PRId64, meta->step);
     PUT("epoch", "%" PRId64, meta->epoch);
@@ -67,7 +69,7 @@ rg_status rg_checkpoint_save(const char *path, const rg_model *model, rg_optim *
     int n = params->n + (state ? state->n : 0), ns;
     rg_model_streams(model, &ns);
     rg_named_tensor *all = malloc(((size_t)n + 1) * sizeof *all);
-    kv_store *kv = malloc((10 + 2 * (size_t)ns) * sizeof *kv);
+    kv_store *kv = malloc((11 + 2 * (size_t)ns) * sizeof *kv); /* build_meta's fixed keys: 11 */
     rg_safetensors_kv *pairs = malloc((10 + 2 * (size_t)ns) * sizeof *pairs);
     rg_status s = RG_ENOMEM;
     if (all && kv && pairs) {

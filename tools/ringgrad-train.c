@@ -269,15 +269,26 @@ static void report_init_error(const char *msg, void *ctx) {
     fflush(stderr);
 }
 
+/* --version: the library's version, the CPU kernels this CPU gets, and the CUDA backend. */
+static void print_version(void) {
+    const char *isa = rg_cpu_isa_init() == RG_OK ? rg_cpu_isa() : rg_last_error();
+    int gpus = rg_cuda_compiled() ? rg_cuda_device_count() : 0;
+    printf("ringgrad-train %s (built against %s)\nCPU kernels: %s\nCUDA backend: %s", rg_version(),
+           RG_VERSION_STRING, isa, rg_cuda_compiled() ? "compiled" : "not compiled");
+    if (rg_cuda_compiled()) printf(", %d GPU%s visible", gpus, gpus == 1 ? "" : "s");
+    printf("\n");
+}
+
 /* The one-line JSON summary (rank 0, --json): always valid JSON, also after a failure, with
  * non-finite numbers as null and "error" null or the reason. */
 static void print_summary(const trainer *t, double seconds, const char *error) {
     if (t->rank != 0 || !t->a.json) return;
     char dev[16];
-    printf("{\"model\":\"%s\",\"device\":\"%s\",\"world_size\":%d,\"comm\":\"%s\",\"threads\":%d,"
+    printf("{\"version\":\"%s\",\"model\":\"%s\",\"device\":\"%s\",\"world_size\":%d,"
+           "\"comm\":\"%s\",\"threads\":%d,"
            "\"cpu_isa\":\"%s\",\"epochs\":%d,\"steps\":%lld,\"batch_size\":%d,\"global_batch\":%d,"
            "\"eval_batch_size\":%d,",
-           t->a.model, rg_device_str(t->dev, dev, sizeof dev), t->world,
+           rg_version(), t->a.model, rg_device_str(t->dev, dev, sizeof dev), t->world,
            t->comm ? rg_comm_backend_name(rg_comm_kind(t->comm)) : "none", t->threads, rg_cpu_isa(),
            t->a.epochs, (long long)t->step, t->a.batch_size, t->a.batch_size * t->workers,
            t->eval_batch);
@@ -415,6 +426,10 @@ int main(int argc, char **argv) {
     if (code || t.a.help) {
         if (t.a.help && env_rank() == 0) train_args_usage();
         return code;
+    }
+    if (t.a.version) {
+        if (env_rank() == 0) print_version();
+        return 0;
     }
     t.test_acc = -1; /* not evaluated yet */
     if ((code = start(&t, &argc, &argv)) != 0) {

@@ -17,7 +17,7 @@
 #                       batch too large for the host would): each rank names the tensor it could
 #                       not allocate and the job ends at once with exit 1, instead of an OOM kill
 #   fail.sh flags       bad flags exit 2 with the problem and a pointer to --help, alone and
-#                       under mpirun; --help exits 0
+#                       under mpirun; --help and --version exit 0
 TRAIN_TIMEOUT=60
 source "$(dirname "$0")/lib.sh"
 mode=$1
@@ -183,6 +183,12 @@ flags)
     expect_exit 0 20 "$RG_TRAIN" --help
     expect_line "^Usage: ringgrad-train \[options\]"
     expect_line "^  --accum-steps K"
+    # --version: the header's version (include/ringgrad/version.h, which CMake also reads)
+    want=$(sed -n 's/^#define RG_VERSION_STRING "\(.*\)"$/\1/p' "$HERE/../../include/ringgrad/version.h")
+    [ -n "$want" ] || fail "no RG_VERSION_STRING in version.h"
+    expect_exit 0 20 "$RG_TRAIN" --version
+    expect_line "^ringgrad-train $want \(built against $want\)$"
+    expect_line "^CPU kernels: (avx512|avx2|generic)$"
     ;;
 *) fail "unknown mode $mode" ;;
 esac

@@ -78,6 +78,7 @@ static const opt options[] = {
     {"compress", "NAME", "gradient compression on the wire (powersgd: the large matrices as rank-R factors, with error feedback)", OPT_STR, F(compress), 0, 0, "none|fp16|powersgd"},
     {"powersgd-rank", "R", "rank of PowerSGD's approximation", OPT_INT, F(powersgd_rank), 1, 1024, NULL},
     {"stall-seconds", "S", "report ranks that have not joined a collective after S seconds (default: $RG_STALL_SECONDS, else 60)", OPT_DBL, F(stall_seconds), 0.1, 1e7, NULL},
+    {"version", NULL, "print ringgrad's version and what this build runs, and exit", OPT_FLAG, F(version), 0, 0, NULL},
     {"help", NULL, "show this help", OPT_FLAG, F(help), 0, 0, NULL},
 };
 #undef F

@@ -51,6 +51,7 @@ typedef struct {
     int straggle_rank;          /* -1: none */
     double straggle_ms;
     bool help;
+    bool version;
     uint64_t given; /* bit k: the k-th option of args.c's table was on the command line */
 } train_args;
 
