@@ -30,6 +30,7 @@ static bool is_optim_name(const char *name) {
 /* ---- saving ---- */
 
 /* The metadata: fixed keys, the optimizer's kind and lr, two keys per random stream. */
+#define FIXED_KEYS 11 /* every PUT below */
 static int build_meta(kv_store *kv, const rg_model *model, rg_optim *optim,
                       const rg_checkpoint_meta *meta) {
     int n = 0;
@@ -49,6 +50,8 @@ static int build_meta(kv_store *kv, const rg_model *model, rg_optim *optim,
         PUT("optim.lr", "%.9g", (double)rg_optim_get_lr(optim)); /* 9 digits: exact for float */
     }
 #undef PUT
+    RG_CHECK(n <= FIXED_KEYS, "checkpoint: %d fixed metadata keys; FIXED_KEYS says %d", n,
+             FIXED_KEYS);
     int ns;
     const rg_named_stream *st = rg_model_streams(model, &ns);
     for (int i = 0; i < ns; i++) {
@@ -69,8 +72,9 @@ rg_status rg_checkpoint_save(const char *path, const rg_model *model, rg_optim *
     int n = params->n + (state ? state->n : 0), ns;
     rg_model_streams(model, &ns);
     rg_named_tensor *all = malloc(((size_t)n + 1) * sizeof *all);
-    kv_store *kv = malloc((11 + 2 * (size_t)ns) * sizeof *kv); /* build_meta's fixed keys: 11 */
-    rg_safetensors_kv *pairs = malloc((10 + 2 * (size_t)ns) * sizeof *pairs);
+    size_t cap = FIXED_KEYS + 2 * (size_t)ns;
+    kv_store *kv = malloc(cap * sizeof *kv);
+    rg_safetensors_kv *pairs = malloc(cap * sizeof *pairs);
     rg_status s = RG_ENOMEM;
     if (all && kv && pairs) {
         memcpy(all, params->items, (size_t)params->n * sizeof *all);
