@@ -92,10 +92,13 @@ rg_status rg_dataset_synthetic_split(rg_split split, int64_t c, int64_t h, int64
              "rg_dataset_synthetic_split: shape (%lld,%lld,%lld)", (long long)c, (long long)h,
              (long long)w);
     /* 60000/10000 as Fashion-MNIST, capped at 512 MiB of training images (and a sixth of
-     * that for the test split), so ImageNet-shaped benchmarks fit in memory */
-    int64_t train = (INT64_C(512) << 20) / (c * h * w);
+     * that for the test split), so ImageNet-shaped benchmarks fit in memory; at least 64 images
+     * (a batch), but never more than 4 GiB of them (1x16384x16384 images: 16, not 64 = 17 GB) */
+    int64_t image = c * h * w, train = (INT64_C(512) << 20) / image;
+    int64_t floor = (INT64_C(4) << 30) / image;
+    floor = floor > 64 ? 64 : floor < 1 ? 1 : floor;
     if (train > 60000) train = 60000;
-    if (train < 64) train = 64;
+    if (train < floor) train = floor;
     int64_t n = split == RG_SPLIT_TRAIN ? train : (train + 5) / 6;
     return rg_dataset_synthetic(&(rg_synthetic_opts){.n = n, .c = c, .h = h, .w = w,
                                                       .num_classes = num_classes,

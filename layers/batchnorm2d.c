@@ -42,7 +42,7 @@ rg_tensor *rg_batchnorm2d_forward_add_relu(rg_layer *l, rg_tensor *x, rg_tensor 
 
 static rg_tensor *new_f32(const char *name, int64_t c, float v) {
     rg_tensor *t = rg_tensor_new(RG_F32, RG_SHAPE(c), RG_CPU);
-    RG_CHECK(t, "BatchNorm2d %s: %s", name, rg_last_error());
+    RG_CHECK_ALLOC(t, "BatchNorm2d %s: %s", name, rg_last_error());
     if (v != 0.0f) rg_tensor_fill_(t, v);
     return t;
 }
@@ -59,7 +59,7 @@ rg_layer *rg_batchnorm2d_new(const char *name, int64_t channels) {
     b->running_var = rg_layer_add_param(&b->base, "running_var", new_f32(nm, channels, 1.0f),
                                         true);
     rg_tensor *nbt = rg_tensor_new(RG_I64, 0, NULL, RG_CPU);
-    RG_CHECK(nbt, "BatchNorm2d %s: %s", nm, rg_last_error());
+    RG_CHECK_ALLOC(nbt, "BatchNorm2d %s: %s", nm, rg_last_error());
     b->num_batches_tracked = rg_layer_add_param(&b->base, "num_batches_tracked", nbt, true);
     return &b->base;
 }

@@ -47,12 +47,12 @@ rg_layer *rg_conv2d_new(const char *name, int64_t in_ch, int64_t out_ch, int ker
     c->padding = o.padding;
     int64_t fan_in = in_ch * kernel * kernel;
     rg_tensor *w = rg_tensor_new(RG_F32, RG_SHAPE(out_ch, in_ch, kernel, kernel), RG_CPU);
-    RG_CHECK(w, "Conv2d %s: %s", nm, rg_last_error());
+    RG_CHECK_ALLOC(w, "Conv2d %s: %s", nm, rg_last_error());
     rg_init_kaiming_uniform_(w, 2.23606797749979 /* sqrt(5) */, fan_in, init);
     c->weight = rg_layer_add_param(&c->base, "weight", w, false);
     if (!o.no_bias) {
         rg_tensor *b = rg_tensor_new(RG_F32, RG_SHAPE(out_ch), RG_CPU);
-        RG_CHECK(b, "Conv2d %s: %s", nm, rg_last_error());
+        RG_CHECK_ALLOC(b, "Conv2d %s: %s", nm, rg_last_error());
         rg_init_fan_in_uniform_(b, fan_in, init);
         c->bias = rg_layer_add_param(&c->base, "bias", b, false);
     }

@@ -23,7 +23,7 @@ rg_layer *rg_linear_new(const char *name, int64_t in, int64_t out, rg_rng_stream
     linear_layer *lin = (linear_layer *)rg_layer_alloc(sizeof *lin, &linear_vt, name);
     rg_tensor *w = rg_tensor_new(RG_F32, RG_SHAPE(out, in), RG_CPU);
     rg_tensor *b = rg_tensor_new(RG_F32, RG_SHAPE(out), RG_CPU);
-    RG_CHECK(w && b, "Linear %s: %s", lin->base.name, rg_last_error());
+    RG_CHECK_ALLOC(w && b, "Linear %s: %s", lin->base.name, rg_last_error());
     rg_init_kaiming_uniform_(w, 2.23606797749979 /* sqrt(5) */, in, init);
     rg_init_fan_in_uniform_(b, in, init);
     lin->weight = rg_layer_add_param(&lin->base, "weight", w, false);

@@ -94,6 +94,13 @@ RG_API rg_status rg_fatal_status(void);
         if (__builtin_expect(!(cond), 0)) rg_fatal(__FILE__, __LINE__, __VA_ARGS__);               \
     } while (0)
 
+/* RG_CHECK for memory a constructor could not get (a layer's weights): stops through
+ * rg_fatal_oom, so that the handler sees RG_ENOMEM. */
+#define RG_CHECK_ALLOC(ptr, ...)                                                                   \
+    do {                                                                                           \
+        if (__builtin_expect(!(ptr), 0)) rg_fatal_oom(__FILE__, __LINE__, __VA_ARGS__);            \
+    } while (0)
+
 /* Propagates a failing status to the caller. */
 #define RG_TRY(expr)                                                                               \
     do {                                                                                           \

@@ -206,6 +206,8 @@ case_ "RG_NUM_THREADS=abc" 2 "RG_NUM_THREADS='abc': expected a whole number" "RG
 case_ "RG_CPU_MEM_LIMIT=abc" 2 "RG_CPU_MEM_LIMIT='abc': expected a size in bytes" "RG_CPU_MEM_LIMIT=abc ringgrad-train" env RG_CPU_MEM_LIMIT=abc "$RG_TRAIN" --data-dir "$D" "${M[@]}" --max-steps 1
 case_ "a step needs more memory than the host gives" 1 "out of memory allocating 41.5 MB for a float32 tensor \\(480,32,26,26\\)" \
     "RG_CPU_MEM_LIMIT=40M ringgrad-train --model cnn --batch-size 480" env RG_CPU_MEM_LIMIT=40M "$RG_TRAIN" --data-dir "$D" --model cnn --batch-size 480 --max-steps 1
+case_ "the model's weights do not fit" 1 "Linear fc1: out of memory allocating 4.72 MB" \
+    "RG_CPU_MEM_LIMIT=2M ringgrad-train --model cnn" env RG_CPU_MEM_LIMIT=2M "$RG_TRAIN" --data-dir "$D" --model cnn --max-steps 1
 case_ "RG_STALL_SECONDS=abc" 1 "RG_STALL_SECONDS=\"abc\" is not a number of seconds" "RG_STALL_SECONDS=abc ringgrad-train" env RG_STALL_SECONDS=abc "$RG_TRAIN" --data-dir "$D" "${M[@]}" --max-steps 1
 
 {
