@@ -17,8 +17,11 @@ n=0
 D=$RG_TRAIN_DATA
 
 # shorten: paths of this run shown as $OUT and $DATA, one line, at most 200 characters
+src=$(cd "$HERE/../.." && pwd)
 shorten() {
-    sed -e 's/.*\(ringgrad-train: \)/\1/' -e "s|$out|\$OUT|g" -e "s|$D|\$DATA|g" -e 's/|/\\|/g' | tr -d '\r' | head -c 200
+    # (the source tree's folder left out of a fatal message's file:line)
+    sed -e 's/.*\(ringgrad-train: \)/\1/' -e "s|$out|\$OUT|g" -e "s|$D|\$DATA|g" -e "s|$src/||g" \
+        -e 's/|/\\|/g' | tr -d '\r' | head -c 200
 }
 
 # case_ WHAT EXPECT-EXIT EXPECT-REGEX DISPLAY CMD...: runs CMD (output in a log), adds a row
