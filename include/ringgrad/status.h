@@ -16,7 +16,9 @@
  *    kernels, which return no status, go through core/alloc.h (rg_xmalloc and friends) and stop
  *    the process as tier 2, with the same kind of message; under MPI every rank stops. With
  *    Linux's overcommit these fail only when the process is already lost; PyTorch raises and ggml
- *    aborts in the same places.
+ *    aborts in the same places. So do an op's output tensor and a layer's weights, which the CPU
+ *    allocator refuses when the host cannot give them (tensor/cpu/alloc.c). All of these stop
+ *    through rg_fatal_oom, so that a fatal handler can tell them from a failed check.
  *  No other malloc in the library goes unchecked.
  *
  * Library code never calls exit(). Status codes come from one X-macro, as in libuv. */

@@ -66,7 +66,7 @@ static bool cache_enabled(void) {
 rg_status rg_env_cpu_mem_limit(size_t *bytes) {
     *bytes = SIZE_MAX;
     const char *e = getenv("RG_CPU_MEM_LIMIT");
-    if (!e) return RG_OK;
+    if (!e || !*e) return RG_OK; /* unset or empty: no cap */
     char *end;
     double v = strtod(e, &end);
     int shift = 0;
