@@ -66,9 +66,10 @@ typedef struct rg_mem_stats {
 RG_API rg_mem_stats rg_mem_stats_get(rg_device dev);
 /* RG_CPU_MEM_LIMIT, validated: *bytes = its value (a number of bytes with an optional K, M or G,
  * powers of 1024: "512M", "1.5G"), or SIZE_MAX when it is unset or empty. RG_EINVAL with a message
- * when it does not parse. The CPU allocator caps what tensors hold (in use + cached) at it; without
- * it, a block of 64 MB or more must fit in what the host can still give (MemAvailable + SwapFree).
- * An invalid value is ignored there, with a warning on stderr. */
+ * when it does not parse. The CPU allocator caps what tensors hold (in use + cached) at it; and
+ * a block of 64 MB or more must fit in what the host can still give (MemAvailable + SwapFree, or
+ * the memory cgroup's room where that is less: a container's limit). An invalid value is ignored
+ * there, with a warning on stderr. */
 RG_API RG_NODISCARD rg_status rg_env_cpu_mem_limit(size_t *bytes);
 /* Returns every cached block to the system. */
 RG_API void rg_mem_release_cached(rg_device dev);

@@ -10,13 +10,15 @@
  * kernel's OOM killer later ends the process with SIGKILL and no word of why (a --batch-size of
  * 60,000 on a 24 GB host did that after a minute). So a block of BIG_BLOCK bytes or more that
  * must come from the system is first checked against what the host can still give (MemAvailable +
- * SwapFree in /proc/meminfo, read then: a few microseconds, on calls that are rare once the cache
- * is warm). If it does not fit, the cached blocks go back to the system and the check is made
- * again (as PyTorch's CUDA allocator frees its cache and retries); then the allocation fails, and
- * the caller's "out of memory" error says how much was asked and how much ringgrad's tensors hold.
+ * SwapFree in /proc/meminfo, or less where the process's memory cgroup, a container's limit,
+ * allows less; read then: tens of microseconds, on calls that are rare once the cache is warm). If
+ * it does not fit, the cached blocks go back to the system and the check is made again (as
+ * PyTorch's CUDA allocator frees its cache and retries); then the allocation fails, and the
+ * caller's "out of memory" error says how much was asked and how much ringgrad's tensors hold.
  * RG_CPU_MEM_LIMIT=BYTES[K|M|G] caps what the tensors may hold in all (in use + cached), for tests
  * and for sharing a host. */
 #include <ctype.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,10 +90,116 @@ static size_t limit_from_env(void) {
     return limit;
 }
 
-/* What the host can still give, in bytes (MemAvailable + SwapFree); SIZE_MAX where unknown. */
-static size_t host_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
+/* ---- what a memory cgroup allows (containers) ---- */
+
+/* The number after `key` (followed by a space) in the lines of file, or after nothing when key
+ * is "" (a one-number file); "max" reads as UINT64_MAX. false when the file or key is missing. */
+static bool read_number(const char *file, const char *key, uint64_t *out) {
+    FILE *f = fopen(file, "r");
+    if (!f) return false;
+    char line[256];
+    size_t kl = strlen(key);
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        if (kl && (strncmp(line, key, kl) != 0 || line[kl] != ' ')) continue;
+        const char *v = line + (kl ? kl + 1 : 0);
+        if (strncmp(v, "max", 3) == 0)
+            *out = UINT64_MAX, found = true;
+        else
+            found = sscanf(v, "%" SCNu64, out) == 1;
+    }
+    fclose(f);
+    return found;
+}
+
+/* limit - usage + cache, at least 0; SIZE_MAX when the limit is none (v1 writes 2^63 - 4096). */
+static size_t cgroup_room(uint64_t limit, uint64_t usage, uint64_t cache) {
+    if (limit >= (UINT64_C(1) << 62)) return SIZE_MAX;
+    uint64_t have = limit + cache;
+    return have > usage ? (size_t)(have - usage) : 0;
+}
+
+/* cgroup v2: the cgroup at dir (under root/sys/fs/cgroup) and each of its ancestors. */
+static size_t cgroup2_available(const char *root, const char *path) {
+    char dir[1024], file[1100];
+    snprintf(dir, sizeof dir, "%s/sys/fs/cgroup%s", root, strcmp(path, "/") == 0 ? "" : path);
+    snprintf(file, sizeof file, "%s/memory.current", dir);
+    FILE *probe = fopen(file, "r");
+    if (probe)
+        fclose(probe);
+    else
+        snprintf(dir, sizeof dir, "%s/sys/fs/cgroup", root); /* a namespace: its root is ours */
+    size_t room = SIZE_MAX;
+    size_t base = strlen(root) + strlen("/sys/fs/cgroup");
+    for (;;) {
+        uint64_t limit, usage, cache = 0;
+        snprintf(file, sizeof file, "%s/memory.max", dir);
+        bool has = read_number(file, "", &limit);
+        snprintf(file, sizeof file, "%s/memory.current", dir);
+        has = has && read_number(file, "", &usage);
+        snprintf(file, sizeof file, "%s/memory.stat", dir);
+        if (has && !read_number(file, "file", &cache)) cache = 0;
+        size_t r = has ? cgroup_room(limit, usage, cache) : SIZE_MAX;
+        if (r < room) room = r;
+        char *slash = strrchr(dir, '/');
+        if (strlen(dir) <= base || !slash || (size_t)(slash - dir) < base) break;
+        *slash = '\0'; /* the parent */
+    }
+    return room;
+}
+
+/* cgroup v1: memory.stat's hierarchical_memory_limit already takes the ancestors into account. */
+static size_t cgroup1_available(const char *root, const char *path) {
+    char dir[1024], file[1100];
+    snprintf(dir, sizeof dir, "%s/sys/fs/cgroup/memory%s", root,
+             strcmp(path, "/") == 0 ? "" : path);
+    snprintf(file, sizeof file, "%s/memory.stat", dir);
+    FILE *probe = fopen(file, "r");
+    if (probe)
+        fclose(probe);
+    else
+        snprintf(dir, sizeof dir, "%s/sys/fs/cgroup/memory", root);
+    uint64_t limit, usage, cache = 0;
+    snprintf(file, sizeof file, "%s/memory.stat", dir);
+    if (!read_number(file, "hierarchical_memory_limit", &limit)) return SIZE_MAX;
+    if (!read_number(file, "total_cache", &cache)) cache = 0;
+    snprintf(file, sizeof file, "%s/memory.usage_in_bytes", dir);
+    if (!read_number(file, "", &usage)) return SIZE_MAX;
+    return cgroup_room(limit, usage, cache);
+}
+
+size_t rg_cpu_cgroup_available(const char *root) {
+    char file[1100], line[1200];
+    snprintf(file, sizeof file, "%s/proc/self/cgroup", root);
+    FILE *f = fopen(file, "r");
     if (!f) return SIZE_MAX;
+    size_t room = SIZE_MAX;
+    while (fgets(line, sizeof line, f)) { /* "ID:CONTROLLERS:PATH" */
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c2 = '\0';
+        const char *controllers = c1 + 1, *path = c2 + 1;
+        size_t r = SIZE_MAX;
+        if (!*controllers && strncmp(line, "0:", 2) == 0) {
+            r = cgroup2_available(root, path);
+        } else { /* v1: "memory" among the comma-separated controllers */
+            for (const char *m = strstr(controllers, "memory"); m; m = strstr(m + 1, "memory"))
+                if ((m == controllers || m[-1] == ',') && (m[6] == '\0' || m[6] == ','))
+                    r = cgroup1_available(root, path);
+        }
+        if (r < room) room = r;
+    }
+    fclose(f);
+    return room;
+}
+
+/* What the host can still give, in bytes (MemAvailable + SwapFree, or less where a memory cgroup
+ * says so); SIZE_MAX where unknown. */
+static size_t host_available(void) {
+    size_t cg = rg_cpu_cgroup_available("");
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return cg;
     char line[128];
     unsigned long long kb, avail = 0, swap = 0;
     int found = 0;
@@ -102,7 +210,8 @@ static size_t host_available(void) {
             swap = kb, found |= 2;
     }
     fclose(f);
-    return found & 1 ? (size_t)(avail + swap) * 1024 : SIZE_MAX;
+    size_t host = found & 1 ? (size_t)(avail + swap) * 1024 : SIZE_MAX;
+    return cg < host ? cg : host;
 }
 
 /* Whether a new system block of `size` bytes fits (lock held). */

@@ -31,6 +31,15 @@ void rg_cpu_maxpool2d_forward_serial(const rg_pool2d_shape *s, const float *x, f
 void rg_cpu_maxpool2d_backward_serial(const rg_pool2d_shape *s, const float *dy,
                                       const int32_t *argmax, float beta, float *dx);
 
+/* What this process's memory cgroup (a container's limit) still allows, in bytes: the tightest
+ * of its limit and its ancestors' limits, less their usage, plus the page cache they hold (which
+ * the kernel reclaims before it kills, as MemAvailable counts it); SIZE_MAX where no limit is
+ * set or no cgroup is found. cgroup v2 (memory.max, memory.current, memory.stat's "file") and v1
+ * (memory.stat's hierarchical_memory_limit and total_cache, memory.usage_in_bytes). root is
+ * prefixed to /proc/self/cgroup and /sys/fs/cgroup ("" for the real files; a test's folder).
+ * tensor/cpu/alloc.c, not a kernel: one copy for every instruction set. */
+size_t rg_cpu_cgroup_available(const char *root);
+
 /* OpenMP chunking: parallelise only loops worth a thread wake-up. */
 #define RG_CPU_PAR_MIN 32768
 
