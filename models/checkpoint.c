@@ -35,7 +35,12 @@ static int build_meta(kv_store *kv, const rg_model *model, rg_optim *optim,
                       const rg_checkpoint_meta *meta) {
     int n = 0;
 #define PUT(k, ...)                                                                                \
-    snprintf(kv[n].key, KV_KEY_MAX, "%s", k), snprintf(kv[n++].value, KV_VALUE_MAX, __VA_ARGS__)
+    do {                                                                                           \
+        RG_CHECK(n < FIXED_KEYS, "checkpoint: more fixed metadata keys than FIXED_KEYS (%d)",      \
+                 FIXED_KEYS);                                                                      \
+        snprintf(kv[n].key, KV_KEY_MAX, "%s", k);                                                  \
+        snprintf(kv[n++].value, KV_VALUE_MAX, __VA_ARGS__);                                        \
+    } while (0)
     PUT("format", "pt");
     PUT("ringgrad.format_version", "%d", RG_CHECKPOINT_FORMAT_VERSION);
     PUT("ringgrad.version", "%s", rg_version()); /* who wrote it; not checked on load */
@@ -50,8 +55,6 @@ static int build_meta(kv_store *kv, const rg_model *model, rg_optim *optim,
         PUT("optim.lr", "%.9g", (double)rg_optim_get_lr(optim)); /* 9 digits: exact for float */
     }
 #undef PUT
-    RG_CHECK(n <= FIXED_KEYS, "checkpoint: %d fixed metadata keys; FIXED_KEYS says %d", n,
-             FIXED_KEYS);
     int ns;
     const rg_named_stream *st = rg_model_streams(model, &ns);
     for (int i = 0; i < ns; i++) {

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tensor/cpu/cpu.h"
 
@@ -119,30 +120,39 @@ static size_t cgroup_room(uint64_t limit, uint64_t usage, uint64_t cache) {
     return have > usage ? (size_t)(have - usage) : 0;
 }
 
-/* cgroup v2: the cgroup at dir (under root/sys/fs/cgroup) and each of its ancestors. */
+/* read_number on the file `name` in folder dir. */
+static bool read_in(const char *dir, const char *name, const char *key, uint64_t *out) {
+    char file[1100];
+    snprintf(file, sizeof file, "%s/%s", dir, name);
+    return read_number(file, key, out);
+}
+
+/* The folder of the cgroup at path under root + mount, into dir; where that folder lacks the
+ * file `probe`, the mount itself (in a cgroup namespace, a container's own cgroup is the root it
+ * sees). Returns the length of root + mount, above which dir's parents are still cgroups. */
+static size_t cgroup_dir(char *dir, size_t cap, const char *root, const char *mount,
+                         const char *path, const char *probe) {
+    char file[1100];
+    snprintf(dir, cap, "%s%s%s", root, mount, strcmp(path, "/") == 0 ? "" : path);
+    snprintf(file, sizeof file, "%s/%s", dir, probe);
+    if (access(file, R_OK) != 0) snprintf(dir, cap, "%s%s", root, mount);
+    return strlen(root) + strlen(mount);
+}
+
+/* cgroup v2: the process's cgroup and each of its ancestors, the tightest room. */
 static size_t cgroup2_available(const char *root, const char *path) {
-    char dir[1024], file[1100];
-    snprintf(dir, sizeof dir, "%s/sys/fs/cgroup%s", root, strcmp(path, "/") == 0 ? "" : path);
-    snprintf(file, sizeof file, "%s/memory.current", dir);
-    FILE *probe = fopen(file, "r");
-    if (probe)
-        fclose(probe);
-    else
-        snprintf(dir, sizeof dir, "%s/sys/fs/cgroup", root); /* a namespace: its root is ours */
+    char dir[1024];
+    size_t base = cgroup_dir(dir, sizeof dir, root, "/sys/fs/cgroup", path, "memory.current");
     size_t room = SIZE_MAX;
-    size_t base = strlen(root) + strlen("/sys/fs/cgroup");
     for (;;) {
         uint64_t limit, usage, cache = 0;
-        snprintf(file, sizeof file, "%s/memory.max", dir);
-        bool has = read_number(file, "", &limit);
-        snprintf(file, sizeof file, "%s/memory.current", dir);
-        has = has && read_number(file, "", &usage);
-        snprintf(file, sizeof file, "%s/memory.stat", dir);
-        if (has && !read_number(file, "file", &cache)) cache = 0;
-        size_t r = has ? cgroup_room(limit, usage, cache) : SIZE_MAX;
-        if (r < room) room = r;
+        if (read_in(dir, "memory.max", "", &limit) && read_in(dir, "memory.current", "", &usage)) {
+            if (!read_in(dir, "memory.stat", "file", &cache)) cache = 0;
+            size_t r = cgroup_room(limit, usage, cache);
+            if (r < room) room = r;
+        }
         char *slash = strrchr(dir, '/');
-        if (strlen(dir) <= base || !slash || (size_t)(slash - dir) < base) break;
+        if (!slash || (size_t)(slash - dir) < base) break;
         *slash = '\0'; /* the parent */
     }
     return room;
@@ -150,21 +160,13 @@ static size_t cgroup2_available(const char *root, const char *path) {
 
 /* cgroup v1: memory.stat's hierarchical_memory_limit already takes the ancestors into account. */
 static size_t cgroup1_available(const char *root, const char *path) {
-    char dir[1024], file[1100];
-    snprintf(dir, sizeof dir, "%s/sys/fs/cgroup/memory%s", root,
-             strcmp(path, "/") == 0 ? "" : path);
-    snprintf(file, sizeof file, "%s/memory.stat", dir);
-    FILE *probe = fopen(file, "r");
-    if (probe)
-        fclose(probe);
-    else
-        snprintf(dir, sizeof dir, "%s/sys/fs/cgroup/memory", root);
+    char dir[1024];
+    cgroup_dir(dir, sizeof dir, root, "/sys/fs/cgroup/memory", path, "memory.stat");
     uint64_t limit, usage, cache = 0;
-    snprintf(file, sizeof file, "%s/memory.stat", dir);
-    if (!read_number(file, "hierarchical_memory_limit", &limit)) return SIZE_MAX;
-    if (!read_number(file, "total_cache", &cache)) cache = 0;
-    snprintf(file, sizeof file, "%s/memory.usage_in_bytes", dir);
-    if (!read_number(file, "", &usage)) return SIZE_MAX;
+    if (!read_in(dir, "memory.stat", "hierarchical_memory_limit", &limit) ||
+        !read_in(dir, "memory.usage_in_bytes", "", &usage))
+        return SIZE_MAX;
+    if (!read_in(dir, "memory.stat", "total_cache", &cache)) cache = 0;
     return cgroup_room(limit, usage, cache);
 }
 

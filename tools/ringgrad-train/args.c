@@ -158,7 +158,13 @@ static int check_data_args(const train_args *a) {
     return 0;
 }
 
-static bool given(const train_args *a, const char *name);
+_Static_assert(sizeof options / sizeof options[0] <= 64, "train_args.given has 64 bits");
+
+static bool given(const train_args *a, const char *name) {
+    for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+        if (strcmp(options[k].name, name) == 0) return a->given >> k & 1;
+    return false;
+}
 
 int train_args_parse(train_args *a, int argc, char **argv) {
     defaults(a);
@@ -203,14 +209,6 @@ int train_args_parse(train_args *a, int argc, char **argv) {
         a->straggle_rank = (int)r, a->straggle_ms = ms;
     }
     return check_data_args(a);
-}
-
-_Static_assert(sizeof options / sizeof options[0] <= 64, "train_args.given has 64 bits");
-
-static bool given(const train_args *a, const char *name) {
-    for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
-        if (strcmp(options[k].name, name) == 0) return a->given >> k & 1;
-    return false;
 }
 
 int train_args_notes(const train_args *a, FILE *out) {

@@ -284,9 +284,10 @@ rg_status guard_probe_output(const char *flag, const char *path) {
         return rg_error(RG_EINVAL, "--%s: the path is %zu characters long; the limit is 4095 "
                         "(PATH_MAX)", flag, len);
     struct stat sb;
-    if ((len && path[len - 1] == '/') || (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)))
+    bool ends_in_slash = len && path[len - 1] == '/';
+    if (ends_in_slash || (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)))
         return rg_error(RG_EINVAL, "--%s %s: is a folder; give a file name in it (%s%s%s)", flag,
-                        path, path, len && path[len - 1] == '/' ? "" : "/",
+                        path, path, ends_in_slash ? "" : "/",
                         strcmp(flag, "timeline") == 0 ? "timeline.json" : "model.safetensors");
     const char *slash = strrchr(path, '/');
     char probe[4200];
