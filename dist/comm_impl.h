@@ -235,6 +235,8 @@ RG_NODISCARD rg_status rg_comm_dev_sync(rg_comm *c, const char *what);
 
 /* ---- comm_mpi.c: shared by the host backends ---- */
 MPI_Datatype rg_comm_mpi_type(rg_comm_dtype dt);
+/* Whether the mpi backend may run large allreduces on the ring (RG_MPI_RING is not "0"). */
+bool rg_comm_mpi_ring_enabled(void);
 RG_NODISCARD rg_status rg_comm_mpi_barrier(rg_comm *c);
 RG_NODISCARD
 rg_status rg_comm_mpi_send(rg_comm *c, const void *buf, int64_t count, rg_comm_dtype dt, int peer,
@@ -242,6 +244,20 @@ rg_status rg_comm_mpi_send(rg_comm *c, const void *buf, int64_t count, rg_comm_d
 RG_NODISCARD
 rg_status rg_comm_mpi_recv(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int peer,
                            int tag);
+
+/* ---- comm_ring.c: the ring, which the mpi backend also runs (large allreduces at a world size
+ * that is not a power of two; comm_mpi.c says why) ---- */
+/* Scratch a ring keeps from call to call: the ring backend's state, and a part of the mpi
+ * backend's. Zero-initialised is empty. */
+typedef struct {
+    char *scratch; /* two segments: where received segments land before they are added */
+    size_t scratch_bytes;
+    char *work; /* reduce-scatter's copy of its const input */
+    size_t work_bytes;
+} rg_ring_scratch;
+RG_NODISCARD rg_status rg_comm_ring_allreduce(rg_comm *c, rg_ring_scratch *st, void *buf,
+                                              int64_t count, rg_comm_dtype dt, rg_reduce_op op);
+void rg_ring_scratch_free(rg_ring_scratch *st);
 
 /* ---- host_reduce.c: the arithmetic of the host backends ---- */
 /* dst[i] += src[i]; F16 is added in float32 and rounded once. */

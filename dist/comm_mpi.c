@@ -7,18 +7,39 @@
  *   - AVG: MPI has no average; it is SUM, then a scale by 1/size;
  *   - counts: MPI counts are int; allreduce and broadcast are split into chunks of 2^30
  *     elements, the others refuse more than INT_MAX elements.
- * Barrier and the point-to-point calls here serve the ring backend too. */
+ * Barrier and the point-to-point calls here serve the ring backend too.
+ *
+ * One algorithm of Open MPI's we do not take: on a world size that is not a power of two (3, 5,
+ * 6, 7 ranks, ...) Open MPI 4.1's allreduce runs large buffers by recursive doubling or
+ * Rabenseifner's algorithm, each of which first folds the extra ranks' whole buffers into
+ * partners and sends them the result at the end. At 3 ranks that moved 2.2x the time of a ring
+ * on 1 Gbit/s links and 1.3-1.5x on 10 Gbit/s and on shared memory, from 1 MiB up; Open MPI's own
+ * ring (coll_tuned_allreduce_algorithm 4 with dynamic rules on) is about as fast as ours
+ * (docs/PERFORMANCE.md, twenty-first session). So allreduces of at least RING_MIN_BYTES on such
+ * a world run comm_ring.c's ring over this comm's MPI point-to-point; below that, and on 2, 4,
+ * 8, ... ranks (on 2 and 4 Open MPI's choice tied or beat the ring), MPI_Allreduce. Each element
+ * is then summed in another order than Open MPI's, the same on every rank. RG_MPI_RING=0 turns
+ * this off (ranks must agree: rg_dist_init checks). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dist/comm_impl.h"
 
 #define CHUNK ((int64_t)1 << 30)
+#define RING_MIN_BYTES ((int64_t)1 << 20) /* at 256 KiB: ring ahead on 1 Gbit/s, tied on 10 */
 
 typedef struct {
     MPI_Op f16_sum;
+    bool ring;               /* large allreduces take the ring (above) */
+    rg_ring_scratch scratch; /* the ring's */
 } mpi_state;
+
+bool rg_comm_mpi_ring_enabled(void) {
+    const char *v = getenv("RG_MPI_RING");
+    return !(v && strcmp(v, "0") == 0);
+}
 
 MPI_Datatype rg_comm_mpi_type(rg_comm_dtype dt) {
     switch (dt) {
@@ -50,6 +71,7 @@ RG_NODISCARD static rg_status mpi_init(rg_comm *c) {
     mpi_state *st = calloc(1, sizeof *st);
     if (!st) return rg_error(RG_ENOMEM, "comm backend mpi: out of memory");
     MPI_Op_create(f16_sum, 1, &st->f16_sum);
+    st->ring = rg_comm_mpi_ring_enabled() && c->size >= 3 && (c->size & (c->size - 1)) != 0;
     c->impl = st;
     return RG_OK;
 }
@@ -58,6 +80,7 @@ static void mpi_deinit(rg_comm *c) {
     mpi_state *st = c->impl;
     if (!st) return;
     MPI_Op_free(&st->f16_sum);
+    rg_ring_scratch_free(&st->scratch);
     free(st);
     c->impl = NULL;
 }
@@ -69,6 +92,9 @@ RG_NODISCARD static rg_status too_large(const char *what, int64_t count) {
 RG_NODISCARD static rg_status mpi_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
                                rg_reduce_op op) {
     size_t esz = rg_comm_dtype_size(dt);
+    mpi_state *st = c->impl;
+    if (st->ring && count * (int64_t)esz >= RING_MIN_BYTES)
+        return rg_comm_ring_allreduce(c, &st->scratch, buf, count, dt, op);
     for (int64_t off = 0; off < count; off += CHUNK) {
         int n = (int)(count - off < CHUNK ? count - off : CHUNK);
         MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * esz, n, rg_comm_mpi_type(dt), sum_op(c, dt),

@@ -43,7 +43,9 @@
  * for; docs/PERFORMANCE.md D2). A wait that stalls is reported like a stalled collective.
  *
  * This backend rings allreduce, reduce-scatter, allgather and broadcast (a pipelined chain);
- * barrier and send/recv are the mpi backend's. */
+ * barrier and send/recv are the mpi backend's. The mpi backend in turn runs its large
+ * allreduces on a world size that is not a power of two through rg_comm_ring_allreduce
+ * (comm_mpi.c says why). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,16 +57,10 @@
 #define RING_MAX_SEGS 64                  /* so that a step's requests fit on the stack */
 #define TAG_RING RG_COMM_TAG_MAX          /* above every user tag */
 
-typedef struct {
-    char *scratch; /* two segments: where received segments land before they are added */
-    size_t scratch_bytes;
-    char *work; /* reduce-scatter's copy of its const input */
-    size_t work_bytes;
-} ring_state;
-
 /* One collective's view of the ring: count elements of buf, cut into nblocks blocks. */
 typedef struct {
     rg_comm *c;
+    rg_ring_scratch *st;
     char *buf;
     int64_t count;
     int nblocks;
@@ -111,9 +107,10 @@ RG_NODISCARD static rg_status grow(char **p, size_t *have, size_t want) {
 }
 
 RG_NODISCARD
-static rg_status ring_begin(ring *g, rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
-                            int nblocks) {
+static rg_status ring_begin(ring *g, rg_comm *c, rg_ring_scratch *st, void *buf, int64_t count,
+                            rg_comm_dtype dt, int nblocks) {
     *g = (ring){.c = c,
+                .st = st,
                 .buf = buf,
                 .count = count,
                 .nblocks = nblocks,
@@ -131,7 +128,7 @@ static rg_status ring_begin(ring *g, rg_comm *c, void *buf, int64_t count, rg_co
 
 /* The two scratch segments that recv_and_add receives into, kept from call to call. */
 RG_NODISCARD static rg_status reserve_scratch(ring *g) {
-    ring_state *st = g->c->impl;
+    rg_ring_scratch *st = g->st;
     size_t seg_bytes = (size_t)block(g, 0).seg * g->esz;
     RG_TRY(grow(&st->scratch, &st->scratch_bytes, 2 * seg_bytes));
     g->slot[0] = st->scratch, g->slot[1] = st->scratch + seg_bytes;
@@ -206,10 +203,10 @@ RG_NODISCARD static rg_status allgather_phase(ring *g) {
     return RG_OK;
 }
 
-RG_NODISCARD static rg_status ring_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
-                                rg_reduce_op op) {
+rg_status rg_comm_ring_allreduce(rg_comm *c, rg_ring_scratch *st, void *buf, int64_t count,
+                                 rg_comm_dtype dt, rg_reduce_op op) {
     ring g;
-    RG_TRY(ring_begin(&g, c, buf, count, dt, c->size));
+    RG_TRY(ring_begin(&g, c, st, buf, count, dt, c->size));
     RG_TRY(reserve_scratch(&g));
     RG_TRY(reduce_scatter_phase(&g));
     if (op == RG_REDUCE_AVG) { /* scale only the block we own; the allgather spreads it */
@@ -219,16 +216,21 @@ RG_NODISCARD static rg_status ring_allreduce(rg_comm *c, void *buf, int64_t coun
     return allgather_phase(&g);
 }
 
+RG_NODISCARD static rg_status ring_allreduce(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
+                                             rg_reduce_op op) {
+    return rg_comm_ring_allreduce(c, c->impl, buf, count, dt, op);
+}
+
 /* The phase works in place, and send is const, so it runs on a copy of send. */
 RG_NODISCARD
 static rg_status ring_reduce_scatter(rg_comm *c, const void *send, void *recv, int64_t count,
                                      rg_comm_dtype dt, rg_reduce_op op) {
-    ring_state *st = c->impl;
+    rg_ring_scratch *st = c->impl;
     size_t esz = rg_comm_dtype_size(dt), bytes = (size_t)count * c->size * esz;
     RG_TRY(grow(&st->work, &st->work_bytes, bytes));
     if (bytes) memcpy(st->work, send, bytes);
     ring g;
-    RG_TRY(ring_begin(&g, c, st->work, count * c->size, dt, c->size)); /* block r: rank r's */
+    RG_TRY(ring_begin(&g, c, st, st->work, count * c->size, dt, c->size)); /* block r: rank r's */
     RG_TRY(reserve_scratch(&g));
     RG_TRY(reduce_scatter_phase(&g));
     if (count) memcpy(recv, at(&g, (int64_t)c->rank * count), (size_t)count * esz);
@@ -243,7 +245,7 @@ static rg_status ring_allgather(rg_comm *c, const void *send, void *recv, int64_
     char *mine = (char *)recv + (size_t)c->rank * count * esz;
     if (send != mine && count) memcpy(mine, send, (size_t)count * esz);
     ring g;
-    RG_TRY(ring_begin(&g, c, recv, count * c->size, dt, c->size));
+    RG_TRY(ring_begin(&g, c, c->impl, recv, count * c->size, dt, c->size));
     return allgather_phase(&g);
 }
 
@@ -253,7 +255,7 @@ static rg_status ring_allgather(rg_comm *c, const void *send, void *recv, int64_
 RG_NODISCARD
 static rg_status ring_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int root) {
     ring g;
-    RG_TRY(ring_begin(&g, c, buf, count, dt, 1)); /* one block: all of buf */
+    RG_TRY(ring_begin(&g, c, c->impl, buf, count, dt, 1)); /* one block: all of buf */
     segs s = block(&g, 0);
     bool first = g.rank == root, last = g.right == root;
     MPI_Request recvs[RING_MAX_SEGS], sends[RING_MAX_SEGS];
@@ -268,16 +270,21 @@ static rg_status ring_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dt
     return last ? RG_OK : wait_all(&g, (int)s.nseg, sends);
 }
 
+void rg_ring_scratch_free(rg_ring_scratch *st) {
+    free(st->scratch);
+    free(st->work);
+    *st = (rg_ring_scratch){0};
+}
+
 RG_NODISCARD static rg_status ring_init(rg_comm *c) {
-    c->impl = calloc(1, sizeof(ring_state));
+    c->impl = calloc(1, sizeof(rg_ring_scratch));
     return c->impl ? RG_OK : rg_error(RG_ENOMEM, "comm backend ring: out of memory");
 }
 
 static void ring_deinit(rg_comm *c) {
-    ring_state *st = c->impl;
+    rg_ring_scratch *st = c->impl;
     if (!st) return;
-    free(st->scratch);
-    free(st->work);
+    rg_ring_scratch_free(st);
     free(st);
     c->impl = NULL;
 }

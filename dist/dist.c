@@ -124,10 +124,11 @@ rg_dist *rg_dist_init_opts(int *argc, char ***argv, const rg_dist_opts *opts) {
     if (s == RG_OK) {
         /* over MPI, before the chosen communicator exists: ranks on different backends must
          * still be able to tell each other so */
-        size_t cap = strlen(o.comm) + (o.agree ? strlen(o.agree) : 0) + 64;
+        size_t cap = strlen(o.comm) + (o.agree ? strlen(o.agree) : 0) + 96;
         char *config = malloc(cap);
         RG_CHECK(config, "rg_dist_init: out of memory");
-        snprintf(config, cap, "--comm/$RG_COMM %s\n%s", o.comm, o.agree ? o.agree : "");
+        snprintf(config, cap, "--comm/$RG_COMM %s\n$RG_MPI_RING %s\n%s", o.comm,
+                 rg_comm_mpi_ring_enabled() ? "1" : "0", o.agree ? o.agree : "");
         s = rg_dist_agree_config(d, config);
         free(config);
     }

@@ -4,6 +4,7 @@
  * program starts MPI itself, so that it can go on after a failed rg_dist_init_opts. */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mpitest.h"
@@ -26,6 +27,17 @@ static void a_backend_differs_before_any_comm_exists(void) {
     rg_dist *d = rg_dist_init_opts(NULL, NULL, &(rg_dist_opts){.comm = rank == 1 ? "ring" : "mpi"});
     MT_CHECK(d == NULL, "rank %d: different backends were accepted", rank);
     MT_CHECK(strstr(rg_last_error(), "--comm/$RG_COMM is mpi on rank 0, ring on rank 1"), "rank %d: %s",
+             rank, rg_last_error());
+}
+
+static void the_mpi_comms_ring_switch_must_agree(void) {
+    int rank = mt_rank();
+    /* one rank in MPI_Allreduce, another in the ring's sends, would wait for each other forever */
+    if (rank == 1) setenv("RG_MPI_RING", "0", 1);
+    rg_dist *d = rg_dist_init_opts(NULL, NULL, &(rg_dist_opts){.comm = "mpi"});
+    unsetenv("RG_MPI_RING");
+    MT_CHECK(d == NULL, "rank %d: a differing RG_MPI_RING was accepted", rank);
+    MT_CHECK(strstr(rg_last_error(), "$RG_MPI_RING is 1 on rank 0, 0 on rank 1"), "rank %d: %s",
              rank, rg_last_error());
 }
 
@@ -54,6 +66,7 @@ int main(int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
     MT_RUN(differing_values_fail_every_rank_naming_them);
     MT_RUN(a_backend_differs_before_any_comm_exists);
+    MT_RUN(the_mpi_comms_ring_switch_must_agree);
     MT_RUN(a_setting_missing_on_rank_0_is_named);
     MT_RUN(equal_settings_start_normally);
     int rc = mt_report();

@@ -65,7 +65,7 @@ static void test_allreduce_float(void) {
 
 static void test_allreduce_integer(void) {
     rg_comm_dtype dts[] = {RG_COMM_I32, RG_COMM_I64, RG_COMM_U8};
-    int64_t ns[] = {0, 1, 7, size + 1, 100003};
+    int64_t ns[] = {0, 1, 7, size + 1, 300007}; /* 1.2 MB of int32: the mpi comm's ring too */
     for (int b = 0; b < 2; b++)
         for (int d = 0; d < 3; d++)
             for (int k = 0; k < 5; k++) allreduce_case(comms[b], dts[d], RG_REDUCE_SUM, ns[k], k);
@@ -90,6 +90,36 @@ static void test_allreduce_random_f32_close_to_serial_sum(void) {
     }
     free(buf);
     free(want);
+}
+
+/* On 3, 5, 6, ... ranks the mpi comm runs allreduces of 1 MiB and more on the ring
+ * (comm_mpi.c): its floats then carry the ring's bits exactly, which MPI_Allreduce's other order
+ * of additions does not (RG_MPI_RING=0). On 2 and 4 ranks it keeps MPI_Allreduce. */
+static void test_large_allreduce_takes_the_ring_on_odd_worlds(void) {
+    if (size < 3 || (size & (size - 1)) == 0) return;
+    int64_t n = 300007; /* 1.2 MB */
+    float *in = malloc(n * sizeof *in), *got[3];
+    for (int64_t i = 0; i < n; i++) in[i] = (float)sin((double)(i + 1) * (rank + 1) * 0.37) * 1e3f;
+    setenv("RG_MPI_RING", "0", 1); /* on every rank: a comm made now keeps MPI_Allreduce */
+    rg_comm *plain;
+    MT_OK(rg_comm_new(dist, RG_COMM_MPI, &plain));
+    unsetenv("RG_MPI_RING");
+    rg_comm *cs[3] = {comms[0], comms[1], plain};
+    for (int b = 0; b < 3; b++) {
+        got[b] = malloc(n * sizeof *got[b]);
+        memcpy(got[b], in, n * sizeof *in);
+        MT_OK(rg_comm_allreduce(cs[b], got[b], n, RG_COMM_F32, RG_REDUCE_SUM));
+    }
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; i++) differ += got[0][i] != got[1][i];
+    MT_CHECK(differ == 0, "%lld of %lld sums differ between the mpi comm and the ring comm",
+             (long long)differ, (long long)n);
+    for (int64_t i = 0; i < n; i++) differ += got[2][i] != got[1][i];
+    MT_CHECK(differ > 0, "MPI_Allreduce (RG_MPI_RING=0) gave the ring's bits: the check above "
+                         "cannot tell the two paths apart");
+    rg_comm_free(plain);
+    for (int b = 0; b < 3; b++) free(got[b]);
+    free(in);
 }
 
 /* ---- broadcast ---- */
@@ -241,6 +271,7 @@ int main(int argc, char **argv) {
     MT_RUN(test_allreduce_float);
     MT_RUN(test_allreduce_integer);
     MT_RUN(test_allreduce_random_f32_close_to_serial_sum);
+    MT_RUN(test_large_allreduce_takes_the_ring_on_odd_worlds);
     MT_RUN(test_broadcast_from_every_root);
     MT_RUN(test_allgather);
     MT_RUN(test_reduce_scatter);
