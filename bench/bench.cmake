@@ -2,10 +2,11 @@
 # built by the top-level CMakeLists with the tools). Each file's header says how to run it; the
 # scripts beside them (cnn_step.sh, overlap.sh, scaling.sh, ...) run them against their baselines.
 #   allreduce_bench  ringgrad's communicators and the DDP buckets against raw MPI_Allreduce
+#   collectives_bench  reduce-scatter, allgather and broadcast: the communicators against raw MPI
 #   overlap_bench    DDP with and without overlap against compute alone (run by overlap.sh)
 #   cluster_bench    what a (simulated) network gives MPI: ping-pong, exchange, allreduce
 #   loader_bench     how fast the data path delivers batches
-foreach(p allreduce_bench overlap_bench loader_bench)
+foreach(p allreduce_bench collectives_bench overlap_bench loader_bench)
   add_executable(${p} ${CMAKE_CURRENT_LIST_DIR}/${p}.c)
   target_link_libraries(${p} PRIVATE ringgrad)
   target_include_directories(${p} PRIVATE ${CMAKE_SOURCE_DIR})

@@ -7,6 +7,11 @@
  *   - AVG: MPI has no average; it is SUM, then a scale by 1/size;
  *   - counts: MPI counts are int; allreduce and broadcast are split into chunks of 2^30
  *     elements, the others refuse more than INT_MAX elements.
+ * Reduce-scatter calls MPI_Reduce_scatter with equal counts, not MPI_Reduce_scatter_block, which
+ * means the same: Open MPI 4.1 runs the block form as a reduce to one rank and a scatter, 2.8x
+ * the time of the vector form on 2 hosts at 1 Gbit/s, 3.7x on 3 and 4.4x on 4 at 16 MiB, and
+ * 2.0-2.9x on shared memory (bench/collectives_bench.c; docs/PERFORMANCE.md, twenty-first
+ * session).
  * Barrier and the point-to-point calls here serve the ring backend too.
  *
  * One algorithm of Open MPI's we do not take: on a world size that is not a power of two (3, 5,
@@ -32,6 +37,7 @@
 
 typedef struct {
     MPI_Op f16_sum;
+    int *counts;             /* reduce-scatter's recvcounts, one per rank */
     bool ring;               /* large allreduces take the ring (above) */
     rg_ring_scratch scratch; /* the ring's */
 } mpi_state;
@@ -69,7 +75,13 @@ static MPI_Op sum_op(const rg_comm *c, rg_comm_dtype dt) {
 
 RG_NODISCARD static rg_status mpi_init(rg_comm *c) {
     mpi_state *st = calloc(1, sizeof *st);
-    if (!st) return rg_error(RG_ENOMEM, "comm backend mpi: out of memory");
+    int *counts = malloc((size_t)c->size * sizeof *counts);
+    if (!st || !counts) {
+        free(st);
+        free(counts);
+        return rg_error(RG_ENOMEM, "comm backend mpi: out of memory");
+    }
+    st->counts = counts;
     MPI_Op_create(f16_sum, 1, &st->f16_sum);
     st->ring = rg_comm_mpi_ring_enabled() && c->size >= 3 && (c->size & (c->size - 1)) != 0;
     c->impl = st;
@@ -80,6 +92,7 @@ static void mpi_deinit(rg_comm *c) {
     mpi_state *st = c->impl;
     if (!st) return;
     MPI_Op_free(&st->f16_sum);
+    free(st->counts);
     rg_ring_scratch_free(&st->scratch);
     free(st);
     c->impl = NULL;
@@ -127,7 +140,9 @@ RG_NODISCARD
 static rg_status mpi_reduce_scatter(rg_comm *c, const void *send, void *recv, int64_t count,
                                     rg_comm_dtype dt, rg_reduce_op op) {
     if (count > INT_MAX) return too_large("rg_comm_reduce_scatter", count);
-    MPI_Reduce_scatter_block(send, recv, (int)count, rg_comm_mpi_type(dt), sum_op(c, dt), c->mpi);
+    int *counts = ((mpi_state *)c->impl)->counts;
+    for (int r = 0; r < c->size; r++) counts[r] = (int)count;
+    MPI_Reduce_scatter(send, recv, counts, rg_comm_mpi_type(dt), sum_op(c, dt), c->mpi);
     if (op == RG_REDUCE_AVG) rg_host_scale(recv, count, dt, 1.0 / c->size);
     return RG_OK;
 }

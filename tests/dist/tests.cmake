@@ -44,6 +44,13 @@ add_test(NAME dist/allreduce_bench_smoke
 set_tests_properties(dist/allreduce_bench_smoke PROPERTIES LABELS "dist;mpi" TIMEOUT 300
                      ENVIRONMENT "${RG_MPI_TEST_ENV}" PROCESSORS 2)
 
+# The same for bench/collectives_bench.c: every method's result is checked before it is timed.
+add_test(NAME dist/collectives_bench_smoke
+         COMMAND ${RG_MPIRUN} -np 3 $<TARGET_FILE:collectives_bench> --min 96 --max 96K --factor 32
+                 --rounds 1 --iters 1)
+set_tests_properties(dist/collectives_bench_smoke PROPERTIES LABELS "dist;mpi" TIMEOUT 300
+                     ENVIRONMENT "${RG_MPI_TEST_ENV}" PROCESSORS 2)
+
 # A smoke test that the overlap benchmark (bench/overlap_bench.c, run by bench/overlap.sh) trains
 # its three DDP modes side by side and reports.
 add_test(NAME dist/overlap_bench_smoke
