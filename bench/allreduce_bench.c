@@ -14,7 +14,8 @@
  *         back, raw's calls drift apart and overlap one rank's copying with the other's summing;
  *         lined up, both do the same phase at once: a barrier alone cost 20-25% at 1-4 MiB on 2
  *         ranks of a 2-vCPU Zen 5 (docs/PERFORMANCE.md, tenth session);
- *   mpi   rg_comm_allreduce on an mpi comm: queue, comm thread, join, MPI_Allreduce;
+ *   mpi   rg_comm_allreduce on an mpi comm: queue, comm thread, join, MPI_Allreduce (from 1 MiB
+ *         the mpi comm runs our ring instead, dist/comm_mpi.c; RG_MPI_RING=0 for MPI's);
  *   ring  rg_comm_allreduce on a ring comm: queue, comm thread, join, our ring;
  *   avg   as mpi, with RG_REDUCE_AVG: the 1/N scale after the sum is one more pass over the
  *         buffer, which DDP pays too;

@@ -245,8 +245,8 @@ RG_NODISCARD
 rg_status rg_comm_mpi_recv(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt, int peer,
                            int tag);
 
-/* ---- comm_ring.c: the ring, which the mpi backend also runs (large allreduces at a world size
- * that is not a power of two; comm_mpi.c says why) ---- */
+/* ---- comm_ring.c: the ring, which the mpi backend also runs (large allreduces; comm_mpi.c
+ * says why) ---- */
 /* Scratch a ring keeps from call to call: the ring backend's state, and a part of the mpi
  * backend's. Zero-initialised is empty. */
 typedef struct {

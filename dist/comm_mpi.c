@@ -14,17 +14,23 @@
  * session).
  * Barrier and the point-to-point calls here serve the ring backend too.
  *
- * One algorithm of Open MPI's we do not take: on a world size that is not a power of two (3, 5,
- * 6, 7 ranks, ...) Open MPI 4.1's allreduce runs large buffers by recursive doubling or
- * Rabenseifner's algorithm, each of which first folds the extra ranks' whole buffers into
- * partners and sends them the result at the end. At 3 ranks that moved 2.2x the time of a ring
- * on 1 Gbit/s links and 1.3-1.5x on 10 Gbit/s and on shared memory, from 1 MiB up; Open MPI's own
- * ring (coll_tuned_allreduce_algorithm 4 with dynamic rules on) is about as fast as ours
- * (docs/PERFORMANCE.md, twenty-first session). So allreduces of at least RING_MIN_BYTES on such
- * a world run comm_ring.c's ring over this comm's MPI point-to-point; below that, and on 2, 4,
- * 8, ... ranks (on 2 and 4 Open MPI's choice tied or beat the ring), MPI_Allreduce. Each element
- * is then summed in another order than Open MPI's, the same on every rank. RG_MPI_RING=0 turns
- * this off (ranks must agree: rg_dist_init checks). */
+ * Large allreduces (RING_MIN_BYTES and more: every DDP bucket) do not go to MPI_Allreduce but to
+ * comm_ring.c's ring, over this comm's MPI point-to-point, for two reasons measured on simulated
+ * hosts (docs/PERFORMANCE.md, twenty-first session):
+ *   - on a world size that is not a power of two (3, 5, 6, ... ranks) Open MPI 4.1 runs them by
+ *     recursive doubling or Rabenseifner's algorithm, which fold the extra ranks' whole buffers
+ *     into partners first and send them the result at the end: on 3 hosts at 1 Gbit/s 2.2x the
+ *     ring's time (1.3-1.5x at 10 Gbit/s and on shared memory);
+ *   - at any size, MPI_Allreduce spins on the comm thread while it waits for the network, and
+ *     takes that core from backward, where the ring's waits sleep (comm_ring.c, Waiting): with
+ *     the microbenchmark's back-to-back calls MPI_Allreduce moves its bytes 6-19% faster on 2
+ *     hosts, but training with DDP, whose buckets overlap backward, ran 1.07-1.10x faster on the
+ *     ring on 2 hosts at 1 Gbit/s and 1.12-1.30x on 4 (1.07-1.08x and 1.04-1.07x at 10 Gbit/s),
+ *     the same on one host.
+ * Smaller allreduces stay with MPI_Allreduce, whose tree has a fraction of the ring's latency.
+ * Each element is then summed in the ring's order, the same on every rank (on 2 ranks that is
+ * MPI's result, bit for bit: a + b). RG_MPI_RING=0 keeps MPI_Allreduce for every size (ranks
+ * must agree: rg_dist_init checks). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +39,7 @@
 #include "dist/comm_impl.h"
 
 #define CHUNK ((int64_t)1 << 30)
-#define RING_MIN_BYTES ((int64_t)1 << 20) /* at 256 KiB: ring ahead on 1 Gbit/s, tied on 10 */
+#define RING_MIN_BYTES ((int64_t)1 << 20) /* DDP's first bucket */
 
 typedef struct {
     MPI_Op f16_sum;
@@ -83,7 +89,7 @@ RG_NODISCARD static rg_status mpi_init(rg_comm *c) {
     }
     st->counts = counts;
     MPI_Op_create(f16_sum, 1, &st->f16_sum);
-    st->ring = rg_comm_mpi_ring_enabled() && c->size >= 3 && (c->size & (c->size - 1)) != 0;
+    st->ring = rg_comm_mpi_ring_enabled() && c->size >= 2;
     c->impl = st;
     return RG_OK;
 }

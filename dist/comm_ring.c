@@ -44,8 +44,7 @@
  *
  * This backend rings allreduce, reduce-scatter, allgather and broadcast (a pipelined chain);
  * barrier and send/recv are the mpi backend's. The mpi backend in turn runs its large
- * allreduces on a world size that is not a power of two through rg_comm_ring_allreduce
- * (comm_mpi.c says why). */
+ * allreduces through rg_comm_ring_allreduce (comm_mpi.c says why). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
