@@ -55,6 +55,7 @@ static void batchnorm2d_backward(rg_node *nd) {
         be->relu_backward(dy->numel, y, dy->data, beta, res->grad->data);
         if (beta == 0.0f) g = res->grad->data;
     }
+    if (!dx && !dw && !db) return; /* the shortcut alone wanted a gradient */
     if (nd->iattr[2] && g == dy->data) relu_y = y;
     if (!train && !dw && !db) { /* evaluation: dx needs no sums */
         float beta = rg_grad_begin(x);

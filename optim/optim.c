@@ -77,6 +77,19 @@ rg_optim *rg_optim_alloc(size_t size, const rg_param_list *params, int n_bufs,
                  rg_dtype_name(p->tensor->dtype));
         o->params[o->n++] = *p;
     }
+    /* The same tensor twice would be stepped twice a step (and on a GPU, by two blocks of one
+     * multi-tensor launch at once). torch.optim refuses duplicates too. */
+    for (int i = 0; ok && i < o->n; i++)
+        for (int j = 0; j < i; j++)
+            if (o->params[i].tensor->numel > 0 &&
+                o->params[i].tensor->data == o->params[j].tensor->data) {
+                rg_error(RG_EINVAL,
+                         "optimizer: parameters %s and %s are the same tensor, which would be "
+                         "updated twice a step: list each parameter once",
+                         o->params[j].name, o->params[i].name);
+                rg_optim_free(o);
+                return NULL;
+            }
     if (!ok || !build_state(o, buf_names)) {
         rg_optim_free(o);
         rg_error(RG_ENOMEM, "optimizer: out of memory for the state of %d parameters", params->n);

@@ -53,7 +53,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 METHOD_STYLE = {"raw": ("k", "o", "raw MPI_Allreduce (baseline)"),
-                "mpi": ("#4e79a7", "s", "mpi comm (comm thread + MPI_Allreduce)"),
+                "mpi": ("#4e79a7", "s", "mpi comm (comm thread; MPI_Allreduce, our ring from 1 MiB)"),
                 "ring": ("#f28e2b", "^", "ring comm (our ring allreduce)"),
                 "avg": ("#76b7b2", "v", "mpi comm, AVG (sum, then x 1/N)"),
                 "ddp": ("#e15759", "D", "DDP buckets on the mpi comm (rg_ddp_wait)"),

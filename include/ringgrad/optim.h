@@ -48,7 +48,8 @@ typedef struct {
  * borrowed and must outlive the optimizer; the state is allocated now, on each parameter's
  * device, so create the optimizer after moving the model. Options are copied; NULL opts selects
  * the defaults (not allowed for SGD, whose lr has none). Returns NULL with RG_ENOMEM when the
- * state does not fit. Free with rg_optim_free. */
+ * state does not fit, and with RG_EINVAL when one tensor is listed twice. Free with
+ * rg_optim_free. */
 RG_API rg_optim *rg_sgd_new(const rg_param_list *params, const rg_sgd_opts *opts);
 RG_API rg_optim *rg_adam_new(const rg_param_list *params, const rg_adam_opts *opts);
 /* Adam with decoupled weight decay (opts->decoupled is forced on). Unlike torch, weight_decay

@@ -212,6 +212,25 @@ Test(optim_registry, unknown_names_keys_and_values_are_errors_that_list_the_know
     rg_optim_free(o);
 }
 
+Test(optim_registry, a_tensor_listed_twice_is_refused_naming_both) {
+    rg_tensor *w = rg_tensor_new(RG_F32, RG_SHAPE(3), RG_CPU),
+              *b = rg_tensor_new(RG_F32, RG_SHAPE(2), RG_CPU);
+    rg_named_tensor items[] = {
+        {"a.weight", w, false}, {"a.bias", b, false}, {"tied.weight", w, false}};
+    rg_param_list twice = {items, 3}, once = {items, 2};
+    const char *names[] = {"sgd", "adam", "adamw"};
+    for (int k = 0; k < 3; k++) {
+        cr_assert_null(rg_optim_new(names[k], &twice, "lr=0.1"), "%s", names[k]);
+        cr_assert(rg_last_status() == RG_EINVAL &&
+                      strstr(rg_last_error(), "a.weight and tied.weight"),
+                  "%s: %s", names[k], rg_last_error());
+        rg_optim *o = rg_optim_new(names[k], &once, "lr=0.1");
+        cr_assert_not_null(o, "%s: %s", names[k], rg_last_error());
+        rg_optim_free(o);
+    }
+    rg_tensor_free(w), rg_tensor_free(b);
+}
+
 Test(optim_state, names_kinds_and_per_parameter_step_counts) {
     float a0[NA] = {0}, b0[NB] = {0}, g[NA] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     two_params tp;

@@ -151,6 +151,34 @@ Test(tensor_batchnorm2d, fused_add_relu_is_relu_of_the_residual_add_bit_for_bit)
     fused_matches_unfused(true);
 }
 
+/* A block whose BatchNorm input and parameters want no gradient (frozen, or evaluation of a
+ * fine-tuned head) while its shortcut does: the shortcut gets dy masked by y > 0, and nothing
+ * else gets a gradient. The evaluation path once wrote dx regardless: x got a gradient it never
+ * asked for (and an x from an outer step scope stopped the program). */
+Test(tensor_batchnorm2d, only_the_residual_wanting_a_gradient_gets_one) {
+    for (int train = 0; train < 2; train++) {
+        rg_tensor *x = rgt_uniform(RG_SHAPE(2, 3, 4, 4), -2, 2, 50);
+        rg_tensor *g = rgt_uniform(RG_SHAPE(3), 0.5, 2, 51),
+                  *b = rgt_uniform(RG_SHAPE(3), -1, 1, 52);
+        rg_tensor *rm = rgt_uniform(RG_SHAPE(3), -1, 1, 53),
+                  *rv = rgt_uniform(RG_SHAPE(3), 0.5, 2, 54);
+        rg_tensor *r = rgt_uniform(RG_SHAPE(2, 3, 4, 4), -1, 1, 55);
+        rg_tensor *res = rgt_param(RG_SHAPE(2, 3, 4, 4), -1, 1, 56);
+        rg_scope_begin();
+        rg_tensor *y =
+            rg_batch_norm2d_add_relu(x, g, b, rm, rv, NULL, train, 0.1f, 1e-5f, NULL, res);
+        rg_backward(rg_sum(rg_mul(y, r)));
+        cr_assert(!x->grad && !g->grad && !b->grad, "train %d: a gradient nobody asked for", train);
+        cr_assert(res->grad, "train %d: the residual got no gradient", train);
+        const float *yp = rg_tensor_f32(y), *rp = rg_tensor_f32(r), *dr = rg_tensor_f32(res->grad);
+        for (int64_t i = 0; i < y->numel; i++)
+            cr_assert_eq(dr[i], yp[i] > 0 ? rp[i] : 0.0f, "train %d: element %lld", train,
+                         (long long)i);
+        rg_scope_end();
+        rgt_free_all(7, (rg_tensor *[]){x, g, b, rm, rv, r, res});
+    }
+}
+
 /* Training forward and backward against double-precision formulas on every kind of plane the
  * CPU walks differently: planes under 32 floats go as rows of many channels (1x1, 2x2, 4x4, 5x6:
  * several runs of channels, the last one partial), larger ones plane by plane (9x9); each with and
