@@ -23,10 +23,11 @@
  *     ring's time (1.3-1.5x at 10 Gbit/s and on shared memory);
  *   - at any size, MPI_Allreduce spins on the comm thread while it waits for the network, and
  *     takes that core from backward, where the ring's waits sleep (comm_ring.c, Waiting): with
- *     the microbenchmark's back-to-back calls MPI_Allreduce moves its bytes 6-19% faster on 2
- *     hosts, but training with DDP, whose buckets overlap backward, ran 1.07-1.10x faster on the
- *     ring on 2 hosts at 1 Gbit/s and 1.12-1.30x on 4 (1.07-1.08x and 1.04-1.07x at 10 Gbit/s),
- *     the same on one host.
+ *     the microbenchmark's back-to-back calls and nothing to compute, MPI_Allreduce moves its
+ *     bytes up to a fifth faster on 2 hosts (the ring's sleeps: with waits that never sleep the
+ *     ring matches it), but training with DDP, whose buckets overlap backward, ran 1.07-1.10x
+ *     faster on the ring on 2 hosts at 1 Gbit/s and 1.12-1.30x on 4 (1.07-1.08x and 1.04-1.07x
+ *     at 10 Gbit/s), the same on one host.
  * Smaller allreduces stay with MPI_Allreduce, whose tree has a fraction of the ring's latency.
  * Each element is then summed in the ring's order, the same on every rank (on 2 ranks that is
  * MPI's result, bit for bit: a + b). RG_MPI_RING=0 keeps MPI_Allreduce for every size (ranks
