@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bytes.h"
 #include "bench/median.h"
 #include "ringgrad.h"
 
@@ -250,13 +251,6 @@ typedef struct {
     bool jsonl;
 } options;
 
-static int64_t parse_bytes(const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-    return (int64_t)(v * (double)((int64_t)1 << shift));
-}
-
 static options parse_args(int argc, char **argv) {
     options o = {4 << 10, 256 << 20, 4, 0.1, 5, NULL, 64000, false};
     for (int i = 1; i < argc; i += 2) {
@@ -269,11 +263,11 @@ static options parse_args(int argc, char **argv) {
         else if (!strcmp(argv[i], "--methods"))
             o.methods = argv[i + 1];
         else if (!strcmp(argv[i], "--ps-chunk"))
-            o.ps_chunk = parse_bytes(argv[i + 1]);
+            o.ps_chunk = bench_parse_bytes("allreduce_bench", argv[i + 1]);
         else if (!strcmp(argv[i], "--min"))
-            o.min = parse_bytes(argv[i + 1]);
+            o.min = bench_parse_bytes("allreduce_bench", argv[i + 1]);
         else if (!strcmp(argv[i], "--max"))
-            o.max = parse_bytes(argv[i + 1]);
+            o.max = bench_parse_bytes("allreduce_bench", argv[i + 1]);
         else if (!strcmp(argv[i], "--factor"))
             o.factor = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--rounds"))

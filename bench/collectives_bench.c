@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bytes.h"
 #include "bench/median.h"
 #include "ringgrad.h"
 
@@ -116,17 +117,6 @@ static double timed(coll k, int m, float *buf, float *out, int64_t n, int iters)
     return slowest;
 }
 
-static int64_t parse_size(const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    int64_t mult = *end == 'K' ? 1 << 10 : *end == 'M' ? 1 << 20 : *end == 'G' ? 1 << 30 : 1;
-    if (v <= 0 || (*end && (mult == 1 || end[1]))) {
-        fprintf(stderr, "collectives_bench: bad size '%s' (e.g. 4096, 64K, 16M)\n", s);
-        exit(2);
-    }
-    return (int64_t)(v * (double)mult);
-}
-
 static options parse_args(int argc, char **argv) {
     options o = {.min = 1 << 20, .max = 16 << 20, .factor = 4, .rounds = 5, .iters = 3};
     for (int i = 1; i < argc; i++) {
@@ -136,9 +126,9 @@ static options parse_args(int argc, char **argv) {
             exit(2);
         }
         if (!strcmp(a, "--min"))
-            o.min = parse_size(v);
+            o.min = bench_parse_bytes("collectives_bench", v);
         else if (!strcmp(a, "--max"))
-            o.max = parse_size(v);
+            o.max = bench_parse_bytes("collectives_bench", v);
         else if (!strcmp(a, "--factor"))
             o.factor = atoll(v);
         else if (!strcmp(a, "--rounds"))

@@ -47,6 +47,14 @@ int64_t rgt_randint(int64_t lo, int64_t hi, uint64_t seed, uint64_t i);
  * otherwise the test process exits with status 97 after printing both, and the test fails. */
 void rgt_expect_fatal(const char *needle);
 
+/* The fused op against the ops it replaces, bit for bit, on dev (tests/common/bn_fused.c):
+ * output, every gradient and the running statistics, in training and evaluation, with and without
+ * affine parameters, on planes of 30 (one vector and a tail) and 81 (the CPU's four-vector sums)
+ * floats. add: rg_batch_norm2d_add_relu against rg_relu(rg_add(rg_batch_norm2d(...), res)), res's
+ * gradient compared too (res has a second use, so that its gradient is added to); else
+ * rg_batch_norm2d_relu against rg_relu(rg_batch_norm2d(...)). */
+void rgt_bn_fused_matches_unfused(rg_device dev, bool add);
+
 /* Absolute path of a file under tests/data. Static buffer. */
 const char *rgt_data_path(const char *name);
 /* A fresh empty directory for this test (under the build tree); static buffer. */

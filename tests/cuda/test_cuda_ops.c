@@ -363,59 +363,14 @@ Test(cuda_ops, batch_norm_and_global_avg_pool_match_the_cpu) {
 }
 
 /* On the GPU too, the fused BatchNorm + ReLU and BatchNorm + add + ReLU give
- * rg_relu(rg_batch_norm2d) and rg_relu(rg_add(...)) bit for bit, forward and every gradient (the
- * CPU's test, tensor/test_batchnorm2d.c): the mask of y > 0 must be the ReLU's own, including where
- * y is 0. Written without a GPU to run it on (docs/CUDA.md, "Not verified yet"). */
+ * rg_relu(rg_batch_norm2d) and rg_relu(rg_add(...)) bit for bit, forward and every gradient: the
+ * mask of y > 0 must be the ReLU's own, including where y is 0 (the CPU's test,
+ * rgt_bn_fused_matches_unfused). Written without a GPU to run it on (docs/CUDA.md, "Not verified
+ * yet"). */
 Test(cuda_ops, fused_batch_norm_relu_is_the_unfused_ops_bit_for_bit) {
     RGT_REQUIRE_CUDA();
-    rg_device dev = RG_CUDA_DEVICE(0);
-    for (int t = 0; t < 8; t++) {
-        bool train = t & 1, add = t & 2;
-        int64_t h = t & 4 ? 11 : 2, w = t & 4 ? 13 : 2, numel = 3 * 4 * h * w;
-        float *got[6], *want[6];
-        for (int fused = 0; fused < 2; fused++) {
-            rg_tensor *hx = rgt_param(RG_SHAPE(3, 4, h, w), -2, 2, 230),
-                      *hg = rgt_param(RG_SHAPE(4), 0.5, 2, 231),
-                      *hb = rgt_param(RG_SHAPE(4), -1, 1, 232),
-                      *hrm = rgt_uniform(RG_SHAPE(4), -1, 1, 233),
-                      *hrv = rgt_uniform(RG_SHAPE(4), 0.5, 2, 234),
-                      *hr = rgt_uniform(RG_SHAPE(3, 4, h, w), -1, 1, 235),
-                      *hres = rgt_param(RG_SHAPE(3, 4, h, w), -1, 1, 236);
-            rg_tensor *x = copy_to(hx, dev), *g = copy_to(hg, dev), *b = copy_to(hb, dev),
-                      *rm = copy_to(hrm, dev), *rv = copy_to(hrv, dev), *r = copy_to(hr, dev),
-                      *res = copy_to(hres, dev);
-            rg_scope_begin();
-            rg_tensor *y;
-            if (fused && add)
-                y = rg_batch_norm2d_add_relu(x, g, b, rm, rv, NULL, train, 0.1f, 1e-5f, NULL, res);
-            else if (fused)
-                y = rg_batch_norm2d_relu(x, g, b, rm, rv, NULL, train, 0.1f, 1e-5f, NULL);
-            else {
-                y = rg_batch_norm2d(x, g, b, rm, rv, NULL, train, 0.1f, 1e-5f, NULL);
-                y = rg_relu(add ? rg_add(y, res) : y);
-            }
-            rg_backward(rg_sum(rg_mul(y, r)));
-            float **out = fused ? got : want;
-            out[0] = rgt_copy_out(y), out[1] = rgt_copy_out(x->grad);
-            out[2] = rgt_copy_out(g->grad), out[3] = rgt_copy_out(b->grad);
-            out[4] = rgt_copy_out(rv), out[5] = add ? rgt_copy_out(res->grad) : NULL;
-            rg_scope_end();
-            int zeros = 0;
-            for (int64_t i = 0; i < numel; i++) zeros += out[0][i] == 0.0f;
-            cr_assert(zeros > numel / 6 && zeros < numel * 5 / 6, "the ReLU cut %d of %lld", zeros,
-                      (long long)numel);
-            rgt_free_all(7, (rg_tensor *[]){hx, hg, hb, hrm, hrv, hr, hres});
-            rgt_free_all(7, (rg_tensor *[]){x, g, b, rm, rv, r, res});
-        }
-        int64_t n[6] = {numel, numel, 4, 4, 4, numel};
-        for (int k = 0; k < 6; k++) {
-            cr_assert(!want[k] == !got[k]);
-            cr_assert(!want[k] || memcmp(got[k], want[k], (size_t)n[k] * sizeof(float)) == 0,
-                      "train %d, add %d, %lldx%lld: output %d differs", train, add, (long long)h,
-                      (long long)w, k);
-            free(got[k]), free(want[k]);
-        }
-    }
+    rgt_bn_fused_matches_unfused(RG_CUDA_DEVICE(0), false);
+    rgt_bn_fused_matches_unfused(RG_CUDA_DEVICE(0), true);
 }
 
 /* Channels whose mean is 10^4 times their spread: the statistics about each channel's first value

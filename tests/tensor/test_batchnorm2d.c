@@ -88,67 +88,13 @@ Test(tensor_batchnorm2d, gradients_accumulate_with_beta_one) {
     rgt_free_all(3, ts);
 }
 
-/* The fused op against the ops it replaces, bit for bit: output, every gradient and the running
- * statistics, in training and evaluation, with and without affine parameters, on planes of 30 (one
- * vector and a tail) and 81 (the four-vector loop of the CPU's sums) floats. add: the op is
- * rg_batch_norm2d_add_relu against rg_relu(rg_add(rg_batch_norm2d(...), res)), and res's gradient
- * is compared too (res has a second use, so that its gradient is added to); else
- * rg_batch_norm2d_relu against rg_relu(rg_batch_norm2d(...)). */
-static void fused_matches_unfused(bool add) {
-    const int64_t hs[2] = {5, 9}, ws[2] = {6, 9};
-    for (int t = 0; t < 8; t++) {
-        bool train = t & 1, affine = t & 2;
-        int64_t h = hs[t >> 2], w = ws[t >> 2], numel = 3 * 4 * h * w;
-        float *got[7], *want[7];
-        for (int fused = 0; fused < 2; fused++) {
-            rg_tensor *x = rgt_param(RG_SHAPE(3, 4, h, w), -2, 2, 30);
-            rg_tensor *g = affine ? rgt_param(RG_SHAPE(4), 0.5, 2, 31) : NULL;
-            rg_tensor *b = affine ? rgt_param(RG_SHAPE(4), -1, 1, 32) : NULL;
-            rg_tensor *rm = rgt_uniform(RG_SHAPE(4), -1, 1, 33);
-            rg_tensor *rv = rgt_uniform(RG_SHAPE(4), 0.5, 2, 34);
-            rg_tensor *r = rgt_uniform(RG_SHAPE(3, 4, h, w), -1, 1, 35);
-            rg_tensor *res = add ? rgt_param(RG_SHAPE(3, 4, h, w), -1, 1, 36) : NULL;
-            rg_scope_begin();
-            rg_tensor *y;
-            if (fused && add)
-                y = rg_batch_norm2d_add_relu(x, g, b, rm, rv, NULL, train, 0.1f, 1e-5f, NULL, res);
-            else if (fused)
-                y = rg_batch_norm2d_relu(x, g, b, rm, rv, NULL, train, 0.1f, 1e-5f, NULL);
-            else {
-                y = rg_batch_norm2d(x, g, b, rm, rv, NULL, train, 0.1f, 1e-5f, NULL);
-                y = rg_relu(add ? rg_add(y, res) : y);
-            }
-            rg_tensor *loss = rg_sum(rg_mul(y, r));
-            rg_backward(add ? rg_add(loss, rg_sum(rg_mul(res, r))) : loss);
-            float **out = fused ? got : want;
-            out[0] = rgt_copy_out(y), out[1] = rgt_copy_out(x->grad);
-            out[2] = affine ? rgt_copy_out(g->grad) : NULL;
-            out[3] = affine ? rgt_copy_out(b->grad) : NULL;
-            out[4] = rgt_copy_out(rm), out[5] = rgt_copy_out(rv);
-            out[6] = add ? rgt_copy_out(res->grad) : NULL;
-            rg_scope_end();
-            int zeros = 0;
-            for (int64_t i = 0; i < numel; i++) zeros += out[0][i] == 0.0f;
-            cr_assert(zeros > numel / 6 && zeros < numel * 5 / 6, "the ReLU cut %d of %lld", zeros,
-                      (long long)numel);
-            rgt_free_all(7, (rg_tensor *[]){x, g, b, rm, rv, r, res});
-        }
-        int64_t n[7] = {numel, numel, 4, 4, 4, 4, numel};
-        for (int k = 0; k < 7; k++) {
-            cr_assert(!want[k] == !got[k]);
-            cr_assert(!want[k] || memcmp(got[k], want[k], (size_t)n[k] * sizeof(float)) == 0,
-                      "add %d case %d: output %d differs", add, t, k);
-            free(got[k]), free(want[k]);
-        }
-    }
-}
-
+/* rgt_bn_fused_matches_unfused (tests/common/bn_fused.c), here on the CPU */
 Test(tensor_batchnorm2d, fused_relu_is_relu_of_batch_norm_bit_for_bit) {
-    fused_matches_unfused(false);
+    rgt_bn_fused_matches_unfused(RG_CPU, false);
 }
 
 Test(tensor_batchnorm2d, fused_add_relu_is_relu_of_the_residual_add_bit_for_bit) {
-    fused_matches_unfused(true);
+    rgt_bn_fused_matches_unfused(RG_CPU, true);
 }
 
 /* A block whose BatchNorm input and parameters want no gradient (frozen, or evaluation of a
