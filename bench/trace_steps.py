@@ -4,25 +4,30 @@
     python3 bench/trace_steps.py TRACE.json [--warmup 3] [--batch-size 128]
 
 A step is the time from one `forward` to the next on a rank's main thread, so it holds
-everything the loop does: forward, backward, ddp_wait, optimizer, and fetching the next batch.
+everything the loop does: forward, backward, ddp_wait, optimizer (zero1_step under --strategy
+zero1), and fetching the next batch.
 The ranks are kept in step by the gradient allreduce (or the barrier of --no-allreduce), so rank
 0's steps stand for the job's. The first --warmup steps (allocator and cache warm-up) are left
 out, and so is the last forward (its step ends in evaluation). Prints:
 
     step_ms          median step time on rank 0
     images_per_sec   ranks * batch size / step_ms
-    phases_ms        per phase (forward, backward, ddp_wait, optimizer): median over steps of
-                     the mean over ranks
-    comm_ms          per step, the comm thread's time in allreduce (join wait included), median
-                     over steps of the mean over ranks; join_ms the part spent waiting for ranks
-    overlap          mean over steps and ranks of the fraction of allreduce time that ran while
-                     the rank's main thread was in backward
+    phases_ms        per phase (forward, backward, ddp_wait, optimizer, and zero1_step when the
+                     trace has it): median over steps of the mean over ranks
+    comm_ms          per step, the comm thread's time reducing gradients (allreduce, and zero1's
+                     reduce_scatter; join wait included), median over steps of the mean over
+                     ranks; join_ms the part spent waiting for ranks
+    overlap          mean over steps and ranks of the fraction of that time that ran while the
+                     rank's main thread was in backward
 
 Plain python 3 (json, statistics); no numpy needed.
 """
 import argparse
 import json
 import statistics
+
+PHASES = ("forward", "backward", "ddp_wait", "optimizer", "zero1_step")
+GRAD_COMM = ("allreduce", "reduce_scatter")  # the comm thread's gradient reductions
 
 
 def load(path):
@@ -60,13 +65,13 @@ def rank_steps(r, warmup):
         ph = {}
         bwd = []
         for e in r["main"]:
-            if t0 <= e["ts"] < t1 and e["name"] in ("forward", "backward", "ddp_wait", "optimizer"):
+            if t0 <= e["ts"] < t1 and e["name"] in PHASES:
                 ph[e["name"]] = ph.get(e["name"], 0.0) + e["dur"] / 1e3
                 if e["name"] == "backward":
                     bwd.append((e["ts"], e["ts"] + e["dur"]))
         comm = join = inside = 0.0
         for e in r["comm"]:
-            if t0 <= e["ts"] < t1 and e["name"] == "allreduce":
+            if t0 <= e["ts"] < t1 and e["name"] in GRAD_COMM:
                 comm += e["dur"] / 1e3
                 inside += overlap_with(e["ts"], e["ts"] + e["dur"], bwd) / 1e3
             elif t0 <= e["ts"] < t1 and e["name"] == "wait for ranks":
@@ -89,7 +94,9 @@ def summarize(path, warmup, batch):
 
     step_ms = med(s[0] for s in per_rank[0][:n])
     phases = {}
-    for name in ("forward", "backward", "ddp_wait", "optimizer"):
+    for name in PHASES:
+        if name == "zero1_step" and not any(name in st[1] for s in per_rank for st in s[:n]):
+            continue  # not a zero1 run
         phases[name] = round(med(mean_over_ranks(lambda st: st[1].get(name, 0.0))), 2)
     comm = mean_over_ranks(lambda st: st[2])
     inside = sum(st[4] for s in per_rank for st in s[:n])

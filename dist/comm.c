@@ -110,19 +110,47 @@ rg_status rg_comm_allreduce_async(rg_comm *c, void *buf, int64_t count, rg_comm_
     return rg_comm_allreduce_launch(c, buf, count, dt, op, false, req);
 }
 
+/* Queues `coll` as a heap request for rg_comm_wait. */
+RG_NODISCARD static rg_status launch(rg_comm *c, rg_coll coll, bool waited, rg_comm_req **req,
+                                     const char *what) {
+    RG_CHECK(req, "%s: NULL req", what);
+    *req = NULL;
+    rg_comm_req *r = calloc(1, sizeof *r);
+    if (!r) return rg_error(RG_ENOMEM, "%s: out of memory for a request", what);
+    *r = (rg_comm_req){.comm = c, .heap = true, .coll = coll};
+    rg_comm_submit(r, waited);
+    *req = r;
+    return RG_OK;
+}
+
 rg_status rg_comm_allreduce_launch(rg_comm *c, void *buf, int64_t count, rg_comm_dtype dt,
                                    rg_reduce_op op, bool waited, rg_comm_req **req) {
     check_buffer(c, "rg_comm_allreduce_async", buf, count, dt);
     check_op("rg_comm_allreduce_async", dt, op);
-    RG_CHECK(req, "rg_comm_allreduce_async: NULL req");
-    *req = NULL;
-    rg_comm_req *r = calloc(1, sizeof *r);
-    if (!r) return rg_error(RG_ENOMEM, "rg_comm_allreduce_async: out of memory for a request");
-    *r = (rg_comm_req){.comm = c, .heap = true};
-    r->coll = (rg_coll){.kind = RG_COLL_ALLREDUCE, .recv = buf, .count = count, .dt = dt, .op = op};
-    rg_comm_submit(r, waited);
-    *req = r;
-    return RG_OK;
+    return launch(
+        c, (rg_coll){.kind = RG_COLL_ALLREDUCE, .recv = buf, .count = count, .dt = dt, .op = op},
+        waited, req, "rg_comm_allreduce_async");
+}
+
+rg_status rg_comm_reduce_scatter_async(rg_comm *c, const void *send, void *recv, int64_t count,
+                                       rg_comm_dtype dt, rg_reduce_op op, rg_comm_req **req) {
+    return rg_comm_reduce_scatter_launch(c, send, recv, count, dt, op, false, req);
+}
+
+rg_status rg_comm_reduce_scatter_launch(rg_comm *c, const void *send, void *recv, int64_t count,
+                                        rg_comm_dtype dt, rg_reduce_op op, bool waited,
+                                        rg_comm_req **req) {
+    check_buffer(c, "rg_comm_reduce_scatter_async: send", send, count, dt);
+    check_buffer(c, "rg_comm_reduce_scatter_async: recv", recv, count, dt);
+    check_op("rg_comm_reduce_scatter_async", dt, op);
+    return launch(c,
+                  (rg_coll){.kind = RG_COLL_REDUCE_SCATTER,
+                            .send = send,
+                            .recv = recv,
+                            .count = count,
+                            .dt = dt,
+                            .op = op},
+                  waited, req, "rg_comm_reduce_scatter_async");
 }
 
 rg_status rg_comm_wait(rg_comm_req *req) {

@@ -187,6 +187,11 @@ RG_NODISCARD rg_status rg_comm_req_finish(rg_comm_req *r);
 RG_NODISCARD rg_status rg_comm_allreduce_launch(rg_comm *c, void *buf, int64_t count,
                                                 rg_comm_dtype dt, rg_reduce_op op, bool waited,
                                                 rg_comm_req **req);
+/* rg_comm_reduce_scatter_async; `waited` as above (rg_zero1_step's own launches). */
+RG_NODISCARD rg_status rg_comm_reduce_scatter_launch(rg_comm *c, const void *send, void *recv,
+                                                     int64_t count, rg_comm_dtype dt,
+                                                     rg_reduce_op op, bool waited,
+                                                     rg_comm_req **req);
 /* Collective: closes c (a joined request) and frees it; returns the close's status. */
 RG_NODISCARD rg_status rg_comm_close(rg_comm *c);
 

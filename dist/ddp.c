@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/bucket_plan.h"
 #include "dist/comm_impl.h"
 #include "dist/powersgd_impl.h"
 #include "ringgrad/autograd.h"
@@ -222,29 +223,18 @@ RG_NODISCARD static rg_status broadcast_from_rank0(rg_comm *comm, const rg_param
     return RG_OK;
 }
 
-/* Assigns parameters (in reverse order) to buckets: the first bucket closes once it holds at least
- * first_bucket_mb, the others once they hold bucket_mb (PyTorch DDP's rule). A parameter is never
- * pushed into the next bucket for overflowing the cap: in the CNN that would put fc1.weight
- * (4.5 MiB, ready early in backward) beside the conv weights (ready at its end) and leave nothing
- * to overlap. So a bucket exceeds its cap by at most its last parameter. */
+/* Assigns parameters (in reverse order) to buckets (dist/bucket_plan.h). */
 static int plan_buckets(rg_ddp *d) {
-    int nb = -1;
-    int64_t used = 0, cap = 0; /* bytes */
+    rg_bucket_plan plan = {
+        .first_mb = d->opts.first_bucket_mb, .mb = d->opts.bucket_mb, .one = d->opts.no_overlap};
     for (int i = 0; i < d->n_entries; i++) {
-        if (nb < 0 || used >= cap) {
-            nb++;
-            used = 0;
-            cap = (int64_t)((nb == 0 ? d->opts.first_bucket_mb : d->opts.bucket_mb) * 1048576.0);
-            if (d->opts.no_overlap) cap = INT64_MAX;
-            d->buckets[nb].first = i;
-        }
-        d->entries[i].bucket = nb;
-        d->entries[i].offset = used / (int64_t)sizeof(float);
-        d->buckets[nb].n_params++;
-        used += d->entries[i].param->numel * (int64_t)sizeof(float);
-        d->buckets[nb].numel = used / (int64_t)sizeof(float);
+        entry *e = &d->entries[i];
+        e->bucket = rg_bucket_plan_next(&plan, e->param->numel, &e->offset);
+        bucket *bk = &d->buckets[e->bucket];
+        if (bk->n_params++ == 0) bk->first = i;
+        bk->numel = e->offset + e->param->numel;
     }
-    return nb + 1;
+    return plan.n_buckets;
 }
 
 static void on_grad_ready(rg_tensor *param, void *ctx);

@@ -123,6 +123,12 @@ rg_status rg_comm_allgather(rg_comm *c, const void *send, void *recv, int64_t co
 RG_API RG_NODISCARD
 rg_status rg_comm_reduce_scatter(rg_comm *c, const void *send, void *recv, int64_t count,
                                  rg_comm_dtype dt, rg_reduce_op op);
+/* Starts a reduce-scatter and returns at once, as rg_comm_allreduce_async (ZeRO-1 reduces each
+ * bucket of gradients this way during backward). send and recv must not be touched until the
+ * wait returns. */
+RG_API RG_NODISCARD rg_status rg_comm_reduce_scatter_async(rg_comm *c, const void *send, void *recv,
+                                                           int64_t count, rg_comm_dtype dt,
+                                                           rg_reduce_op op, rg_comm_req **req);
 /* Returns once every rank has entered it. */
 RG_API RG_NODISCARD rg_status rg_comm_barrier(rg_comm *c);
 /* Point-to-point, not collective: peer is another rank of c, tag in [0, RG_COMM_TAG_MAX). They

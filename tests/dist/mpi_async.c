@@ -51,6 +51,50 @@ static void test_async_requests_finish_in_order(void) {
     }
 }
 
+/* rg_comm_reduce_scatter_async interleaved with allreduces: in order, each rank's block of the
+ * sum, exact (the inputs are small integers). ZeRO-1 launches its buckets this way. */
+static void test_async_reduce_scatter_in_order_with_allreduces(void) {
+    for (int b = 0; b < 2; b++) {
+        const int64_t counts[3] = {1 << 18, 5, 100003}; /* per rank */
+        float *send[3], *recv[3], *ar = dt_alloc(1000, RG_COMM_F32);
+        rg_comm_req *reqs[4];
+        fill(ar, 1000, 99);
+        for (int k = 0; k < 3; k++) {
+            send[k] = dt_alloc(counts[k] * size, RG_COMM_F32);
+            recv[k] = dt_alloc(counts[k], RG_COMM_F32);
+            fill(send[k], counts[k] * size, 10 + k);
+            MT_OK(rg_comm_reduce_scatter_async(comms[b], send[k], recv[k], counts[k], RG_COMM_F32,
+                                               RG_REDUCE_SUM, &reqs[k]));
+            if (k == 1)
+                MT_OK(rg_comm_allreduce_async(comms[b], ar, 1000, RG_COMM_F32, RG_REDUCE_SUM,
+                                              &reqs[3]));
+        }
+        MT_OK(rg_comm_wait(reqs[2])); /* the last started: the others are done by now */
+        bool done = false;
+        MT_OK(rg_comm_test(reqs[0], &done));
+        MT_CHECK(done, "%s: an earlier reduce-scatter not done after a later one's wait",
+                 rg_comm_backend_name(rg_comm_kind(comms[b])));
+        MT_OK(rg_comm_wait(reqs[0]));
+        MT_OK(rg_comm_wait(reqs[1]));
+        MT_OK(rg_comm_wait(reqs[3]));
+        check_sum(ar, 1000, 99, "allreduce between reduce-scatters");
+        for (int k = 0; k < 3; k++) {
+            for (int64_t i = 0; i < counts[k]; i++) {
+                int64_t at = (int64_t)rank * counts[k] + i;
+                double want = 0;
+                for (int r = 0; r < size; r++) want += dt_input(RG_COMM_F32, r, at, 10 + k);
+                MT_CHECK(recv[k][i] == (float)want,
+                         "%s reduce-scatter %d: element %lld is %g, want %g",
+                         rg_comm_backend_name(rg_comm_kind(comms[b])), k, (long long)i, recv[k][i],
+                         want);
+            }
+            free(send[k]);
+            free(recv[k]);
+        }
+        free(ar);
+    }
+}
+
 /* A blocking call queued after async ones on another comm returns after all of them. */
 static void test_blocking_call_waits_for_earlier_async_on_any_comm(void) {
     int64_t n = 1 << 19;
@@ -143,6 +187,7 @@ int main(int argc, char **argv) {
     MT_OK(rg_comm_new(dist, RG_COMM_RING, &comms[1]));
 
     MT_RUN(test_async_requests_finish_in_order);
+    MT_RUN(test_async_reduce_scatter_in_order_with_allreduces);
     MT_RUN(test_blocking_call_waits_for_earlier_async_on_any_comm);
     MT_RUN(test_test_reports_unfinished_request);
     MT_RUN(test_mismatched_counts_fail_on_every_rank);

@@ -74,7 +74,9 @@ RG_NODISCARD static rg_status make_strategy(trainer *t, const rg_param_list *par
     trainer_optim_options(t, opts, sizeof opts);
     if (strcmp(t->a.strategy, "zero1") == 0) {
         t->zero = rg_zero1_new(params, t->comm, t->a.optim, opts,
-                               &(rg_zero1_opts){.accum_steps = t->a.accum_steps});
+                               &(rg_zero1_opts){.accum_steps = t->a.accum_steps,
+                                                .bucket_mb = t->a.bucket_mb,
+                                                .no_overlap = t->a.no_overlap});
         if (!t->zero) {
             trainer_error(t, "zero1: %s", rg_last_error());
             return RG_EINVAL; /* rg_zero1_new fails on every rank alike */
@@ -300,9 +302,9 @@ rg_status trainer_setup_model(trainer *t) {
     if (strcmp(t->a.strategy, "pipeline") == 0) return trainer_setup_pipeline(t);
     const rg_param_list *params = rg_model_params(t->net);
     if (strcmp(t->a.strategy, "zero1") == 0 &&
-        (strcmp(t->a.compress, "none") != 0 || t->a.no_overlap || t->a.no_allreduce)) {
-        trainer_error(t, "--strategy zero1 takes no --compress, --no-overlap or --no-allreduce "
-                      "(they are options of --strategy ddp's buckets)");
+        (strcmp(t->a.compress, "none") != 0 || t->a.no_allreduce)) {
+        trainer_error(t, "--strategy zero1 takes no --compress or --no-allreduce (options of "
+                         "--strategy ddp)");
         return trainer_agree(t, RG_EINVAL);
     }
     bool ps = strncmp(t->a.strategy, "ps-", 3) == 0;
