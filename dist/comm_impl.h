@@ -242,6 +242,9 @@ RG_NODISCARD rg_status rg_comm_dev_sync(rg_comm *c, const char *what);
 MPI_Datatype rg_comm_mpi_type(rg_comm_dtype dt);
 /* Whether the mpi backend may run large allreduces on the ring (RG_MPI_RING is not "0"). */
 bool rg_comm_mpi_ring_enabled(void);
+/* Whether the mpi comm c runs a collective of this kind over `bytes` (a reduce-scatter's whole
+ * input) on the ring rather than MPI's call (comm_mpi.c says when). Not collective. */
+bool rg_comm_mpi_takes_ring(const rg_comm *c, rg_coll_kind kind, int64_t bytes);
 RG_NODISCARD rg_status rg_comm_mpi_barrier(rg_comm *c);
 RG_NODISCARD
 rg_status rg_comm_mpi_send(rg_comm *c, const void *buf, int64_t count, rg_comm_dtype dt, int peer,
@@ -262,6 +265,10 @@ typedef struct {
 } rg_ring_scratch;
 RG_NODISCARD rg_status rg_comm_ring_allreduce(rg_comm *c, rg_ring_scratch *st, void *buf,
                                               int64_t count, rg_comm_dtype dt, rg_reduce_op op);
+/* recv (count) = block `rank` of the sum of every rank's send (size * count). */
+RG_NODISCARD rg_status rg_comm_ring_reduce_scatter(rg_comm *c, rg_ring_scratch *st,
+                                                   const void *send, void *recv, int64_t count,
+                                                   rg_comm_dtype dt, rg_reduce_op op);
 void rg_ring_scratch_free(rg_ring_scratch *st);
 
 /* ---- host_reduce.c: the arithmetic of the host backends ---- */

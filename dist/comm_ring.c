@@ -221,10 +221,8 @@ RG_NODISCARD static rg_status ring_allreduce(rg_comm *c, void *buf, int64_t coun
 }
 
 /* The phase works in place, and send is const, so it runs on a copy of send. */
-RG_NODISCARD
-static rg_status ring_reduce_scatter(rg_comm *c, const void *send, void *recv, int64_t count,
-                                     rg_comm_dtype dt, rg_reduce_op op) {
-    rg_ring_scratch *st = c->impl;
+rg_status rg_comm_ring_reduce_scatter(rg_comm *c, rg_ring_scratch *st, const void *send, void *recv,
+                                      int64_t count, rg_comm_dtype dt, rg_reduce_op op) {
     size_t esz = rg_comm_dtype_size(dt), bytes = (size_t)count * c->size * esz;
     RG_TRY(grow(&st->work, &st->work_bytes, bytes));
     if (bytes) memcpy(st->work, send, bytes);
@@ -235,6 +233,12 @@ static rg_status ring_reduce_scatter(rg_comm *c, const void *send, void *recv, i
     if (count) memcpy(recv, at(&g, (int64_t)c->rank * count), (size_t)count * esz);
     if (op == RG_REDUCE_AVG) rg_host_scale(recv, count, dt, 1.0 / c->size);
     return RG_OK;
+}
+
+RG_NODISCARD
+static rg_status ring_reduce_scatter(rg_comm *c, const void *send, void *recv, int64_t count,
+                                     rg_comm_dtype dt, rg_reduce_op op) {
+    return rg_comm_ring_reduce_scatter(c, c->impl, send, recv, count, dt, op);
 }
 
 RG_NODISCARD

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "dist/comm_impl.h"
 #include "dist_test.h"
 #include "mpitest.h"
 
@@ -117,6 +118,50 @@ static void test_large_allreduce_takes_the_ring(void) {
     if (size >= 3)
         MT_CHECK(differ > 0, "MPI_Allreduce (RG_MPI_RING=0) gave the ring's bits: the check above "
                              "cannot tell the two paths apart");
+    rg_comm_free(plain);
+    for (int b = 0; b < 3; b++) free(got[b]);
+    free(in);
+}
+
+/* Reduce-scatters of 1 MiB and more (zero1's buckets) take the ring too, but only when the job
+ * spans hosts (comm_mpi.c; dist/sim_cluster_collectives runs this on 3 simulated hosts). The
+ * routing is read back from the comm, since Open MPI's reduce-scatter and the ring add in the same
+ * order here: the values are checked against both. */
+static void test_large_reduce_scatter_takes_the_ring_across_hosts(void) {
+    int64_t n = 150001; /* per rank: 1.2 MB of input on 2 ranks */
+    float *in = malloc((size_t)n * size * sizeof *in), *got[3];
+    for (int64_t i = 0; i < n * size; i++)
+        in[i] = (float)sin((double)(i + 1) * (rank + 1) * 0.29) * 1e3f;
+    setenv("RG_MPI_RING", "0", 1);
+    rg_comm *plain;
+    MT_OK(rg_comm_new(dist, RG_COMM_MPI, &plain));
+    unsetenv("RG_MPI_RING");
+    bool hosts = rg_comm_local_size(comms[0]) < size;
+    int64_t bytes = n * size * (int64_t)sizeof(float), mib = 1 << 20;
+    MT_CHECK(rg_comm_mpi_takes_ring(comms[0], RG_COLL_REDUCE_SCATTER, bytes) == hosts,
+             "a reduce-scatter of %lld bytes %s the ring, with the job on %s", (long long)bytes,
+             hosts ? "does not take" : "takes", hosts ? "several hosts" : "one host");
+    MT_CHECK(!rg_comm_mpi_takes_ring(comms[0], RG_COLL_REDUCE_SCATTER, mib - 1) &&
+                 rg_comm_mpi_takes_ring(comms[0], RG_COLL_ALLREDUCE, mib) &&
+                 !rg_comm_mpi_takes_ring(comms[0], RG_COLL_ALLREDUCE, mib - 1) &&
+                 !rg_comm_mpi_takes_ring(comms[0], RG_COLL_ALLGATHER, 64 * mib) &&
+                 !rg_comm_mpi_takes_ring(plain, RG_COLL_ALLREDUCE, 64 * mib) &&
+                 !rg_comm_mpi_takes_ring(plain, RG_COLL_REDUCE_SCATTER, 64 * mib),
+             "the mpi comm's routing by size, kind and RG_MPI_RING");
+    rg_comm *cs[3] = {comms[0], comms[1], plain};
+    for (int b = 0; b < 3; b++) {
+        got[b] = malloc((size_t)n * sizeof *got[b]);
+        MT_OK(rg_comm_reduce_scatter(cs[b], in, got[b], n, RG_COMM_F32, RG_REDUCE_SUM));
+    }
+    for (int b = 0; b < 3; b++) /* each block against the sum in double: within float rounding */
+        for (int64_t i = 0; i < n; i++) {
+            double want = 0;
+            for (int r = 0; r < size; r++)
+                want += (float)sin((double)(rank * n + i + 1) * (r + 1) * 0.29) * 1e3f;
+            MT_CHECK(fabs(got[b][i] - want) <= 1e-3, "%s: block element %lld is %.9g, want %.9g",
+                     b == 2 ? "MPI_Reduce_scatter" : rg_comm_backend_name(rg_comm_kind(cs[b])),
+                     (long long)i, got[b][i], want);
+        }
     rg_comm_free(plain);
     for (int b = 0; b < 3; b++) free(got[b]);
     free(in);
@@ -272,6 +317,7 @@ int main(int argc, char **argv) {
     MT_RUN(test_allreduce_integer);
     MT_RUN(test_allreduce_random_f32_close_to_serial_sum);
     MT_RUN(test_large_allreduce_takes_the_ring);
+    MT_RUN(test_large_reduce_scatter_takes_the_ring_across_hosts);
     MT_RUN(test_broadcast_from_every_root);
     MT_RUN(test_allgather);
     MT_RUN(test_reduce_scatter);

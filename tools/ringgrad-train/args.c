@@ -70,7 +70,7 @@ static const opt options[] = {
     {"max-staleness", "S", "ps-async: a worker runs at most S steps ahead of the slowest (SSP; 0 is synchronous)", OPT_INT, F(max_staleness), 0, 1e6, NULL},
     {"straggle", "RANK:MS", "test option: rank RANK sleeps MS ms in every step (an injected straggler)", OPT_STR, F(straggle), 0, 0, NULL},
     {"buffer-checksum", NULL, "test option: every rank prints a checksum of its model's buffers (BatchNorm statistics) before and after each evaluation's broadcast", OPT_FLAG, F(buffer_checksum), 0, 0, NULL},
-    {"comm", "NAME", "collective backend (default: $RG_COMM, else nccl on cuda and mpi on cpu; mpi runs allreduces of 1 MiB and more on the ring, RG_MPI_RING=0 keeps MPI's)", OPT_STR, F(comm), 0, 0, "mpi|ring|nccl"},
+    {"comm", "NAME", "collective backend (default: $RG_COMM, else nccl on cuda and mpi on cpu; mpi runs allreduces of 1 MiB and more on the ring, and such reduce-scatters across hosts; RG_MPI_RING=0 keeps MPI's)", OPT_STR, F(comm), 0, 0, "mpi|ring|nccl"},
     {"bucket-mb", "X", "gradient bucket size in MiB (ddp, zero1)", OPT_DBL, F(bucket_mb), 1e-6, 1e6, NULL},
     {"no-overlap", NULL, "baseline: one allreduce (zero1: reduce-scatter) of all gradients after backward, no buckets", OPT_FLAG, F(no_overlap), 0, 0, NULL},
     {"no-allreduce", NULL, "baseline: send no gradients, only keep the ranks in step (replicas drift apart)", OPT_FLAG, F(no_allreduce), 0, 0, NULL},
