@@ -68,6 +68,13 @@ static void batchnorm2d_backward(rg_node *nd) {
     /* dweight = sum dy*xhat, dbias = sum dy, written by the reduction itself (rg_grad_begin
      * first: it may make the gradients) */
     float beta_w = dw ? rg_grad_begin(w) : 0.0f, beta_b = db ? rg_grad_begin(b) : 0.0f;
+    if (dx && train && !sync) { /* both passes in one call (the CPU keeps small planes in cache) */
+        float beta = rg_grad_begin(x);
+        be->batchnorm_backward(n, c, hw, x->data, g, relu_y, mean, var, eps, w ? w->data : NULL, s,
+                               beta_w, dw ? w->grad->data : NULL, beta_b, db ? b->grad->data : NULL,
+                               beta, x->grad->data);
+        return;
+    }
     be->batchnorm_backward_reduce(n, c, hw, x->data, g, relu_y, mean, var, eps, s, beta_w,
                                   dw ? w->grad->data : NULL, beta_b, db ? b->grad->data : NULL);
     if (!dx) return;

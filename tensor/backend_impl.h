@@ -203,6 +203,14 @@ typedef enum { RG_COPY_H2H, RG_COPY_H2D, RG_COPY_D2H, RG_COPY_D2D, RG_COPY_KIND_
       (int64_t n, int64_t c, int64_t hw, const float *x, const float *dy, const float *relu_y,     \
        const float *mean, const float *var, float eps, const float *weight, const float *sums,     \
        float beta, float *dx))                                                                     \
+    /* batchnorm_backward_reduce, then batchnorm_backward_data with the sums it wrote, in one      \
+     * call, with the same results bit for bit: training's backward without SyncBatchNorm. sums    \
+     * (2C+1) as batchnorm_backward_reduce writes it. On small planes the CPU takes a run of       \
+     * channels through both while its x and dy are in cache. */                                   \
+    X(void, batchnorm_backward,                                                                    \
+      (int64_t n, int64_t c, int64_t hw, const float *x, const float *dy, const float *relu_y,     \
+       const float *mean, const float *var, float eps, const float *weight, float *sums,           \
+       float beta_w, float *dweight, float beta_b, float *dbias, float beta, float *dx))           \
                                                                                                    \
     /* ---- dropout: keep(i) = rg_dropout_keep(p, seed, offset + i). Forward writes the keeps      \
      * into mask (rg_dropout_mask_words(n, offset) words, laid out as core/kernels.h says) unless  \

@@ -73,8 +73,9 @@ static void op_adam(bufs *x) {
  * the pass for the two gradient sums (x, dy) and the one that writes dx. The bytes counted are the
  * least an implementation that computes the statistics in one pass must move: forward reads x twice
  * and writes y (12 bytes an element), backward reads x and dy twice and writes dx (20 bytes); only
- * a tensor that stayed in cache between the two passes could do with less (the small planes'
- * forward keeps each run of channels in cache for its second read: batchnorm_train_forward). */
+ * a tensor that stayed in cache between the two passes could do with less (on small planes both
+ * keep each run of channels in cache for its second read: batchnorm_train_forward and
+ * batchnorm_backward). */
 typedef struct {
     int64_t n, c, hw;
 } bn_size;
@@ -84,6 +85,7 @@ enum { BN_MAXC = 2048 };
 static struct {
     float stats[3 * BN_MAXC + 1], meanvar[2 * BN_MAXC + 1], sums[2 * BN_MAXC + 1];
     float rmean[BN_MAXC], rvar[BN_MAXC], weight[BN_MAXC], bias[BN_MAXC];
+    float dweight[BN_MAXC], dbias[BN_MAXC];
     int64_t batches;
 } bn;
 
@@ -92,12 +94,10 @@ static void bn_forward(bufs *x, bn_size s) { /* x: a, y: b; the call training ma
                                            NULL, false, bn.stats, bn.meanvar, bn.rmean, bn.rvar,
                                            &bn.batches, x->b);
 }
-static void bn_backward(bufs *x, bn_size s) { /* x: a, dy: c, dx: b */
-    rg_cpu_backend.batchnorm_backward_reduce(s.n, s.c, s.hw, x->a, x->c, NULL, bn.meanvar,
-                                             bn.meanvar + s.c, 1e-5f, bn.sums, 0.0f, NULL, 0.0f,
-                                             NULL);
-    rg_cpu_backend.batchnorm_backward_data(s.n, s.c, s.hw, x->a, x->c, NULL, bn.meanvar,
-                                           bn.meanvar + s.c, 1e-5f, bn.weight, bn.sums, 0.0f, x->b);
+static void bn_backward(bufs *x, bn_size s) { /* x: a, dy: c, dx: b; the call training makes */
+    rg_cpu_backend.batchnorm_backward(s.n, s.c, s.hw, x->a, x->c, NULL, bn.meanvar,
+                                      bn.meanvar + s.c, 1e-5f, bn.weight, bn.sums, 0.0f, bn.dweight,
+                                      0.0f, bn.dbias, 0.0f, x->b);
 }
 static void op_bn1_fwd(bufs *x) {
     bn_forward(x, BN_STAGE1);

@@ -53,6 +53,7 @@
 #define rg_cpu_batchnorm_train_forward RG_ISA_NAME(rg_cpu_batchnorm_train_forward)
 #define rg_cpu_batchnorm_backward_reduce RG_ISA_NAME(rg_cpu_batchnorm_backward_reduce)
 #define rg_cpu_batchnorm_backward_data RG_ISA_NAME(rg_cpu_batchnorm_backward_data)
+#define rg_cpu_batchnorm_backward RG_ISA_NAME(rg_cpu_batchnorm_backward)
 /* conv2d.c, conv2d_backward.c, conv2d_direct.c, conv2d_gemm.c, conv2d_kernels.c */
 #define rg_cpu_conv2d_forward RG_ISA_NAME(rg_cpu_conv2d_forward)
 #define rg_cpu_conv2d_backward_data RG_ISA_NAME(rg_cpu_conv2d_backward_data)

@@ -292,3 +292,15 @@ void rg_cuda_batchnorm_backward_data(int64_t n, int64_t c, int64_t hw, const flo
         n, c, hw, q, x, dy, relu_y, mean, var, eps, weight, sums, beta, dx);
     RG_CUDA_CHECK_LAUNCH();
 }
+
+/* Training's backward without SyncBatchNorm: the two launches above, in order on the compute
+ * stream (the CPU fuses them to keep a run of channels in a core's cache). */
+void rg_cuda_batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float *x, const float *dy,
+                                const float *relu_y, const float *mean, const float *var, float eps,
+                                const float *weight, float *sums, float beta_w, float *dweight,
+                                float beta_b, float *dbias, float beta, float *dx) {
+    rg_cuda_batchnorm_backward_reduce(n, c, hw, x, dy, relu_y, mean, var, eps, sums, beta_w,
+                                      dweight, beta_b, dbias);
+    rg_cuda_batchnorm_backward_data(n, c, hw, x, dy, relu_y, mean, var, eps, weight, sums, beta,
+                                    dx);
+}

@@ -208,7 +208,7 @@ Test(tensor_batchnorm2d, every_plane_size_matches_doubles_and_the_threads_agree)
 /* Channels whose mean is 10^3 and 10^4 times their spread (an uncentred input, as raw sensor
  * values): sums of x and x^2 kept nothing of the variance in float (the running variance came out
  * 3.3 times too large at 10^4); the statistics about each channel's first value keep it. Small
- * planes (2x2) and large ones (10x10). */
+ * planes (2x2) and large ones (10x10), forward and backward. */
 Test(tensor_batchnorm2d, channels_far_from_zero_keep_their_variance) {
     const int64_t hws[2][2] = {{2, 2}, {10, 10}};
     for (int t = 0; t < 2; t++) {
@@ -219,8 +219,12 @@ Test(tensor_batchnorm2d, channels_far_from_zero_keep_their_variance) {
         for (int64_t i = 0; i < n * c * hw; i++) xp[i] += (float)offset[(i / hw) % c];
         rg_tensor *rm = rgt_uniform(RG_SHAPE(c), 0, 0, 51),
                   *rv = rgt_uniform(RG_SHAPE(c), 1, 1, 52);
+        rg_tensor *r = rgt_uniform(RG_SHAPE(n, c, h, w), -1, 1, 53);
+        rg_tensor_set_requires_grad(x, true);
         rg_scope_begin();
         rg_tensor *y = rg_batch_norm2d(x, NULL, NULL, rm, rv, NULL, true, 1.0f, 1e-5f, NULL);
+        rg_backward(rg_sum(rg_mul(y, r)));
+        const float *dxp = rg_tensor_f32(x->grad), *rp = rg_tensor_f32(r);
         for (int64_t ch = 0; ch < c; ch++) {
             double s = 0, ss = 0, ys = 0, yss = 0, cnt = (double)(n * hw);
             for (int64_t i = 0; i < n; i++)
@@ -241,9 +245,26 @@ Test(tensor_batchnorm2d, channels_far_from_zero_keep_their_variance) {
                                (double)rg_tensor_f32(rv)[ch], unbiased);
             cr_assert_float_eq(yss / cnt - (ys / cnt) * (ys / cnt), 1.0, 2e-3,
                                "channel %lld: y's variance", (long long)ch);
+            /* the backward's dx = invstd (dy - mean(dy) - xhat mean(dy xhat)), in doubles, to
+             * what a float mean allows (half its last bit at 10^4 moves dx by 6e-5) */
+            double m = s / cnt, inv = 1.0 / sqrt(ss / cnt + 1e-5), sdy = 0, sdyx = 0;
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < hw; j++) {
+                    int64_t at = (i * c + ch) * hw + j;
+                    sdy += rp[at], sdyx += rp[at] * (xp[at] - m) * inv;
+                }
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < hw; j++) {
+                    int64_t at = (i * c + ch) * hw + j;
+                    double dx = inv * (rp[at] - sdy / cnt - (xp[at] - m) * inv * sdyx / cnt);
+                    cr_assert_float_eq(dxp[at], dx, 1e-4 * (1 + fabs(dx)),
+                                       "%lldx%lld channel %lld (offset %g): dx %g, want %g",
+                                       (long long)h, (long long)w, (long long)ch, offset[ch],
+                                       (double)dxp[at], dx);
+                }
         }
         rg_scope_end();
-        rgt_free_all(3, (rg_tensor *[]){x, rm, rv});
+        rgt_free_all(4, (rg_tensor *[]){x, rm, rv, r});
     }
 }
 
@@ -339,6 +360,62 @@ Test(tensor_batchnorm2d, the_one_call_forward_equals_the_three_calls) {
                 for (int f = 0; f < 2; f++)
                     free(st[f]), free(mv[f]), free(rm[f]), free(rv[f]), free(y[f]);
                 rgt_free_all(4, (rg_tensor *[]){x, res, w, b});
+            }
+    rg_set_num_threads(1);
+}
+
+/* batchnorm_backward (training's backward in one call; on small planes one run of channels at a
+ * time through both passes) against batchnorm_backward_reduce and batchnorm_backward_data: the
+ * same dx, sums and parameter gradients, bit for bit, plain, through a fused ReLU's output, and
+ * accumulating into gradients that already hold values (beta 1; the bias's beta differs from the
+ * weight's in the ReLU case), at one and two threads. */
+Test(tensor_batchnorm2d, the_one_call_backward_equals_the_two_calls) {
+    const int64_t shapes[][4] = {{32, 2048, 2, 2}, {7, 300, 4, 4}, {300, 5, 2, 2},
+                                 {9, 1100, 1, 1},  {3, 5, 5, 6},   {8, 60, 9, 9}};
+    const rg_backend *be = &rg_cpu_backend;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+        for (int v = 0; v < 3; v++)
+            for (int threads = 1; threads <= 2; threads++) {
+                rg_set_num_threads(threads);
+                int64_t n = shapes[k][0], c = shapes[k][1], hw = shapes[k][2] * shapes[k][3];
+                int64_t numel = n * c * hw;
+                rg_tensor *x = rgt_uniform(RG_SHAPE(n, c, hw), -2, 3, 70 + k);
+                rg_tensor *dy = rgt_uniform(RG_SHAPE(n, c, hw), -1, 1, 71 + k);
+                rg_tensor *ry = rgt_uniform(RG_SHAPE(n, c, hw), -1, 1, 72 + k);
+                rg_tensor *w = rgt_uniform(RG_SHAPE(c), 0.5, 2, 73 + k);
+                rg_tensor *mv = rgt_uniform(RG_SHAPE(2 * c), 0.1, 1.5, 74 + k); /* mean, var */
+                const float *relu_y = v == 1 ? rg_tensor_f32(ry) : NULL;
+                float beta = v == 2 ? 1.0f : 0.0f, beta_b = v > 0 ? 1.0f : 0.0f;
+                float *sums[2], *dw[2], *db[2], *dx[2];
+                for (int f = 0; f < 2; f++) {
+                    sums[f] = calloc((size_t)(2 * c + 1), sizeof(float));
+                    dw[f] = calloc((size_t)c, sizeof(float)),
+                    db[f] = calloc((size_t)c, sizeof(float));
+                    dx[f] = calloc((size_t)numel, sizeof(float));
+                    for (int64_t ch = 0; ch < c; ch++) dw[f][ch] = 0.5f, db[f][ch] = -0.25f;
+                    for (int64_t i = 0; i < numel; i++) dx[f][i] = (float)(i % 7) - 3.0f;
+                }
+                const float *xp = rg_tensor_f32(x), *gp = rg_tensor_f32(dy), *wp = rg_tensor_f32(w);
+                const float *mean = rg_tensor_f32(mv), *var = mean + c;
+                be->batchnorm_backward_reduce(n, c, hw, xp, gp, relu_y, mean, var, 1e-5f, sums[0],
+                                              beta, dw[0], beta_b, db[0]);
+                be->batchnorm_backward_data(n, c, hw, xp, gp, relu_y, mean, var, 1e-5f, wp, sums[0],
+                                            beta, dx[0]);
+                be->batchnorm_backward(n, c, hw, xp, gp, relu_y, mean, var, 1e-5f, wp, sums[1],
+                                       beta, dw[1], beta_b, db[1], beta, dx[1]);
+                const char *what = v == 0 ? "plain" : v == 1 ? "relu" : "accumulating";
+                cr_assert(memcmp(dx[0], dx[1], (size_t)numel * sizeof(float)) == 0,
+                          "%lldx%lldx%lld %s, %d threads: dx differs", (long long)n, (long long)c,
+                          (long long)hw, what, threads);
+                cr_assert(memcmp(sums[0], sums[1], (size_t)(2 * c + 1) * sizeof(float)) == 0,
+                          "%lldx%lldx%lld %s: sums differ", (long long)n, (long long)c,
+                          (long long)hw, what);
+                cr_assert(memcmp(dw[0], dw[1], (size_t)c * sizeof(float)) == 0 &&
+                              memcmp(db[0], db[1], (size_t)c * sizeof(float)) == 0,
+                          "%lldx%lldx%lld %s: parameter gradients differ", (long long)n,
+                          (long long)c, (long long)hw, what);
+                for (int f = 0; f < 2; f++) free(sums[f]), free(dw[f]), free(db[f]), free(dx[f]);
+                rgt_free_all(5, (rg_tensor *[]){x, dy, ry, w, mv});
             }
     rg_set_num_threads(1);
 }
