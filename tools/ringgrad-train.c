@@ -279,6 +279,60 @@ static void print_version(void) {
     printf("\n");
 }
 
+/* n with thousands separated by commas, into buf */
+static const char *with_commas(int64_t n, char *buf, size_t cap) {
+    char digits[32];
+    int len = snprintf(digits, sizeof digits, "%lld", (long long)(n < 0 ? -n : n)), at = 0;
+    if (n < 0 && (size_t)at + 1 < cap) buf[at++] = '-';
+    for (int i = 0; i < len && (size_t)at + 2 < cap; i++) {
+        if (i > 0 && (len - i) % 3 == 0) buf[at++] = ',';
+        buf[at++] = digits[i];
+    }
+    buf[at] = '\0';
+    return buf;
+}
+
+/* Rank 0, before the first epoch: what is about to train, on what, and how (two lines), so that
+ * the settings nobody typed (threads per rank, the kernels, the comm, the global batch, the
+ * steps per epoch) are on the record of every run. */
+static void print_header(const trainer *t) {
+    if (t->rank != 0) return;
+    char params[32], ntrain[32], ntest[32], dev[16];
+    const rg_dataset *d = t->train_ds;
+    printf("ringgrad-train: %s, %s parameters", t->a.model,
+           with_commas(rg_param_list_numel(rg_model_params(t->net)), params, sizeof params));
+    if (d)
+        printf("; %s: %s training and %s test images of %lldx%lldx%lld, %d classes",
+               strcmp(t->a.data, "fmnist") == 0 ? "Fashion-MNIST" : t->a.data,
+               with_commas(d->n, ntrain, sizeof ntrain),
+               with_commas(t->test_ds ? t->test_ds->n : 0, ntest, sizeof ntest), (long long)d->c,
+               (long long)d->h, (long long)d->w, d->num_classes);
+    printf("\nringgrad-train: %d rank%s x %d thread%s, %s", t->world, t->world == 1 ? "" : "s",
+           t->threads, t->threads == 1 ? "" : "s", rg_device_str(t->dev, dev, sizeof dev));
+    if (t->dev.type == RG_DEV_CPU) printf(" (%s kernels)", rg_cpu_isa());
+    if (t->world > 1 || t->ps || t->pipe) {
+        printf(", %s", t->a.strategy);
+        if (t->ps)
+            printf(" (%d worker%s, %d server%s)", t->workers, t->workers == 1 ? "" : "s",
+                   t->world - t->workers, t->world - t->workers == 1 ? "" : "s");
+        if (t->pipe) printf(" (%d stages x %d pipelines)", t->a.pipeline_stages, t->dp_size);
+        if (t->comm) printf(" over %s", rg_comm_backend_name(rg_comm_kind(t->comm)));
+    }
+    int64_t k = t->a.accum_steps > 1 ? t->a.accum_steps : 1;
+    int64_t spe = t->train ? rg_loader_steps_per_epoch(t->train) : 0;
+    char batches[32], steps[32];
+    printf("; batch %d a %s, %lld a step", t->a.batch_size, t->ps ? "worker" : "rank",
+           (long long)t->a.batch_size * t->workers * k);
+    if (k > 1)
+        printf(" (%lld batches accumulated); %s batches an epoch, %s steps", (long long)k,
+               with_commas(spe, batches, sizeof batches),
+               with_commas(spe / k, steps, sizeof steps));
+    else if (t->train)
+        printf("; %s steps an epoch", with_commas(spe, steps, sizeof steps));
+    printf("\n");
+    fflush(stdout);
+}
+
 /* The one-line JSON summary (rank 0, --json): always valid JSON, also after a failure, with
  * non-finite numbers as null and "error" null or the reason. */
 static void print_summary(const trainer *t, double seconds, const char *error) {
@@ -442,6 +496,7 @@ int main(int argc, char **argv) {
     }
     bool ok = guard_check_outputs(&t) == RG_OK && trainer_setup_data(&t) == RG_OK && trainer_setup_model(&t) == RG_OK &&
               trainer_setup_loaders(&t) == RG_OK;
+    if (ok) print_header(&t);
     if (ok && t.a.timeline) {
         rg_trace_name_thread("main");
         ok = rg_timeline_start(t.comm) == RG_OK;

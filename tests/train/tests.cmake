@@ -152,6 +152,8 @@ rg_train_test(shape 1 "" train ${RG_TRAIN_SH}/shape.sh)
 # The evaluation's batch: bounded on large images, never below --batch-size, and the accuracy
 # independent of it on 1 and 2 ranks
 rg_train_test(eval_batch 2 "" "train;mpi" ${RG_TRAIN_SH}/eval_batch.sh)
+# header.sh: the two lines rank 0 prints before training (model, data, layout of the run)
+rg_train_test(header 3 "" "train;mpi" ${RG_TRAIN_SH}/header.sh)
 # BatchNorm's batches: one image per channel is exit 1 (or a dropped last batch), --sync-bn
 # where it cannot work is exit 1, a pipeline's last batch under --micro-batches trains
 rg_train_test(bn_batch 2 "" "train;mpi" ${RG_TRAIN_SH}/bn_batch.sh)
