@@ -279,11 +279,10 @@ static void print_version(void) {
     printf("\n");
 }
 
-/* n with thousands separated by commas, into buf */
+/* n (a count, >= 0) with its thousands separated by commas, into buf */
 static const char *with_commas(int64_t n, char *buf, size_t cap) {
-    char digits[32];
-    int len = snprintf(digits, sizeof digits, "%lld", (long long)(n < 0 ? -n : n)), at = 0;
-    if (n < 0 && (size_t)at + 1 < cap) buf[at++] = '-';
+    char digits[24];
+    int len = snprintf(digits, sizeof digits, "%lld", (long long)n), at = 0;
     for (int i = 0; i < len && (size_t)at + 2 < cap; i++) {
         if (i > 0 && (len - i) % 3 == 0) buf[at++] = ',';
         buf[at++] = digits[i];

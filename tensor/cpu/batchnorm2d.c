@@ -568,7 +568,7 @@ static void backward_data_small(int64_t n, int64_t c, int64_t hw, const float *x
     int64_t cpr = SMALL_RUN / hw, runs = (c + cpr - 1) / cpr;
 #pragma omp parallel if (n * c * hw > RG_CPU_PAR_MIN)
     {
-        dx_coeffs coeffs; /* 20 KB of the thread's stack (40 with dx_coeffs_run's) */
+        dx_coeffs coeffs; /* 16 KB of the thread's stack (28 with dx_coeffs_run's) */
         int64_t have = -1;
 #pragma omp for collapse(2) schedule(static)
         for (int64_t r = 0; r < runs; r++)
@@ -643,7 +643,7 @@ void rg_cpu_batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float *x,
             if (dweight) dweight[ch] = rg_bn_grad_param(sums[c + ch], beta_w, dweight[ch]);
             if (dbias) dbias[ch] = rg_bn_grad_param(sums[ch], beta_b, dbias[ch]);
         }
-        dx_coeffs coeffs; /* 40 KB of the thread's stack with dx_coeffs_run's */
+        dx_coeffs coeffs; /* 16 KB of the thread's stack (28 with dx_coeffs_run's) */
         dx_coeffs_run(c, hw, c0, cn, mean, var, eps, weight, sums, &coeffs);
         for (int64_t i = 0; i < n; i++) {
             int64_t at = (i * c + c0) * hw;
