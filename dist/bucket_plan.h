@@ -13,6 +13,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The sizes' defaults, for rg_ddp_opts and rg_zero1_opts alike: 25 MiB, and a first bucket of
+ * 1 MiB (or mb when smaller); a value <= 0 asks for the default. */
+static inline void rg_bucket_plan_defaults(double *mb, double *first_mb) {
+    if (*mb <= 0) *mb = 25;
+    if (*first_mb <= 0) *first_mb = *mb < 1 ? *mb : 1;
+}
+
 typedef struct {
     double first_mb, mb;
     bool one;

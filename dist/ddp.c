@@ -274,8 +274,7 @@ static void attach_buckets(rg_ddp *d) {
 
 static rg_ddp_opts defaults(const rg_ddp_opts *o) {
     rg_ddp_opts r = o ? *o : (rg_ddp_opts){0};
-    if (r.bucket_mb <= 0) r.bucket_mb = 25;
-    if (r.first_bucket_mb <= 0) r.first_bucket_mb = r.bucket_mb < 1 ? r.bucket_mb : 1;
+    rg_bucket_plan_defaults(&r.bucket_mb, &r.first_bucket_mb);
     if (r.accum_steps <= 0) r.accum_steps = 1;
     if (r.powersgd_rank <= 0) r.powersgd_rank = 4;
     RG_CHECK(!(r.compress_fp16 && r.compress_powersgd), "ddp: choose fp16 or PowerSGD, not both");

@@ -204,8 +204,7 @@ RG_NODISCARD static rg_status make_views(rg_zero1 *z) {
 static rg_zero1_opts defaults(const rg_zero1_opts *o) {
     rg_zero1_opts r = o ? *o : (rg_zero1_opts){0};
     if (r.accum_steps <= 0) r.accum_steps = 1;
-    if (r.bucket_mb <= 0) r.bucket_mb = 25;
-    if (r.first_bucket_mb <= 0) r.first_bucket_mb = r.bucket_mb < 1 ? r.bucket_mb : 1;
+    rg_bucket_plan_defaults(&r.bucket_mb, &r.first_bucket_mb);
     return r;
 }
 

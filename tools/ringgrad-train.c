@@ -309,7 +309,7 @@ static void print_header(const trainer *t) {
     printf("\nringgrad-train: %d rank%s x %d thread%s, %s", t->world, t->world == 1 ? "" : "s",
            t->threads, t->threads == 1 ? "" : "s", rg_device_str(t->dev, dev, sizeof dev));
     if (t->dev.type == RG_DEV_CPU) printf(" (%s kernels)", rg_cpu_isa());
-    if (t->world > 1 || t->ps || t->pipe) {
+    if (t->world > 1) { /* parameter servers and pipelines always have several */
         printf(", %s", t->a.strategy);
         if (t->ps)
             printf(" (%d worker%s, %d server%s)", t->workers, t->workers == 1 ? "" : "s",

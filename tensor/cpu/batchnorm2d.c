@@ -455,6 +455,13 @@ void rg_cpu_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, co
  * session). */
 #define FUSE_FLOATS 65536
 
+/* Channels a run of the one-call passes: small_run_channels', cut so that the run's rows of the
+ * `tensors` inputs read twice (x; x and dy) stay under FUSE_FLOATS floats together. */
+static int64_t fused_run_channels(int64_t n, int64_t c, int64_t hw, int tensors) {
+    int64_t cpr = small_run_channels(n, c, hw), fit = FUSE_FLOATS / (tensors * n * hw);
+    return fit < cpr ? (fit < 1 ? 1 : fit) : cpr;
+}
+
 void rg_cpu_batchnorm_train_forward(int64_t n, int64_t c, int64_t hw, const float *x,
                                     float momentum, float eps, const float *weight,
                                     const float *bias, const float *residual, bool relu,
@@ -469,8 +476,7 @@ void rg_cpu_batchnorm_train_forward(int64_t n, int64_t c, int64_t hw, const floa
         return;
     }
     stats_begin(n, c, hw, x, NULL, stats);
-    int64_t cpr = small_run_channels(n, c, hw), fit = FUSE_FLOATS / (n * hw);
-    cpr = fit < cpr ? (fit < 1 ? 1 : fit) : cpr;
+    int64_t cpr = fused_run_channels(n, c, hw, 1);
 #pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
     for (int64_t c0 = 0; c0 < c; c0 += cpr) {
         int64_t cn = c - c0 < cpr ? c - c0 : cpr;
@@ -672,8 +678,7 @@ void rg_cpu_batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float *x,
         return;
     }
     sums[2 * c] = (float)(n * hw);
-    int64_t cpr = small_run_channels(n, c, hw), fit = FUSE_FLOATS / (2 * n * hw);
-    cpr = fit < cpr ? (fit < 1 ? 1 : fit) : cpr;
+    int64_t cpr = fused_run_channels(n, c, hw, 2);
 #pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
     for (int64_t c0 = 0; c0 < c; c0 += cpr) {
         int64_t cn = c - c0 < cpr ? c - c0 : cpr;
