@@ -33,7 +33,10 @@
  * backward products. These products call OpenBLAS directly, not rg_cpu_gemm: on ResNet-50's 1x1
  * shapes the register tile of gemm_tile.c took 1.0-1.5x OpenBLAS's time in the forward and data
  * passes (it re-reads all of A, the weights, for each panel of 64 columns, where OpenBLAS keeps
- * a packed block of A in L2). */
+ * a packed block of A in L2), when called as OpenBLAS is, once an image. The exception is the
+ * AVX-512 forward pass on small planes with many channels: there the tile runs over the whole
+ * batch's columns at once, which OpenBLAS cannot do on NCHW data without a copy (forward_tiles,
+ * below). */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,8 +205,213 @@ static void finish_output(const rg_conv2d_shape *s, const float *b, float *out, 
     }
 }
 
+#if defined(__AVX512F__)
+/* ---- 1x1 passes on the register tile, for deep channels on small planes (AVX-512) ----
+ *
+ * On planes of at most TILE_PIXELS output pixels, reducing over at least TILE_REDUCTION channels
+ * (ResNet-50's stage 3-4 1x1s: 14x14 and 7x7 planes, 512-2048 channels), the forward pass and the
+ * stride-1 data pass run on rg_conv_tile instead of OpenBLAS, over the batch's columns as one
+ * matrix: column j is pixel j % (P*Q) of image j / (P*Q), and a panel of RG_CONV_NR columns may
+ * straddle two images. Each panel is packed (reduction x NR) straight from x (forward) or dy
+ * (data pass) — the pack a GEMM makes anyway — every output row runs over it (a filter's row of
+ * w; for the data pass a row of w^T, transposed once a pass: reading w's columns in place through
+ * the tile's offsets t*C measured 0.9-1.05x OpenBLAS, the copy 1.06-1.11x), and the panel's result
+ * is written out image by image, with the bias and the ReLU (forward) or beta (data pass).
+ * What this saves: OpenBLAS, called once an image, packs the whole weight matrix again for every
+ * image (2-4 MB per call on these shapes) and runs a 196-column product on 3 full panels and a
+ * sliver; at 7x7, where a product an image is too narrow, the images went through a copy into one
+ * block first (8% of the pass). Measured at one thread on Zen 5 (docs/PERFORMANCE.md, a hot
+ * driver and ringgrad-bench): 1.03-1.08x OpenBLAS's SkylakeX kernels an image at 14x14, and at
+ * 7x7 about the speed of one OpenBLAS call on the whole batch without the copy; at 28x28 and on
+ * 128-256 channels no gain (0.98-1.00), so those stay with OpenBLAS, as do strided forwards on
+ * planes over TILE_STRIDED_PIXELS (gathering their panels cost more than the product gained:
+ * 0.94x on ResNet-50's 28x28/2) and strided data passes (dx scattered). Each output is the same
+ * in-order sum of products whatever panel or thread computes it: a batch split across ranks gives
+ * the same bits. RG_GEMM_TILE=0 keeps OpenBLAS here too (to compare). */
+#define TILE_PIXELS 256
+#define TILE_REDUCTION 512
+#define TILE_STRIDED_PIXELS 64
+
+static bool tile_enabled(void) {
+    const char *v = getenv("RG_GEMM_TILE");
+    return !(v && strcmp(v, "0") == 0);
+}
+
+static bool tile_forward_applies(const rg_conv2d_shape *s) {
+    int64_t pq = s->p * s->q;
+    return s->c >= TILE_REDUCTION && pq <= (strided(s) ? TILE_STRIDED_PIXELS : TILE_PIXELS) &&
+           tile_enabled();
+}
+
+static bool tile_data_applies(const rg_conv2d_shape *s) {
+    return !strided(s) && s->k >= TILE_REDUCTION && s->p * s->q <= TILE_PIXELS && tile_enabled();
+}
+
+/* One pass: dst[image, m, pixel] = epilogue(sum_t a_m[off[t]] * src[image, t, pixel(column)]). */
+typedef struct {
+    int64_t rows, red; /* output channels (K forward, C data pass), reduction (C, K) */
+    const float *a;    /* row m at a + m * astride, step t at off[t] */
+    int64_t astride;
+    const int32_t *off;
+    const float *src;   /* (N, red, src_plane) */
+    int64_t src_plane;  /* H*W of x, P*Q of dy */
+    const int32_t *pix; /* strided forward: each output pixel's offset in a plane of x; else NULL */
+    int64_t pq, cols;   /* output pixels an image; columns in all, N*P*Q */
+    float *dst;         /* (N, rows, pq) */
+    const float *bias;  /* or NULL */
+    bool relu;
+    float beta; /* dst = beta dst + result (beta 0 never reads dst) */
+} tile_pass;
+
+/* One panel's columns [j0, j0 + nn) as runs within one image: image n, first pixel i, len pixels,
+ * starting at column d of the panel. */
+typedef struct {
+    int64_t n, i, len, d;
+} column_run;
+
+static int panel_runs(int64_t pq, int64_t j0, int64_t nn, column_run *runs) {
+    int count = 0;
+    for (int64_t d = 0; d < nn;) {
+        int64_t j = j0 + d, i = j % pq, len = pq - i < nn - d ? pq - i : nn - d;
+        runs[count++] = (column_run){.n = j / pq, .i = i, .len = len, .d = d};
+        d += len;
+    }
+    return count;
+}
+
+/* pack[t * NR + d] = src[image, t, pixel of column d], zero past nn columns. */
+static void pack_columns(const tile_pass *tp, const column_run *runs, int count, int64_t nn,
+                         float *pack) {
+    int64_t plane = tp->src_plane;
+    for (int r = 0; r < count; r++) {
+        const float *sn = tp->src + runs[r].n * tp->red * plane;
+        float *dst = pack + runs[r].d;
+        if (!tp->pix) {
+            for (int64_t t = 0; t < tp->red; t++)
+                memcpy(dst + t * RG_CONV_NR, sn + t * plane + runs[r].i,
+                       (size_t)runs[r].len * sizeof(float));
+            continue;
+        }
+        const int32_t *o = tp->pix + runs[r].i;
+        for (int64_t t = 0; t < tp->red; t++)
+            for (int64_t q = 0; q < runs[r].len; q++)
+                dst[t * RG_CONV_NR + q] = sn[t * plane + o[q]];
+    }
+    if (nn < RG_CONV_NR)
+        for (int64_t t = 0; t < tp->red; t++)
+            memset(pack + t * RG_CONV_NR + nn, 0, (size_t)(RG_CONV_NR - nn) * sizeof(float));
+}
+
+/* dst[image, m, pixel of column d] = out[m * NR + d] + bias[m], then the ReLU; or with beta. */
+static void write_columns(const tile_pass *tp, const float *out, const column_run *runs,
+                          int count) {
+    for (int r = 0; r < count; r++)
+        for (int64_t m = 0; m < tp->rows; m++) {
+            const float *src = out + m * RG_CONV_NR + runs[r].d;
+            float *dst = tp->dst + (runs[r].n * tp->rows + m) * tp->pq + runs[r].i;
+            float bias = tp->bias ? tp->bias[m] : 0.0f;
+            int64_t len = runs[r].len;
+            if (tp->relu)
+                for (int64_t q = 0; q < len; q++) dst[q] = rg_k_relu(src[q] + bias);
+            else if (tp->beta != 0.0f)
+                for (int64_t q = 0; q < len; q++) dst[q] = tp->beta * dst[q] + src[q];
+            else
+                for (int64_t q = 0; q < len; q++) dst[q] = src[q] + bias;
+        }
+}
+
+static void run_tile_pass(const tile_pass *tp) {
+    int64_t npanel = (tp->cols + RG_CONV_NR - 1) / RG_CONV_NR;
+    int64_t rows = rg_conv_round_up(tp->rows, RG_CONV_MR);
+#pragma omp parallel if (npanel > 1)
+    {
+        float *pack = rg_conv_scratch(tp->red * RG_CONV_NR);
+        float *out = rg_conv_scratch(rows * RG_CONV_NR);
+        column_run runs[RG_CONV_NR]; /* a run has at least one column */
+#pragma omp for schedule(static)
+        for (int64_t jp = 0; jp < npanel; jp++) {
+            int64_t j0 = jp * RG_CONV_NR;
+            int64_t nn = tp->cols - j0 < RG_CONV_NR ? tp->cols - j0 : RG_CONV_NR;
+            int count = panel_runs(tp->pq, j0, nn, runs);
+            pack_columns(tp, runs, count, nn, pack);
+            rg_conv_panel_product((int)((nn + RG_CONV_VL - 1) / RG_CONV_VL), tp->rows, tp->a, NULL,
+                                  tp->astride, tp->off, tp->red, pack, out, RG_CONV_NR, false);
+            write_columns(tp, out, runs, count);
+        }
+        rg_conv_scratch_free(out, rows * RG_CONV_NR);
+        rg_conv_scratch_free(pack, tp->red * RG_CONV_NR);
+    }
+}
+
+/* off[t] = t for t < n (rows read in order), from the scratch pool (free with
+ * rg_conv_scratch_free(off, n)). */
+static int32_t *in_order(int64_t n) {
+    int32_t *off = (int32_t *)rg_conv_scratch(n);
+    for (int64_t t = 0; t < n; t++) off[t] = (int32_t)t;
+    return off;
+}
+
+static void forward_tiles(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
+                          float *y) {
+    int64_t pq = s->p * s->q;
+    int32_t *pix = NULL;
+    if (strided(s)) {
+        pix = (int32_t *)rg_conv_scratch(pq);
+        for (int64_t i = 0; i < pq; i++)
+            pix[i] = (int32_t)(i / s->q * s->stride_h * s->w + i % s->q * s->stride_w);
+    }
+    tile_pass tp = {.rows = s->k,
+                    .red = s->c,
+                    .a = w,
+                    .astride = s->c,
+                    .off = in_order(s->c),
+                    .src = x,
+                    .src_plane = s->h * s->w,
+                    .pix = pix,
+                    .pq = pq,
+                    .cols = s->n * pq,
+                    .dst = y,
+                    .bias = b,
+                    .relu = s->relu};
+    run_tile_pass(&tp);
+    if (pix) rg_conv_scratch_free((float *)pix, pq);
+    rg_conv_scratch_free((float *)tp.off, s->c);
+}
+
+/* dx[n] = beta dx[n] + w^T dy[n], w^T (C x K) copied first. */
+static void backward_data_tiles(const rg_conv2d_shape *s, const float *dy, const float *w,
+                                float beta, float *dx) {
+    int64_t pq = s->p * s->q;
+    float *wt = rg_conv_scratch(s->c * s->k);
+#pragma omp parallel for schedule(static)
+    for (int64_t k0 = 0; k0 < s->k; k0 += 64) /* filters k0.. become columns k0.. */
+        rg_conv_transpose(s->k - k0 < 64 ? s->k - k0 : 64, s->c, w + k0 * s->c, s->c, wt + k0, s->k,
+                          NULL, 0.0f);
+    tile_pass tp = {.rows = s->c,
+                    .red = s->k,
+                    .a = wt,
+                    .astride = s->k,
+                    .off = in_order(s->k),
+                    .src = dy,
+                    .src_plane = pq,
+                    .pq = pq,
+                    .cols = s->n * pq,
+                    .dst = dx,
+                    .beta = beta};
+    run_tile_pass(&tp);
+    rg_conv_scratch_free((float *)tp.off, s->k);
+    rg_conv_scratch_free(wt, s->c * s->k);
+}
+#endif
+
 void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
                           float *y) {
+#if defined(__AVX512F__)
+    if (tile_forward_applies(s)) {
+        forward_tiles(s, x, w, b, y);
+        return;
+    }
+#endif
     int64_t pq = s->p * s->q, chw = s->c * s->h * s->w;
     image_blocks ib = blocks_of(s, omp_get_max_threads(), BLOCK_COLUMNS);
     int32_t *off = ib.in_place ? NULL : tap_table(s);
@@ -247,6 +455,12 @@ static void write_dx(const rg_conv2d_shape *s, const float *dcol, int64_t ld, fl
  * 1, else through dcol (C, G*P*Q), written out image by image. */
 static void backward_data(const rg_conv2d_shape *s, const float *dy, const float *w, float beta,
                           float *dx) {
+#if defined(__AVX512F__)
+    if (tile_data_applies(s)) {
+        backward_data_tiles(s, dy, w, beta, dx);
+        return;
+    }
+#endif
     int64_t pq = s->p * s->q, chw = s->c * s->h * s->w;
     image_blocks ib = blocks_of(s, omp_get_max_threads(), BLOCK_COLUMNS);
 #pragma omp parallel if (ib.count > 1)
