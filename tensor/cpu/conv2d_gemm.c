@@ -302,11 +302,12 @@ static void pack_columns(const tile_pass *tp, const column_run *runs, int count,
             memset(pack + t * RG_CONV_NR + nn, 0, (size_t)(RG_CONV_NR - nn) * sizeof(float));
 }
 
-/* dst[image, m, pixel of column d] = out[m * NR + d] + bias[m], then the ReLU; or with beta. */
-static void write_columns(const tile_pass *tp, const float *out, const column_run *runs,
-                          int count) {
+/* dst[image, m, pixel of column d] = out[m * NR + d] + bias[m], then the ReLU; or with beta; for
+ * rows m in [m0, m1). */
+static void write_columns(const tile_pass *tp, const float *out, const column_run *runs, int count,
+                          int64_t m0, int64_t m1) {
     for (int r = 0; r < count; r++)
-        for (int64_t m = 0; m < tp->rows; m++) {
+        for (int64_t m = m0; m < m1; m++) {
             const float *src = out + m * RG_CONV_NR + runs[r].d;
             float *dst = tp->dst + (runs[r].n * tp->rows + m) * tp->pq + runs[r].i;
             float bias = tp->bias ? tp->bias[m] : 0.0f;
@@ -320,23 +321,38 @@ static void write_columns(const tile_pass *tp, const float *out, const column_ru
         }
 }
 
+/* Threads: each panel's output rows are cut into one part a thread, and the work items (panel,
+ * part) dealt out in order, so that the threads' shares differ by at most one part and a thread
+ * packs a panel once for all its parts of it (only the panel where the shares meet is packed
+ * twice). Whole panels a thread left the 7x7 passes' 13 panels split 7 and 6. */
 static void run_tile_pass(const tile_pass *tp) {
     int64_t npanel = (tp->cols + RG_CONV_NR - 1) / RG_CONV_NR;
     int64_t rows = rg_conv_round_up(tp->rows, RG_CONV_MR);
+    int64_t parts = npanel > 1 ? omp_get_max_threads() : 1;
+    int64_t part_rows = rg_conv_round_up((tp->rows + parts - 1) / parts, RG_CONV_MR);
 #pragma omp parallel if (npanel > 1)
     {
         float *pack = rg_conv_scratch(tp->red * RG_CONV_NR);
         float *out = rg_conv_scratch(rows * RG_CONV_NR);
         column_run runs[RG_CONV_NR]; /* a run has at least one column */
+        int64_t packed = -1, nn = 0;
+        int count = 0;
 #pragma omp for schedule(static)
-        for (int64_t jp = 0; jp < npanel; jp++) {
-            int64_t j0 = jp * RG_CONV_NR;
-            int64_t nn = tp->cols - j0 < RG_CONV_NR ? tp->cols - j0 : RG_CONV_NR;
-            int count = panel_runs(tp->pq, j0, nn, runs);
-            pack_columns(tp, runs, count, nn, pack);
-            rg_conv_panel_product((int)((nn + RG_CONV_VL - 1) / RG_CONV_VL), tp->rows, tp->a, NULL,
-                                  tp->astride, tp->off, tp->red, pack, out, RG_CONV_NR, false);
-            write_columns(tp, out, runs, count);
+        for (int64_t item = 0; item < npanel * parts; item++) {
+            int64_t jp = item / parts, m0 = item % parts * part_rows;
+            if (m0 >= tp->rows) continue;
+            int64_t m1 = tp->rows - m0 < part_rows ? tp->rows : m0 + part_rows;
+            if (jp != packed) {
+                int64_t j0 = jp * RG_CONV_NR;
+                nn = tp->cols - j0 < RG_CONV_NR ? tp->cols - j0 : RG_CONV_NR;
+                count = panel_runs(tp->pq, j0, nn, runs);
+                pack_columns(tp, runs, count, nn, pack);
+                packed = jp;
+            }
+            rg_conv_panel_product((int)((nn + RG_CONV_VL - 1) / RG_CONV_VL), m1 - m0,
+                                  tp->a + m0 * tp->astride, NULL, tp->astride, tp->off, tp->red,
+                                  pack, out + m0 * RG_CONV_NR, RG_CONV_NR, false);
+            write_columns(tp, out, runs, count, m0, m1);
         }
         rg_conv_scratch_free(out, rows * RG_CONV_NR);
         rg_conv_scratch_free(pack, tp->red * RG_CONV_NR);
