@@ -64,6 +64,8 @@ static const conv_case cases[] = {
     /* ... and the stride-1 data pass, when it reduces over at least 512 filters */
     {3, 20, 9, 9, 512, 1, 1, 1, 0, true}, /* 243 columns, C not a tile's rows */
     {2, 7, 7, 7, 520, 1, 1, 1, 0, false}, /* 7x7 planes: both images in one panel */
+    /* ... and the stride-1 filter pass on 128-256 pixel planes, the batch's 576 columns at once */
+    {4, 70, 12, 12, 9, 1, 1, 1, 0, true}, /* a short second panel of channels, K not a tile's */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -523,6 +525,7 @@ static const conv_case beta_cases[] = {
     {2, 240, 8, 8, 20, 3, 3, 2, 1, true}, /* the filter pass through im2col */
     {2, 64, 6, 5, 12, 3, 3, 1, 1, true},  /* the data pass as a forward pass, on every ISA */
     {3, 20, 9, 9, 512, 1, 1, 1, 0, true}, /* AVX-512: the data pass on the tile over the batch */
+    {4, 70, 12, 12, 9, 1, 1, 1, 0, true}, /* AVX-512: the filter pass on the tile over the batch */
 };
 
 static void check_accumulate(const conv_case *tc) {
