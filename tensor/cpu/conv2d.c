@@ -192,8 +192,7 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
  * more, so those keep col2im. */
 
 bool rg_conv_data_as_forward_applies(const rg_conv2d_shape *s) {
-    const char *v = getenv("RG_CONV_DATA_AS_FORWARD");
-    if (v && strcmp(v, "0") == 0) return false;
+    if (!rg_conv_switch_on("RG_CONV_DATA_AS_FORWARD")) return false;
     return s->stride_h == 1 && s->stride_w == 1 && s->p == s->h && s->q == s->w && s->r * s->s > 1;
 }
 

@@ -44,17 +44,12 @@
 #include "tensor/cpu/conv2d_impl.h"
 #include "core/kernels.h"
 
-static bool gemm_enabled(void) {
-    const char *v = getenv("RG_CONV_GEMM");
-    return !(v && strcmp(v, "0") == 0);
-}
-
 static bool one_by_one(const rg_conv2d_shape *s) {
     return s->r == 1 && s->s == 1 && s->pad_h == 0 && s->pad_w == 0;
 }
 
 bool rg_conv_gemm_applies(const rg_conv2d_shape *s) {
-    return one_by_one(s) && gemm_enabled();
+    return one_by_one(s) && rg_conv_switch_on("RG_CONV_GEMM");
 }
 
 /* Larger kernels run the filter pass through im2col and a product when the output plane is
@@ -67,7 +62,7 @@ bool rg_conv_gemm_applies(const rg_conv2d_shape *s) {
 #define LONG_CRS 2048
 
 bool rg_conv_gemm_filter_applies(const rg_conv2d_shape *s) {
-    if (!gemm_enabled()) return false;
+    if (!rg_conv_switch_on("RG_CONV_GEMM")) return false;
     if (one_by_one(s)) return true;
     return s->c * s->r * s->s >= LONG_CRS && s->p * s->q <= SMALL_PLANE;
 }
@@ -232,19 +227,15 @@ static void finish_output(const rg_conv2d_shape *s, const float *b, float *out, 
 #define TILE_REDUCTION 512
 #define TILE_STRIDED_PIXELS 64
 
-static bool tile_enabled(void) {
-    const char *v = getenv("RG_GEMM_TILE");
-    return !(v && strcmp(v, "0") == 0);
-}
-
 static bool tile_forward_applies(const rg_conv2d_shape *s) {
     int64_t pq = s->p * s->q;
     return s->c >= TILE_REDUCTION && pq <= (strided(s) ? TILE_STRIDED_PIXELS : TILE_PIXELS) &&
-           tile_enabled();
+           rg_conv_switch_on("RG_GEMM_TILE");
 }
 
 static bool tile_data_applies(const rg_conv2d_shape *s) {
-    return !strided(s) && s->k >= TILE_REDUCTION && s->p * s->q <= TILE_PIXELS && tile_enabled();
+    return !strided(s) && s->k >= TILE_REDUCTION && s->p * s->q <= TILE_PIXELS &&
+           rg_conv_switch_on("RG_GEMM_TILE");
 }
 
 /* One pass: dst[image, m, pixel] = epilogue(sum_t a_m[off[t]] * src[image, t, pixel(column)]). */
@@ -433,9 +424,10 @@ static void backward_data_tiles(const rg_conv2d_shape *s, const float *dy, const
 
 static bool tile_filter_applies(const rg_conv2d_shape *s) {
     int64_t pq = s->p * s->q, cols = s->n * pq;
-    return !strided(s) && pq >= ALONE_PIXELS && pq <= TILE_PIXELS && cols >= TILE_FILTER_COLUMNS &&
-           s->c >= RG_CONV_NR && (double)s->n * (double)s->k * (double)(s->p * s->q) < INT32_MAX &&
-           tile_enabled();
+    return one_by_one(s) && !strided(s) && pq >= ALONE_PIXELS && pq <= TILE_PIXELS &&
+           cols >= TILE_FILTER_COLUMNS && s->c >= RG_CONV_NR &&
+           (double)s->n * (double)s->k * (double)(s->p * s->q) < INT32_MAX &&
+           rg_conv_switch_on("RG_GEMM_TILE");
 }
 
 static void backward_filter_tiles(const rg_conv2d_shape *s, const float *x, const float *dy,
@@ -578,11 +570,6 @@ static double row_sum(const float *row, int64_t len) {
 /* Columns of dw per thread are whole multiples of this (OpenBLAS's register tiles). */
 #define SLICE_ALIGN 16
 
-/* dw (K, C*R*S) = beta dw + sum over blocks of images of dy's block (K, G*P*Q) times the block's
- * im2col matrix (C*R*S, G*P*Q) transposed, db = beta db + the sums of dy's rows. Each thread
- * takes a slice of dw's columns, (c, r, u) in [t0, t0 + tn), and builds only those rows of the
- * im2col matrix (nine times the input at 3x3: built once, by the thread that needs them); in
- * place (one image a block, 1x1 at stride 1) they are channels t0.. of x as it lies. */
 /* db[k] = beta db[k] + the sum of dy's row k over the batch. */
 static void bias_gradient(const rg_conv2d_shape *s, const float *dy, float beta, float *db) {
     int64_t pq = s->p * s->q;
@@ -594,10 +581,15 @@ static void bias_gradient(const rg_conv2d_shape *s, const float *dy, float beta,
     }
 }
 
+/* dw (K, C*R*S) = beta dw + sum over blocks of images of dy's block (K, G*P*Q) times the block's
+ * im2col matrix (C*R*S, G*P*Q) transposed, db = beta db + the sums of dy's rows. Each thread
+ * takes a slice of dw's columns, (c, r, u) in [t0, t0 + tn), and builds only those rows of the
+ * im2col matrix (nine times the input at 3x3: built once, by the thread that needs them); in
+ * place (one image a block, 1x1 at stride 1) they are channels t0.. of x as it lies. */
 static void backward_filter(const rg_conv2d_shape *s, const float *x, const float *dy, float beta,
                             float *dw, float *db) {
 #if defined(__AVX512F__)
-    if (one_by_one(s) && tile_filter_applies(s)) {
+    if (tile_filter_applies(s)) {
         backward_filter_tiles(s, x, dy, beta, dw);
         if (db) bias_gradient(s, dy, beta, db);
         return;

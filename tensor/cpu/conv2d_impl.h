@@ -19,6 +19,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "tensor/cpu/cpu.h"
 
@@ -38,6 +40,13 @@
 #define RG_CONV_NV 2
 #endif
 #define RG_CONV_NR (RG_CONV_VL * RG_CONV_NV) /* tile columns */
+
+/* Whether the comparison switch `name` (RG_CONV_GEMM, RG_GEMM_TILE, RG_CONV_DATA_AS_FORWARD) is
+ * on: anything but "0", unset included. They send shapes back to the path a change replaced. */
+static inline bool rg_conv_switch_on(const char *name) {
+    const char *v = getenv(name);
+    return !(v && strcmp(v, "0") == 0);
+}
 
 /* One SIMD vector of floats; aligned(4) makes loads and stores through it unaligned-safe. */
 typedef float rg_convvec __attribute__((vector_size(RG_CONV_VL * sizeof(float)), aligned(4)));

@@ -45,11 +45,6 @@ typedef struct {
     const int32_t *off;
 } product;
 
-static bool tile_enabled(void) {
-    const char *v = getenv("RG_GEMM_TILE");
-    return !(v && strcmp(v, "0") == 0);
-}
-
 static bool tile_takes(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, int64_t lda,
                        float beta) {
     if (alpha != 1.0f || (beta != 0.0f && beta != 1.0f)) return false;
@@ -57,7 +52,7 @@ static bool tile_takes(bool trans_a, int64_t m, int64_t n, int64_t k, float alph
         return false;
     if (trans_a && (double)k * (double)lda >= INT32_MAX) return false; /* off[] is int32 */
     if (!trans_a && k >= INT32_MAX) return false;
-    return tile_enabled();
+    return rg_conv_switch_on("RG_GEMM_TILE");
 }
 
 /* Panel n0 of C: pack is (K x NR) floats, edge round_up(M, MR) x NR, both per thread. */
