@@ -34,6 +34,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 
 #include "tensor/cpu/conv2d_impl.h"
 
@@ -41,30 +42,25 @@
 #define MR RG_CONV_MR
 
 /* wp[panel][(r,s,c)][j] = w[panel*NR + j][c][r][s], zero past the last filter: each panel is the
- * contiguous (crs x NR) block of b that the forward tile streams through. Per panel, each of its
- * filters' (C, R*S) weights is transposed to (R*S, C) in a buffer of NR filters, which is then
- * transposed into the panel. */
+ * contiguous (crs x NR) block of b that the forward tile streams through. Each panel's filters are
+ * one (NR x C*R*S) matrix in w, read as whole vectors along (c,r,s); its transposition sends column
+ * (c,r,s) to row (r,s,c) of the panel, in one pass: 0.5 ms of ResNet-18's last 3x3 forward (16.5
+ * ms; Zen 5, one thread, weights in cache), where transposing each filter to (r,s,c) order first
+ * and the panel after (two passes, the first on rows of R*S floats, narrower than a vector) took
+ * 1.2. */
 static float *pack_forward_weights(const rg_conv2d_shape *s, const float *w, int64_t crs) {
     int64_t npanel = (s->k + NR - 1) / NR, rs = s->r * s->s;
     float *wp = rg_conv_scratch(npanel * crs * NR);
-#pragma omp parallel if (npanel * crs * NR > RG_CPU_PAR_MIN)
-    {
-        float *tmp = rg_conv_scratch(NR * crs);
-#pragma omp for schedule(static)
-        for (int64_t jp = 0; jp < npanel; jp++) {
-            int64_t kn = s->k - jp * NR < NR ? s->k - jp * NR : NR;
-            if (kn < NR) memset(wp + jp * crs * NR, 0, (size_t)(crs * NR) * sizeof(float));
-            for (int64_t k = 0; k < kn; k++) {
-                const float *wk = w + (jp * NR + k) * crs;
-                if (rs < RG_CONV_VL)
-                    rg_conv_transpose_narrow(s->c, rs, wk, rs, w + s->k * crs, tmp + k * crs, s->c);
-                else
-                    rg_conv_transpose(s->c, rs, wk, rs, tmp + k * crs, s->c, NULL, 0.0f);
-            }
-            rg_conv_transpose(kn, crs, tmp, crs, wp + jp * crs * NR, NR, NULL, 0.0f);
-        }
-        rg_conv_scratch_free(tmp, NR * crs);
+    int32_t *row = (int32_t *)rg_conv_scratch(crs); /* row[(c,r,s)] = (r,s,c) */
+    for (int64_t c = 0; c < s->c; c++)
+        for (int64_t tap = 0; tap < rs; tap++) row[c * rs + tap] = (int32_t)(tap * s->c + c);
+#pragma omp parallel for schedule(static) if (npanel * crs * NR > RG_CPU_PAR_MIN)
+    for (int64_t jp = 0; jp < npanel; jp++) {
+        int64_t kn = s->k - jp * NR < NR ? s->k - jp * NR : NR;
+        if (kn < NR) memset(wp + jp * crs * NR, 0, (size_t)(crs * NR) * sizeof(float));
+        rg_conv_transpose_rows(kn, crs, w + jp * NR * crs, crs, wp + jp * crs * NR, NR, row);
     }
+    rg_conv_scratch_free((float *)row, crs);
     return wp;
 }
 
@@ -172,6 +168,14 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
         rg_conv_forward_direct(s, &g, x, w, b, y);
         return;
     }
+#ifdef RG_TIMEPACK_HACK
+    double t0 = omp_get_wtime();
+    for (int rep = 0; rep < 5; rep++) {
+        float *w2 = pack_forward_weights(s, w, g.crs);
+        rg_conv_scratch_free(w2, (s->k + NR - 1) / NR * g.crs * NR);
+    }
+    fprintf(stderr, "pack %.3f\n", (omp_get_wtime() - t0) * 1e3 / 5);
+#endif
     float *wp = pack_forward_weights(s, w, g.crs);
     forward_tiles(s, &g, x, wp, b, 0.0f, y);
     rg_conv_scratch_free(wp, (s->k + NR - 1) / NR * g.crs * NR);
@@ -197,38 +201,30 @@ bool rg_conv_data_as_forward_applies(const rg_conv2d_shape *s) {
 }
 
 /* wp[panel][(r',s',k)][j] = w[k][panel*NR + j][R-1-r'][S-1-s'], zero past the last channel: the
- * weights of that convolution in pack_forward_weights' layout. PACK_FILTERS filters at a time: each
- * one's (C, R*S) weights transposed to (R*S, C) in a buffer in L2, whose tap rows are then cut into
- * the panels, where the block's rows lie side by side: a filter at a time (as the data pass of
- * conv2d_backward.c packs its own) wrote R*S*C/NR scattered runs of NR floats per filter, and the
- * packing took 0.45 ms more of ResNet-18's last 3x3 data pass (16 ms). */
-#define PACK_FILTERS 16
+ * weights of that convolution in pack_forward_weights' layout. For each panel, filter after
+ * filter, the panel's channels' (NR, R*S) weights are transposed straight into it, tap t to row
+ * (R*S-1-t, k): a panel's R*S rows advance together, NR floats a filter. Packing 16 filters to
+ * (R*S, C) in a buffer first and copying its rows out to the panels took 0.95 ms of ResNet-18's
+ * last 3x3 data pass (16 ms); this takes 0.5 (Zen 5, one thread, weights in cache). Filter-major
+ * order, each filter writing to all the panels at once (R*S*C/NR scattered runs), took 0.7-1.0. */
 static float *pack_flipped_weights(const rg_conv2d_shape *s, const float *w) {
     int64_t rs = s->r * s->s, crs = s->c * rs, kd = s->k * rs, npanel = (s->c + NR - 1) / NR;
     float *wp = rg_conv_scratch(npanel * kd * NR);
-#pragma omp parallel if (npanel * kd * NR > RG_CPU_PAR_MIN)
-    {
-        float *rows = rg_conv_scratch(PACK_FILTERS * crs);
-#pragma omp for schedule(static)
-        for (int64_t k0 = 0; k0 < s->k; k0 += PACK_FILTERS) {
-            int64_t kn = s->k - k0 < PACK_FILTERS ? s->k - k0 : PACK_FILTERS;
-            for (int64_t i = 0; i < kn; i++)
-                rg_conv_transpose_narrow(s->c, rs, w + (k0 + i) * crs, rs, w + s->k * crs,
-                                         rows + i * crs, s->c);
-            for (int64_t tap = 0; tap < rs; tap++)
-                for (int64_t jp = 0; jp < npanel; jp++) {
-                    float *dst = wp + jp * kd * NR + ((rs - 1 - tap) * s->k + k0) * NR;
-                    int64_t cn = s->c - jp * NR < NR ? s->c - jp * NR : NR;
-                    for (int64_t i = 0; i < kn; i++) {
-                        memcpy(dst + i * NR, rows + i * crs + tap * s->c + jp * NR,
-                               (size_t)cn * sizeof(float));
-                        if (cn < NR) /* the last panel's columns past C */
-                            memset(dst + i * NR + cn, 0, (size_t)(NR - cn) * sizeof(float));
-                    }
-                }
+    int64_t last = s->c - (npanel - 1) * NR; /* channels in the last panel */
+    if (last < NR)                           /* its columns past C */
+        for (int64_t t = 0; t < kd; t++)
+            memset(wp + ((npanel - 1) * kd + t) * NR + last, 0,
+                   (size_t)(NR - last) * sizeof(float));
+    int32_t *row = (int32_t *)rg_conv_scratch(rs); /* tap t to the rows (R*S-1-t, k) */
+    for (int64_t t = 0; t < rs; t++) row[t] = (int32_t)((rs - 1 - t) * s->k);
+#pragma omp parallel for collapse(2) schedule(static) if (npanel * kd * NR > RG_CPU_PAR_MIN)
+    for (int64_t jp = 0; jp < npanel; jp++)
+        for (int64_t k = 0; k < s->k; k++) {
+            int64_t cn = jp < npanel - 1 ? NR : last;
+            rg_conv_transpose_narrow(cn, rs, w + k * crs + jp * NR * rs, rs, w + s->k * crs,
+                                     wp + jp * kd * NR + k * NR, NR, row);
         }
-        rg_conv_scratch_free(rows, PACK_FILTERS * crs);
-    }
+    rg_conv_scratch_free((float *)row, rs);
     return wp;
 }
 
@@ -248,6 +244,14 @@ void rg_conv_data_as_forward(const rg_conv2d_shape *s, const float *dy, const fl
                          .pad_h = (int)s->r - 1 - s->pad_h,
                          .pad_w = (int)s->s - 1 - s->pad_w};
     rg_conv_geom g = rg_conv_geom_of(&f);
+#ifdef RG_TIMEPACK_HACK
+    double t0 = omp_get_wtime();
+    for (int rep = 0; rep < 5; rep++) {
+        float *w2 = pack_flipped_weights(s, w);
+        rg_conv_scratch_free(w2, g.crs * rg_conv_round_up(s->c, NR));
+    }
+    fprintf(stderr, "fpack %.3f\n", (omp_get_wtime() - t0) * 1e3 / 5);
+#endif
     float *wp = pack_flipped_weights(s, w);
     forward_tiles(&f, &g, dy, wp, NULL, beta, dx);
     rg_conv_scratch_free(wp, g.crs * rg_conv_round_up(s->c, NR));

@@ -47,7 +47,7 @@ static float *pack_data_weights(const rg_conv2d_shape *s, int64_t crs, const flo
         memset(row + crs, 0, (size_t)(npanel * NR - crs) * sizeof(float));
 #pragma omp for schedule(static)
         for (int64_t k = 0; k < s->k; k++) {
-            rg_conv_transpose_narrow(s->c, rs, w + k * crs, rs, w + s->k * crs, row, s->c);
+            rg_conv_transpose_narrow(s->c, rs, w + k * crs, rs, w + s->k * crs, row, s->c, NULL);
             for (int64_t jp = 0; jp < npanel; jp++)
                 memcpy(wt + (jp * s->k + k) * NR, row + jp * NR, NR * sizeof(float));
         }

@@ -71,6 +71,12 @@ void rg_conv_panel_product(int nv, int64_t rows, const float *a, const int32_t *
 void rg_conv_transpose(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
                        int64_t ldd, const float *bias, float beta);
 
+/* dst[dst_row[j]*ldd + i] = src[i*lds + j]: rg_conv_transpose without options, each column of src
+ * landing in the row of dst that dst_row names (the forward's weights: a filter's (c,r,s) values
+ * to the (r,s,c) rows of its panel in one pass). */
+void rg_conv_transpose_rows(int64_t rows, int64_t cols, const float *src, int64_t lds, float *dst,
+                            int64_t ldd, const int32_t *dst_row);
+
 /* dst[j*ldd + i] = src[i*lds + j] for int32 matrices: the bits moved as they are. */
 void rg_conv_transpose_i32(int64_t rows, int64_t cols, const int32_t *src, int64_t lds,
                            int32_t *dst, int64_t ldd);
@@ -116,11 +122,13 @@ void rg_conv_unpool2x2_nhwc(int64_t p, int64_t q, int64_t kpad, const float *dm,
 void rg_conv_panel_sums(int64_t kn, int64_t pq, const float *dyt, float *sums);
 
 /* dst[j*ldd + i] = src[i*lds + j] for a matrix narrower than a vector (cols < RG_CONV_VL: a
- * filter's (C, R*S) weights of a 3x3 kernel), without options. Reads whole vectors from each row,
+ * filter's (C, R*S) weights of a 3x3 kernel), without options; with dst_row (else NULL) column j
+ * goes to row dst_row[j] instead, as in rg_conv_transpose_rows. Reads whole vectors from each row,
  * into the rows after it, wherever they end before src_end (the end of the readable source);
  * element by element elsewhere. Wider matrices go to rg_conv_transpose. */
 void rg_conv_transpose_narrow(int64_t rows, int64_t cols, const float *src, int64_t lds,
-                              const float *src_end, float *dst, int64_t ldd);
+                              const float *src_end, float *dst, int64_t ldd,
+                              const int32_t *dst_row);
 
 /* n rounded up to a multiple of m. */
 static inline int64_t rg_conv_round_up(int64_t n, int64_t m) {

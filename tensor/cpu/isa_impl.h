@@ -71,6 +71,7 @@
 #define rg_conv_transpose RG_ISA_NAME(rg_conv_transpose)
 #define rg_conv_transpose_sum RG_ISA_NAME(rg_conv_transpose_sum)
 #define rg_conv_transpose_narrow RG_ISA_NAME(rg_conv_transpose_narrow)
+#define rg_conv_transpose_rows RG_ISA_NAME(rg_conv_transpose_rows)
 #define rg_conv_transpose_relu RG_ISA_NAME(rg_conv_transpose_relu)
 #define rg_conv_pool2x2_nhwc RG_ISA_NAME(rg_conv_pool2x2_nhwc)
 #define rg_conv_transpose_i32 RG_ISA_NAME(rg_conv_transpose_i32)
