@@ -18,22 +18,33 @@
 
 #include "tensor/cpu/cpu.h"
 
-/* The sums run in BN_LANES float lanes (one SIMD register or two, whatever the instruction set)
- * over a block of whole planes of about BN_BLOCK elements, then in double: a horizontal sum per
- * block, not per plane, which at 7x7 planes (49 floats) cost more than the plane's loads. */
+/* The sums run in BN_LANES float lanes over a block of whole planes of about BN_BLOCK elements,
+ * then in double: a horizontal sum per block, not per plane, which at 7x7 planes (49 floats) cost
+ * more than the plane's loads. BN_LANES is the same in every copy (so every instruction set adds
+ * the same floats in the same order); the code works in the copy's own vectors of BN_NATIVE
+ * lanes, one or several per set of BN_LANES. */
 #define BN_LANES 16
 #define BN_BLOCK 1024
+#if defined(__AVX512F__)
+#define BN_NATIVE 16
+#elif defined(__AVX__)
+#define BN_NATIVE 8
+#else
+#define BN_NATIVE 4
+#endif
 
-/* Within a plane the sums run in four sets of BN_LANES lanes, which consecutive vectors take in
- * turn, held in registers as GCC vectors (split into the instruction set's own widths), and are
- * added into the channel's lanes at the plane's end. With the channel's lanes updated vector by
- * vector, the compiler stored them back after every vector and each add waited for the last: the
- * statistics pass read x at 44-47 GB/s at one thread, against 78-83 now (16 channels of 28x28,
- * batch 128, Zen 5, AVX-512; a copy of the same tensor: 107-122). */
-typedef float bn_vec __attribute__((vector_size(BN_LANES * sizeof(float))));
+/* Within a plane the sums run in four sets of BN_LANES lanes, which consecutive BN_LANES-float
+ * pieces take in turn, held in registers as GCC vectors, and are added into the channel's lanes
+ * at the plane's end. With the channel's lanes updated vector by vector, the compiler stored them
+ * back after every vector and each add waited for the last: the statistics pass read x at 44-47
+ * GB/s at one thread, against 78-83 now (16 channels of 28x28, batch 128, Zen 5, AVX-512; a copy
+ * of the same tensor: 107-122). The vectors are the instruction set's own width: 16-float GCC
+ * vectors in the AVX2 copy went through the stack element by element (GCC has no register for
+ * them there), and its 64x7x7 forward ran at 12% of a copy. */
+typedef float bn_vec __attribute__((vector_size(BN_NATIVE * sizeof(float))));
 
 /* The vector at p (any alignment); a statement expression, not a function: a function returning
- * a 64-byte vector would change the ABI of the copies built without AVX-512. */
+ * a vector would change the ABI between the copies. */
 #define BN_VEC(p)                                                                                  \
     ({                                                                                             \
         bn_vec t_;                                                                                 \
@@ -41,7 +52,7 @@ typedef float bn_vec __attribute__((vector_size(BN_LANES * sizeof(float))));
         t_;                                                                                        \
     })
 
-/* lanes[0, BN_LANES) += the vector v */
+/* lanes[0, BN_NATIVE) += the vector v */
 #define BN_ADD_TO(lanes, v)                                                                        \
     do {                                                                                           \
         bn_vec s_ = BN_VEC(lanes) + (v);                                                           \
@@ -49,29 +60,34 @@ typedef float bn_vec __attribute__((vector_size(BN_LANES * sizeof(float))));
     } while (0)
 
 /* rg_k_relu_grad(m, v) on vectors: v where m > 0 or NaN (where m <= 0 is false), else +0.0f */
-typedef int32_t bn_ivec __attribute__((vector_size(BN_LANES * sizeof(int32_t))));
+typedef int32_t bn_ivec __attribute__((vector_size(BN_NATIVE * sizeof(int32_t))));
 #define BN_RELU_GRAD(m, v) ((bn_vec)((bn_ivec)(v) & ~((m) <= (bn_vec){0})))
 
-/* Adds the sums of F and of G over the whole vectors of a plane of len floats into the lanes a
- * and b, in four sets at a time, and is the number of elements that covered (the caller adds the
- * tail). F and G are expressions in v = LOAD, the plane's vector at element o_ (BN_VEC(p + o_)). */
+/* Adds the sums of F and of G over the whole BN_LANES pieces of a plane of len floats into the
+ * lanes a and b, in four sets at a time, and is the number of elements that covered (the caller
+ * adds the tail). F and G are expressions in v = LOAD, the plane's vector at element o_
+ * (BN_VEC(p + o_)). With BN_NATIVE < BN_LANES each part of the lanes runs the plane by itself:
+ * lane l adds the same floats in the same order in every copy. */
 #define BN_PLANE_SUMS(LOAD, len, a, b, F, G)                                                       \
     ({                                                                                             \
-        bn_vec a0_ = {0}, a1_ = {0}, a2_ = {0}, a3_ = {0}, b0_ = {0}, b1_ = {0}, b2_ = {0},        \
-               b3_ = {0}, v;                                                                       \
-        int64_t o_ = 0;                                                                            \
-        for (; o_ + 4 * BN_LANES <= (len); o_ += BN_LANES) {                                       \
-            v = (LOAD), a0_ += (F), b0_ += (G), o_ += BN_LANES;                                    \
-            v = (LOAD), a1_ += (F), b1_ += (G), o_ += BN_LANES;                                    \
-            v = (LOAD), a2_ += (F), b2_ += (G), o_ += BN_LANES;                                    \
-            v = (LOAD), a3_ += (F), b3_ += (G);                                                    \
+        const int64_t pieces_ = (len) / BN_LANES;                                                  \
+        for (int part_ = 0; part_ < BN_LANES / BN_NATIVE; part_++) {                               \
+            bn_vec a0_ = {0}, a1_ = {0}, a2_ = {0}, a3_ = {0}, b0_ = {0}, b1_ = {0}, b2_ = {0},    \
+                   b3_ = {0}, v;                                                                   \
+            int64_t m_ = 0, o_ = part_ * BN_NATIVE;                                                \
+            for (; m_ + 4 <= pieces_; m_ += 4) {                                                   \
+                v = (LOAD), a0_ += (F), b0_ += (G), o_ += BN_LANES;                                \
+                v = (LOAD), a1_ += (F), b1_ += (G), o_ += BN_LANES;                                \
+                v = (LOAD), a2_ += (F), b2_ += (G), o_ += BN_LANES;                                \
+                v = (LOAD), a3_ += (F), b3_ += (G), o_ += BN_LANES;                                \
+            }                                                                                      \
+            if (m_ < pieces_) v = (LOAD), a0_ += (F), b0_ += (G), o_ += BN_LANES, m_++;            \
+            if (m_ < pieces_) v = (LOAD), a1_ += (F), b1_ += (G), o_ += BN_LANES, m_++;            \
+            if (m_ < pieces_) v = (LOAD), a2_ += (F), b2_ += (G), o_ += BN_LANES, m_++;            \
+            BN_ADD_TO((a) + part_ * BN_NATIVE, (a0_ + a1_) + (a2_ + a3_));                         \
+            BN_ADD_TO((b) + part_ * BN_NATIVE, (b0_ + b1_) + (b2_ + b3_));                         \
         }                                                                                          \
-        if (o_ + BN_LANES <= (len)) v = (LOAD), a0_ += (F), b0_ += (G), o_ += BN_LANES;            \
-        if (o_ + BN_LANES <= (len)) v = (LOAD), a1_ += (F), b1_ += (G), o_ += BN_LANES;            \
-        if (o_ + BN_LANES <= (len)) v = (LOAD), a2_ += (F), b2_ += (G), o_ += BN_LANES;            \
-        BN_ADD_TO((a), (a0_ + a1_) + (a2_ + a3_));                                                 \
-        BN_ADD_TO((b), (b0_ + b1_) + (b2_ + b3_));                                                 \
-        o_;                                                                                        \
+        pieces_ *BN_LANES;                                                                         \
     })
 
 /* The element-wise passes (apply, backward data) walk the planes in memory order, image by
