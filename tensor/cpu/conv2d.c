@@ -34,7 +34,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
 
 #include "tensor/cpu/conv2d_impl.h"
 
@@ -168,14 +167,6 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
         rg_conv_forward_direct(s, &g, x, w, b, y);
         return;
     }
-#ifdef RG_TIMEPACK_HACK
-    double t0 = omp_get_wtime();
-    for (int rep = 0; rep < 5; rep++) {
-        float *w2 = pack_forward_weights(s, w, g.crs);
-        rg_conv_scratch_free(w2, (s->k + NR - 1) / NR * g.crs * NR);
-    }
-    fprintf(stderr, "pack %.3f\n", (omp_get_wtime() - t0) * 1e3 / 5);
-#endif
     float *wp = pack_forward_weights(s, w, g.crs);
     forward_tiles(s, &g, x, wp, b, 0.0f, y);
     rg_conv_scratch_free(wp, (s->k + NR - 1) / NR * g.crs * NR);
@@ -244,14 +235,6 @@ void rg_conv_data_as_forward(const rg_conv2d_shape *s, const float *dy, const fl
                          .pad_h = (int)s->r - 1 - s->pad_h,
                          .pad_w = (int)s->s - 1 - s->pad_w};
     rg_conv_geom g = rg_conv_geom_of(&f);
-#ifdef RG_TIMEPACK_HACK
-    double t0 = omp_get_wtime();
-    for (int rep = 0; rep < 5; rep++) {
-        float *w2 = pack_flipped_weights(s, w);
-        rg_conv_scratch_free(w2, g.crs * rg_conv_round_up(s->c, NR));
-    }
-    fprintf(stderr, "fpack %.3f\n", (omp_get_wtime() - t0) * 1e3 / 5);
-#endif
     float *wp = pack_flipped_weights(s, w);
     forward_tiles(&f, &g, dy, wp, NULL, beta, dx);
     rg_conv_scratch_free(wp, g.crs * rg_conv_round_up(s->c, NR));
