@@ -75,6 +75,17 @@ static void col2im_tile(const rg_conv2d_shape *s, const rg_conv_geom *g, const f
     }
 }
 
+/* Whether a chunk's col2im runs straight from the tile's registers (rg_conv_tile_add): when every
+ * vector of a tile row lies within one tap (C a multiple of the vector length) and the whole
+ * reduction over K fits one block of the tile (RG_CONV_KC), so that the tile ends with finished
+ * sums. Otherwise each panel goes through dcol in memory first. Adding from the registers saves
+ * dcol's store and reload: the CNN's conv2 data pass (26x26, 32 channels) took 7% less time
+ * (15.0-15.3 against 13.9-14.2 ms, Zen 5, one thread). The adds into dxpad come in the same order
+ * either way (panel by panel, rows in order), so the bits are the same. */
+static bool col2im_in_tile(const rg_conv2d_shape *s) {
+    return s->c % VL == 0 && s->k <= RG_CONV_KC;
+}
+
 /* One chunk: dxpad = col2im(dyt wt), a panel of NR columns of dcol at a time. dyt is the chunk's
  * panel-major dy (see backward below): pixel m's dy for filter k is dyt[m * NR + koff[k]]. */
 static void data_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, const rg_conv_chunks *ch,
@@ -82,6 +93,22 @@ static void data_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, const rg
                        const float *dyt, float *dcol, float *dxpad) {
     int64_t rows = images * g->pq;
     memset(dxpad, 0, (size_t)(images * g->xpad_len) * sizeof(float));
+    if (col2im_in_tile(s)) {
+        for (int64_t n0 = 0; n0 < g->crs; n0 += NR) {
+            int nv = rg_conv_panel_vectors(g->crs, n0);
+            for (int64_t m0 = 0; m0 < rows; m0 += MR) {
+                const float *a[MR];
+                float *dst[MR];
+                for (int i = 0; i < MR; i++) {
+                    int64_t m = m0 + i < rows ? m0 + i : rows - 1;
+                    a[i] = dyt + m * NR, dst[i] = dxpad + ch->pix[m];
+                }
+                rg_conv_tile_add(nv, s->k, koff, a, wt + n0 * s->k, NR, dst, col_off + n0,
+                                 (int)(rows - m0 < MR ? rows - m0 : MR));
+            }
+        }
+        return;
+    }
     for (int64_t n0 = 0; n0 < g->crs; n0 += NR) {
         int nv = rg_conv_panel_vectors(g->crs, n0);
         rg_conv_panel_product(nv, rows, dyt, NULL, NR, koff, s->k, wt + n0 * s->k, dcol, NR, false);
@@ -324,7 +351,7 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
         if (pscr) /* the channels-last blocks' columns past K stay zero */
             memset(pscr, 0, (size_t)pscr_n * sizeof(float));
         float *dxpad = dx ? rg_conv_scratch(xn) : NULL,
-              *dcol = dx ? rg_conv_scratch(drows * NR) : NULL;
+              *dcol = dx && !col2im_in_tile(s) ? rg_conv_scratch(drows * NR) : NULL;
         memset(dyt, 0, (size_t)dyn * sizeof(float)); /* columns past K stay zero */
         if (dw) {
             mine->acc = rg_conv_scratch(accn);

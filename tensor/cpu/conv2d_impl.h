@@ -57,6 +57,12 @@ typedef float rg_convvec __attribute__((vector_size(RG_CONV_VL * sizeof(float)),
 void rg_conv_tile(int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
                   int64_t ldb, float *c, int64_t ldc, bool accumulate);
 
+/* The tile with its results added to memory instead of stored: for i < dst_rows (at most
+ * RG_CONV_MR), row i's vector v is added at dst[i] + col_off[v * RG_CONV_VL] (the data pass's
+ * col2im straight from the registers: conv2d_backward.c). */
+void rg_conv_tile_add(int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
+                      int64_t ldb, float *const *dst, const int32_t *col_off, int dst_rows);
+
 /* One panel of a product, over every row: c[m][j] (+)= sum_{t < kd} a_m[off[t]] * b[t*NR + j] for
  * m < rows and j < nv * RG_CONV_VL, where a_m = a + arow[m] (or a + m * astride when arow is
  * NULL); accumulate: add to c, else overwrite it. The reduction runs in blocks of RG_CONV_KC

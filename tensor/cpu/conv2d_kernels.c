@@ -26,17 +26,13 @@
 #define KEEP_IN_REGISTER(v) ((void)(v))
 #endif
 
-/* The tile for a compile-time nv: after inlining, acc[][] lives in registers. */
+/* The tile's loop for a compile-time nv: acc += the products. After inlining, acc[][] lives in
+ * registers. */
 static inline __attribute__((always_inline)) void
-tile_body(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
-          int64_t ldb, float *c, int64_t ldc, bool accumulate) {
-    rg_convvec acc[MR][RG_CONV_NV];
+tile_loop(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
+          int64_t ldb, rg_convvec acc[MR][RG_CONV_NV]) {
     const float *row[MR];
-    for (int i = 0; i < MR; i++) {
-        row[i] = a[i];
-        for (int v = 0; v < nv; v++)
-            acc[i][v] = accumulate ? *(const rg_convvec *)(c + i * ldc + v * VL) : (rg_convvec){0};
-    }
+    for (int i = 0; i < MR; i++) row[i] = a[i];
 #pragma GCC unroll 2
     for (int64_t t = 0; t < nt; t++) {
         const int64_t o = off[t];
@@ -49,14 +45,42 @@ tile_body(const int nv, int64_t nt, const int32_t *off, const float *const *a, c
         }
         for (int v = 0; v < nv; v++) KEEP_IN_REGISTER(bv[v]);
     }
+}
+
+/* rg_conv_tile for a compile-time nv. */
+static inline __attribute__((always_inline)) void
+tile_body(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
+          int64_t ldb, float *c, int64_t ldc, bool accumulate) {
+    rg_convvec acc[MR][RG_CONV_NV];
+    for (int i = 0; i < MR; i++)
+        for (int v = 0; v < nv; v++)
+            acc[i][v] = accumulate ? *(const rg_convvec *)(c + i * ldc + v * VL) : (rg_convvec){0};
+    tile_loop(nv, nt, off, a, b, ldb, acc);
     for (int i = 0; i < MR; i++)
         for (int v = 0; v < nv; v++) *(rg_convvec *)(c + i * ldc + v * VL) = acc[i][v];
+}
+
+/* rg_conv_tile_add for a compile-time nv. */
+static inline __attribute__((always_inline)) void
+tile_add_body(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
+              int64_t ldb, float *const *dst, const int32_t *col_off, int dst_rows) {
+    rg_convvec acc[MR][RG_CONV_NV];
+    for (int i = 0; i < MR; i++)
+        for (int v = 0; v < nv; v++) acc[i][v] = (rg_convvec){0};
+    tile_loop(nv, nt, off, a, b, ldb, acc);
+    for (int i = 0; i < MR && i < dst_rows; i++)
+        for (int v = 0; v < nv; v++) *(rg_convvec *)(dst[i] + col_off[v * VL]) += acc[i][v];
 }
 
 #define RG_CONV_TILE_NV(NV)                                                                        \
     static void tile_nv##NV(int64_t nt, const int32_t *off, const float *const *a, const float *b, \
                             int64_t ldb, float *c, int64_t ldc, bool accumulate) {                 \
         tile_body(NV, nt, off, a, b, ldb, c, ldc, accumulate);                                     \
+    }                                                                                              \
+    static void tile_add_nv##NV(int64_t nt, const int32_t *off, const float *const *a,             \
+                                const float *b, int64_t ldb, float *const *dst,                    \
+                                const int32_t *col_off, int dst_rows) {                            \
+        tile_add_body(NV, nt, off, a, b, ldb, dst, col_off, dst_rows);                             \
     }
 RG_CONV_TILE_NV(1)
 RG_CONV_TILE_NV(2)
@@ -80,6 +104,28 @@ void rg_conv_tile(int nv, int64_t nt, const int32_t *off, const float *const *a,
         break;
     case 4:
         tile_nv4(nt, off, a, b, ldb, c, ldc, accumulate);
+        break;
+#endif
+    default:
+        RG_CHECK(false, "conv2d: tile with %d vectors per row", nv);
+    }
+}
+
+void rg_conv_tile_add(int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
+                      int64_t ldb, float *const *dst, const int32_t *col_off, int dst_rows) {
+    switch (nv) {
+    case 1:
+        tile_add_nv1(nt, off, a, b, ldb, dst, col_off, dst_rows);
+        break;
+    case 2:
+        tile_add_nv2(nt, off, a, b, ldb, dst, col_off, dst_rows);
+        break;
+#if RG_CONV_NV >= 4
+    case 3:
+        tile_add_nv3(nt, off, a, b, ldb, dst, col_off, dst_rows);
+        break;
+    case 4:
+        tile_add_nv4(nt, off, a, b, ldb, dst, col_off, dst_rows);
         break;
 #endif
     default:

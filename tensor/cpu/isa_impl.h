@@ -67,6 +67,7 @@
 #define rg_conv_data_as_forward_applies RG_ISA_NAME(rg_conv_data_as_forward_applies)
 #define rg_conv_data_as_forward RG_ISA_NAME(rg_conv_data_as_forward)
 #define rg_conv_tile RG_ISA_NAME(rg_conv_tile)
+#define rg_conv_tile_add RG_ISA_NAME(rg_conv_tile_add)
 #define rg_conv_panel_product RG_ISA_NAME(rg_conv_panel_product)
 #define rg_conv_transpose RG_ISA_NAME(rg_conv_transpose)
 #define rg_conv_transpose_sum RG_ISA_NAME(rg_conv_transpose_sum)
