@@ -89,48 +89,30 @@ RG_CONV_TILE_NV(3)
 RG_CONV_TILE_NV(4)
 #endif
 
+/* The copies by vectors a row, from 1 to RG_CONV_NV (entry 0 unused). */
+typedef void tile_fn(int64_t, const int32_t *, const float *const *, const float *, int64_t,
+                     float *, int64_t, bool);
+typedef void tile_add_fn(int64_t, const int32_t *, const float *const *, const float *, int64_t,
+                         float *const *, const int32_t *, int);
+#if RG_CONV_NV >= 4
+static tile_fn *const tiles[] = {NULL, tile_nv1, tile_nv2, tile_nv3, tile_nv4};
+static tile_add_fn *const add_tiles[] = {NULL, tile_add_nv1, tile_add_nv2, tile_add_nv3,
+                                         tile_add_nv4};
+#else
+static tile_fn *const tiles[] = {NULL, tile_nv1, tile_nv2};
+static tile_add_fn *const add_tiles[] = {NULL, tile_add_nv1, tile_add_nv2};
+#endif
+
 void rg_conv_tile(int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
                   int64_t ldb, float *c, int64_t ldc, bool accumulate) {
-    switch (nv) {
-    case 1:
-        tile_nv1(nt, off, a, b, ldb, c, ldc, accumulate);
-        break;
-    case 2:
-        tile_nv2(nt, off, a, b, ldb, c, ldc, accumulate);
-        break;
-#if RG_CONV_NV >= 4
-    case 3:
-        tile_nv3(nt, off, a, b, ldb, c, ldc, accumulate);
-        break;
-    case 4:
-        tile_nv4(nt, off, a, b, ldb, c, ldc, accumulate);
-        break;
-#endif
-    default:
-        RG_CHECK(false, "conv2d: tile with %d vectors per row", nv);
-    }
+    RG_CHECK(nv >= 1 && nv <= RG_CONV_NV, "conv2d: tile with %d vectors per row", nv);
+    tiles[nv](nt, off, a, b, ldb, c, ldc, accumulate);
 }
 
 void rg_conv_tile_add(int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
                       int64_t ldb, float *const *dst, const int32_t *col_off, int dst_rows) {
-    switch (nv) {
-    case 1:
-        tile_add_nv1(nt, off, a, b, ldb, dst, col_off, dst_rows);
-        break;
-    case 2:
-        tile_add_nv2(nt, off, a, b, ldb, dst, col_off, dst_rows);
-        break;
-#if RG_CONV_NV >= 4
-    case 3:
-        tile_add_nv3(nt, off, a, b, ldb, dst, col_off, dst_rows);
-        break;
-    case 4:
-        tile_add_nv4(nt, off, a, b, ldb, dst, col_off, dst_rows);
-        break;
-#endif
-    default:
-        RG_CHECK(false, "conv2d: tile with %d vectors per row", nv);
-    }
+    RG_CHECK(nv >= 1 && nv <= RG_CONV_NV, "conv2d: tile with %d vectors per row", nv);
+    add_tiles[nv](nt, off, a, b, ldb, dst, col_off, dst_rows);
 }
 
 void rg_conv_panel_product(int nv, int64_t rows, const float *a, const int32_t *arow,
