@@ -391,9 +391,9 @@ static void backward_data_tiles(const rg_conv2d_shape *s, const float *dy, const
     int64_t pq = s->p * s->q;
     float *wt = rg_conv_scratch(s->c * s->k);
 #pragma omp parallel for schedule(static)
-    for (int64_t k0 = 0; k0 < s->k; k0 += 64) /* filters k0.. become columns k0.. */
-        rg_conv_transpose(s->k - k0 < 64 ? s->k - k0 : 64, s->c, w + k0 * s->c, s->c, wt + k0, s->k,
-                          NULL, 0.0f);
+    for (int64_t k0 = 0; k0 < s->k; k0 += RG_CONV_NR) /* filters k0.. become columns k0.. */
+        rg_conv_transpose(s->k - k0 < RG_CONV_NR ? s->k - k0 : RG_CONV_NR, s->c, w + k0 * s->c,
+                          s->c, wt + k0, s->k, NULL, 0.0f);
     tile_pass tp = {.rows = s->c,
                     .red = s->k,
                     .a = wt,
