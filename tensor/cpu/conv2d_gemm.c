@@ -204,7 +204,7 @@ static void finish_output(const rg_conv2d_shape *s, const float *b, float *out, 
 /* ---- 1x1 passes on the register tile, for deep channels on small planes (AVX-512) ----
  *
  * On planes of at most TILE_PIXELS output pixels, reducing over at least TILE_REDUCTION channels
- * (ResNet-50's stage 3-4 1x1s: 14x14 and 7x7 planes, 512-2048 channels), the forward pass and the
+ * (ResNet-50's stage 3-4 1x1s: 14x14 and 7x7 planes, 256-2048 channels), the forward pass and the
  * stride-1 data pass run on rg_conv_tile instead of OpenBLAS, over the batch's columns as one
  * matrix: column j is pixel j % (P*Q) of image j / (P*Q), and a panel of RG_CONV_NR columns may
  * straddle two images. Each panel is packed (reduction x NR) straight from x (forward) or dy
@@ -217,14 +217,16 @@ static void finish_output(const rg_conv2d_shape *s, const float *b, float *out, 
  * sliver; at 7x7, where a product an image is too narrow, the images went through a copy into one
  * block first (8% of the pass). Measured at one thread on Zen 5 (docs/PERFORMANCE.md, a hot
  * driver and ringgrad-bench): 1.03-1.08x OpenBLAS's SkylakeX kernels an image at 14x14, and at
- * 7x7 about the speed of one OpenBLAS call on the whole batch without the copy; at 28x28 and on
- * 128-256 channels no gain (0.98-1.00), so those stay with OpenBLAS, as do strided forwards on
+ * 7x7 about the speed of one OpenBLAS call on the whole batch without the copy; from 256 channels
+ * (TILE_REDUCTION 512 until the twenty-sixth session) 1.02-1.05x on the three passes it added,
+ * ResNet-18's 14x14/2 forward and ResNet-50's stage-3 1x1e forward and 1x1b data pass; at 28x28
+ * and on 128 channels no gain (0.98-1.00), so those stay with OpenBLAS, as do strided forwards on
  * planes over TILE_STRIDED_PIXELS (gathering their panels cost more than the product gained:
  * 0.94x on ResNet-50's 28x28/2) and strided data passes (dx scattered). Each output is the same
  * in-order sum of products whatever panel or thread computes it: a batch split across ranks gives
  * the same bits. RG_GEMM_TILE=0 keeps OpenBLAS here too (to compare). */
 #define TILE_PIXELS 256
-#define TILE_REDUCTION 512
+#define TILE_REDUCTION 256
 #define TILE_STRIDED_PIXELS 64
 
 static bool tile_forward_applies(const rg_conv2d_shape *s) {

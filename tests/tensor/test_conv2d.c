@@ -55,13 +55,14 @@ static const conv_case cases[] = {
     /* stride 1, output the input's size, C a multiple of every ISA's tile width: the data pass
      * as a forward pass with flipped filters (tensor/cpu/conv2d.c) */
     {2, 64, 9, 6, 20, 5, 5, 1, 2, true},
-    /* 1x1, at least 512 channels on small planes: in the AVX-512 copy the forward runs on the
+    /* 1x1, at least 256 channels on small planes: in the AVX-512 copy the forward runs on the
      * register tile over the batch's columns (tensor/cpu/conv2d_gemm.c), panels straddling images
      */
     {3, 512, 9, 9, 13, 1, 1, 1, 0, true}, /* 243 columns: a short last panel, K not a tile's rows */
     {1, 512, 16, 16, 20, 1, 1, 1, 0, true}, /* 256 pixels: whole panels in one image */
     {2, 520, 11, 9, 7, 1, 1, 2, 0, false},  /* strided: 6x5 outputs gathered into the panels */
-    /* ... and the stride-1 data pass, when it reduces over at least 512 filters */
+    {2, 256, 10, 10, 9, 1, 1, 2, 0, true},  /* strided, C at the threshold: 5x5 outputs */
+    /* ... and the stride-1 data pass, when it reduces over at least 256 filters */
     {3, 20, 9, 9, 512, 1, 1, 1, 0, true}, /* 243 columns, C not a tile's rows */
     {2, 7, 7, 7, 520, 1, 1, 1, 0, false}, /* 7x7 planes: both images in one panel */
     /* ... and the stride-1 filter pass on 128-256 pixel planes, the batch's 576 columns at once */
