@@ -189,7 +189,9 @@ static void load_image(const rg_conv2d_shape *s, const rg_conv_geom *g, const fl
 static void filter_reduce(const rg_conv2d_shape *s, int64_t crs, int64_t kpad,
                           const filter_partial *part, int nparts, float beta, float *dw,
                           float *db) {
-    int64_t rs = s->r * s->s, block = REDUCE_ROWS / rs > 0 ? REDUCE_ROWS / rs : 1;
+    /* a whole number of vectors of channels, so that both transpositions run on whole blocks */
+    int64_t rs = s->r * s->s, block = (REDUCE_ROWS / rs + RG_CONV_VL / 2) / RG_CONV_VL * RG_CONV_VL;
+    if (block < RG_CONV_VL) block = RG_CONV_VL;
     float *stage = rg_conv_scratch(s->k * rs * block);
 #pragma omp for schedule(static)
     for (int64_t c0 = 0; c0 < s->c; c0 += block) {
