@@ -225,34 +225,6 @@ static inline __attribute__((always_inline)) rg_convvec relu(rg_convvec v) {
  * need no care. */
 #define PREFETCH_AHEAD (4 * 64 / (int)sizeof(float))
 
-/* A full VL x VL block; sums, mask and bias already point at the block's rows and columns. */
-static inline __attribute__((always_inline)) void transpose_full(const float *src, int64_t lds,
-                                                                 float *dst, int64_t ldd,
-                                                                 const transpose_opts *o,
-                                                                 const transpose_masks *m) {
-    rg_convvec r[VL], total = {0};
-    for (int i = 0; i < VL; i++) {
-        r[i] = *(const rg_convvec *)(src + i * lds);
-        __builtin_prefetch(src + i * lds + PREFETCH_AHEAD);
-        if (o->mask) {
-            r[i] = masked(r[i], *(const rg_convvec *)(o->mask + i * lds));
-            __builtin_prefetch(o->mask + i * lds + PREFETCH_AHEAD);
-        }
-    }
-    transpose_block(r, m);
-    for (int j = 0; j < VL; j++) {
-        rg_convvec v = r[j];
-        if (o->sums) total += v; /* r[j] holds column j of the source rows: their sum adds up */
-        if (o->bias) v += o->bias[j];
-        float *d = dst + (o->dst_row ? o->dst_row[j] : j) * ldd;
-        if (o->beta != 0.0f) v += o->beta * *(const rg_convvec *)d;
-        if (o->relu) v = relu(v);
-        __builtin_prefetch(d + PREFETCH_AHEAD, 1);
-        *(rg_convvec *)d = v;
-    }
-    if (o->sums) *(rg_convvec *)o->sums += total;
-}
-
 /* The first n < VL lanes of a vector from p / into p, touching no float past them. */
 #if defined(__AVX2__) && !defined(__AVX512F__)
 static const rg_convidx lane_index = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -279,31 +251,48 @@ static inline __attribute__((always_inline)) void store_first(float *p, rg_convv
 #endif
 }
 
-/* A block of ri < VL whole rows at the matrix's bottom edge, VL columns wide (no sums: those
- * keep transpose_edge's order, which rg_conv_panel_sums repeats): the rows present loaded, the
- * block transposed as a full one, and each destination row's first ri lanes written. The
- * filter pass's last transposition (R*S = 9 rows into dw) is all such edges, and so are the last
- * 4 pixels of every 14x14 output: element by element, these transpositions took a fifth to a
- * third more time (perf, Zen 5: 1.5% of ResNet-50's 28->14 3x3 filter pass against 1.2%, 0.8% of
- * ResNet-18's 14x14 3x3 forward against 0.5-0.6%). Below EDGE_ROWS_MIN rows the shuffles of a
- * whole block cost more than the elements they move. */
+/* A block of VL columns and ri <= VL rows; sums, mask and bias already point at its rows and
+ * columns. A full block (ri == VL, a constant at the call) loads and stores whole vectors. A block
+ * of ri < VL whole rows at the matrix's bottom edge (without sums or mask: those keep
+ * transpose_edge's order, which rg_conv_panel_sums repeats) loads the rows present, zero for the
+ * rest, and writes the first ri lanes of each destination row. The filter pass's last
+ * transposition (R*S = 9 rows into dw) is all such edges, and so are the last 4 pixels of every
+ * 14x14 output: element by element, these transpositions took a fifth to a third more time (perf,
+ * Zen 5: 1.5% of ResNet-50's 28->14 3x3 filter pass against 1.2%, 0.8% of ResNet-18's 14x14 3x3
+ * forward against 0.5-0.6%). Below EDGE_ROWS_MIN rows the shuffles of a whole block cost more
+ * than the elements they move. */
 #define EDGE_ROWS_MIN 4
-static inline __attribute__((always_inline)) void transpose_rows(int ri, const float *src,
-                                                                 int64_t lds, float *dst,
-                                                                 int64_t ldd,
-                                                                 const transpose_opts *o) {
-    rg_convvec r[VL];
-    for (int i = 0; i < VL; i++)
-        r[i] = i < ri ? *(const rg_convvec *)(src + i * lds) : (rg_convvec){0};
-    transpose_block(r, &masks);
+static inline __attribute__((always_inline)) void
+transpose_block_at(int ri, const float *src, int64_t lds, float *dst, int64_t ldd,
+                   const transpose_opts *o, const transpose_masks *m) {
+    rg_convvec r[VL], total = {0};
+    for (int i = 0; i < VL; i++) {
+        if (i >= ri) {
+            r[i] = (rg_convvec){0};
+            continue;
+        }
+        r[i] = *(const rg_convvec *)(src + i * lds);
+        __builtin_prefetch(src + i * lds + PREFETCH_AHEAD);
+        if (o->mask) {
+            r[i] = masked(r[i], *(const rg_convvec *)(o->mask + i * lds));
+            __builtin_prefetch(o->mask + i * lds + PREFETCH_AHEAD);
+        }
+    }
+    transpose_block(r, m);
     for (int j = 0; j < VL; j++) {
         rg_convvec v = r[j];
+        if (o->sums) total += v; /* r[j] holds column j of the source rows: their sum adds up */
         if (o->bias) v += o->bias[j];
         float *d = dst + (o->dst_row ? o->dst_row[j] : j) * ldd;
-        if (o->beta != 0.0f) v += o->beta * load_first(d, ri);
+        if (o->beta != 0.0f) v += o->beta * (ri == VL ? *(const rg_convvec *)d : load_first(d, ri));
         if (o->relu) v = relu(v);
-        store_first(d, v, ri);
+        __builtin_prefetch(d + PREFETCH_AHEAD, 1);
+        if (ri == VL)
+            *(rg_convvec *)d = v;
+        else
+            store_first(d, v, ri);
     }
+    if (o->sums) *(rg_convvec *)o->sums += total;
 }
 
 /* A partial block at the matrix's edge: ri x cj elements, one at a time. */
@@ -315,7 +304,8 @@ static void transpose_edge(int64_t ri, int64_t cj, const float *src, int64_t lds
             float v = src[i * lds + j];
             if (o->mask) v = rg_k_relu_grad(o->mask[i * lds + j], v);
             if (o->sums) o->sums[i] += v;
-            if (o->bias) v += o->bias[j]; /* as transpose_full: no + 0.0f, which turns -0 to +0 */
+            if (o->bias)
+                v += o->bias[j]; /* as transpose_block_at: no + 0.0f, which turns -0 to +0 */
             if (o->beta != 0.0f) v += o->beta * d[i];
             d[i] = o->relu ? rg_k_relu(v) : v;
         }
@@ -342,7 +332,8 @@ static inline __attribute__((always_inline)) void transpose(int64_t rows, int64_
     for (int64_t i0 = 0; i0 < rfull; i0 += VL) {
         for (int64_t j0 = 0; j0 < cfull; j0 += VL) {
             transpose_opts b = at(&o, i0, j0, lds);
-            transpose_full(src + i0 * lds + j0, lds, dst + j0 * row_step + i0, ldd, &b, &masks);
+            transpose_block_at(VL, src + i0 * lds + j0, lds, dst + j0 * row_step + i0, ldd, &b,
+                               &masks);
         }
         transpose_opts e = at(&o, i0, cfull, lds);
         transpose_edge(VL, cols - cfull, src + i0 * lds + cfull, lds, dst + cfull * row_step + i0,
@@ -352,8 +343,8 @@ static inline __attribute__((always_inline)) void transpose(int64_t rows, int64_
     if (!o.sums && !o.mask && rows - rfull >= EDGE_ROWS_MIN)
         for (; j0 < cfull; j0 += VL) {
             transpose_opts b = at(&o, rfull, j0, lds);
-            transpose_rows((int)(rows - rfull), src + rfull * lds + j0, lds,
-                           dst + j0 * row_step + rfull, ldd, &b);
+            transpose_block_at((int)(rows - rfull), src + rfull * lds + j0, lds,
+                               dst + j0 * row_step + rfull, ldd, &b, &masks);
         }
     transpose_opts e = at(&o, rfull, j0, lds);
     transpose_edge(rows - rfull, cols - j0, src + rfull * lds + j0, lds,
@@ -503,7 +494,7 @@ void rg_conv_unpool2x2_nhwc(int64_t p, int64_t q, int64_t kpad, const float *dm,
 void rg_conv_panel_sums(int64_t kn, int64_t pq, const float *dyt, float *sums) {
     int64_t rfull = kn / VL * VL, cfull = pq / VL * VL;
     for (int64_t i0 = 0; i0 < rfull; i0 += VL) {
-        for (int64_t j0 = 0; j0 < cfull; j0 += VL) { /* transpose_full's block totals */
+        for (int64_t j0 = 0; j0 < cfull; j0 += VL) { /* transpose_block_at's block totals */
             rg_convvec total = {0};
             for (int64_t j = 0; j < VL; j++)
                 total += *(const rg_convvec *)(dyt + (j0 + j) * RG_CONV_NR + i0);
