@@ -45,7 +45,7 @@ python3 - "$tmp" "$freq" "$iters" "$base" "$symbols" $threads <<'PY'
 import re, sys
 tmp, freq, iters, base, symbols, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1", sys.argv[6:]
 groups = [  # (row, regex on "dso symbol"), first match wins
-    ("register tiles (conv; fc1 on AVX-512)", r"tile_nv\d|rg_conv_tile|rg_conv_panel_product"),
+    ("register tiles (conv; fc1 on AVX-512)", r"tile_(add_)?nv\d|rg_conv_tile|rg_conv_panel_product"),
     ("conv1 forward (direct, im2col panels)", r"forward_direct|build_panel|direct_image"),
     ("conv transposes, col2im, packing", r"rg_conv_|conv2d_|pack_|window_offsets|chunks_new|gemm_tile|panel\b"),
     ("OpenBLAS (fc2; fc1 without AVX-512)", r"openblas"),
