@@ -29,7 +29,8 @@
 static void usage(FILE *f) {
     fprintf(
         f, "usage: ringgrad-bench [options]\n"
-           "  --only PART           gemm, conv, cnn, peak, membw or resnet (default: gemm, conv, cnn)\n"
+           "  --only PART           gemm, conv, cnn, peak, membw or resnet (default: gemm, conv, "
+           "cnn)\n"
            "  --threads N           threads for the CPU kernels (default: 1, then 2)\n"
            "  --iters N             timed repetitions per result, median reported (default 7)\n"
            "  --batch N             batch of the ResNet-18 conv shapes (default 16), of resnet's\n"
@@ -45,6 +46,7 @@ static void usage(FILE *f) {
            "  --raw                 also print one 'raw ...' line per result (for bench/ scripts)\n"
            "  --shapes              print the conv layers' shapes and exit\n"
            "  --isa-supported ISA   exit 0 if this build and CPU run the kernels of ISA, else 1\n"
+           "  --isa-default         print the kernels this CPU runs without RG_ISA, and exit\n"
            "  --device cpu|cuda     where to run (cuda: GPU kernels, NCCL; --device cuda --help)\n"
            "  --help                this text\n");
 }
@@ -103,6 +105,13 @@ int main(int argc, char **argv) {
             rgb_cpu_clock = !strcmp(v, "cpu");
         } else if (!strcmp(a, "--isa-supported")) {
             return v && rg_cpu_isa_supported(v) ? 0 : 1;
+        } else if (!strcmp(a, "--isa-default")) {
+            if (getenv("RG_ISA")) {
+                fprintf(stderr, "ringgrad-bench: --isa-default: unset RG_ISA first\n");
+                return 2;
+            }
+            printf("%s\n", rg_cpu_isa());
+            return 0;
         } else if (!strcmp(a, "--shapes")) {
             shapes = true;
         } else if (!strcmp(a, "--layer")) {

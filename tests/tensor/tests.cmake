@@ -1,6 +1,7 @@
 # The instruction-set copies of the hot CPU kernels (tensor/cpu/isa_impl.h, cmake/isa.cmake).
 #   <test>/isa_<set>: the kernel tests, the gradient checks and the PyTorch reference test again
-#     with RG_ISA=<set>, for each set this build has (run_isa.sh: Skipped where the CPU lacks it).
+#     with RG_ISA=<set>, for each set this build has (run_isa.sh: Skipped where the CPU lacks it,
+#     and for the CPU's default set, which the test's own run covers).
 #     test_isa.c compares the copies with each other directly.
 #   tensor/isa_objects: no wide vector instructions outside the dispatched kernels (check_isa.sh).
 #   tensor/isa_bad_env, tensor/isa_missing_set: an unknown RG_ISA, or one naming a set this build
