@@ -29,8 +29,7 @@
 static void usage(FILE *f) {
     fprintf(
         f, "usage: ringgrad-bench [options]\n"
-           "  --only PART           gemm, conv, cnn, peak, membw or resnet (default: gemm, conv, "
-           "cnn)\n"
+           "  --only PART           gemm, conv, cnn, peak, membw or resnet (default: the first 3)\n"
            "  --threads N           threads for the CPU kernels (default: 1, then 2)\n"
            "  --iters N             timed repetitions per result, median reported (default 7)\n"
            "  --batch N             batch of the ResNet-18 conv shapes (default 16), of resnet's\n"
