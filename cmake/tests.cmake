@@ -32,6 +32,18 @@ endif()
 # it slows every malloc).
 string(REPLACE "abort_on_error=0" "abort_on_error=0:fast_unwind_on_malloc=0" RG_MPI_TEST_ENV
        "${RG_TEST_ENV}")
+if(RG_SANITIZE)
+  # And keep the plugins loaded until exit (tests/keep_plugins.c): their frames then have module
+  # names for lsan.supp, instead of "<unknown module>"s that made LSan reread /proc/self/maps at
+  # each. verify_asan_link_order=0: the preload comes before ASan's runtime.
+  add_library(rg_keep_plugins SHARED ${CMAKE_SOURCE_DIR}/tests/keep_plugins.c)
+  target_compile_options(rg_keep_plugins PRIVATE -fno-sanitize=all)
+  target_link_options(rg_keep_plugins PRIVATE -fno-sanitize=all)
+  set_target_properties(rg_keep_plugins PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  string(REPLACE "abort_on_error=0" "abort_on_error=0:verify_asan_link_order=0" RG_MPI_TEST_ENV
+         "${RG_MPI_TEST_ENV}")
+  list(APPEND RG_MPI_TEST_ENV "LD_PRELOAD=${CMAKE_BINARY_DIR}/tests/librg_keep_plugins.so")
+endif()
 
 file(GLOB_RECURSE RG_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/*/test_*.c)
 foreach(src ${RG_TEST_SOURCES})

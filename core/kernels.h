@@ -13,14 +13,16 @@
 #include <stdint.h>
 
 #include "core/hostdev.h"
+#include "core/sanitize.h"
 
-/* ---- Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11) ---- */
+/* ---- Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11) ----
+ * Pure arithmetic on values: no sanitizer checks in sanitizer builds (RG_UNCHECKED). */
 
 typedef struct {
     uint32_t v[4];
 } rg_philox4;
 
-static RG_HOSTDEV uint32_t rg_mulhilo32(uint32_t a, uint32_t b, uint32_t *hi) {
+static RG_HOSTDEV RG_UNCHECKED uint32_t rg_mulhilo32(uint32_t a, uint32_t b, uint32_t *hi) {
     uint64_t p = (uint64_t)a * (uint64_t)b;
     *hi = (uint32_t)(p >> 32);
     return (uint32_t)p;
@@ -29,7 +31,8 @@ static RG_HOSTDEV uint32_t rg_mulhilo32(uint32_t a, uint32_t b, uint32_t *hi) {
 /* Philox-4x32-10 proper: four random 32-bit words for the 128-bit counter ctr under the 64-bit
  * key. Ten rounds of two multiplications; the key is bumped by the Weyl constants between rounds.
  * Matches the known-answer vectors of Random123 (tests/tensor/test_kernels.c). */
-static RG_HOSTDEV rg_philox4 rg_philox4x32(const uint32_t ctr[4], const uint32_t key[2]) {
+static RG_HOSTDEV RG_UNCHECKED rg_philox4 rg_philox4x32(const uint32_t ctr[4],
+                                                        const uint32_t key[2]) {
     uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
     for (int r = 0; r < 10; r++) {
         uint32_t hi0, hi1;
@@ -45,7 +48,7 @@ static RG_HOSTDEV rg_philox4 rg_philox4x32(const uint32_t ctr[4], const uint32_t
 
 /* Four random 32-bit words for the 64-bit counter `ctr` (the upper two counter words are zero)
  * under the 64-bit key `seed`: the form every stream in ringgrad uses. */
-static RG_HOSTDEV rg_philox4 rg_philox(uint64_t seed, uint64_t ctr) {
+static RG_HOSTDEV RG_UNCHECKED rg_philox4 rg_philox(uint64_t seed, uint64_t ctr) {
     const uint32_t c[4] = {(uint32_t)ctr, (uint32_t)(ctr >> 32), 0u, 0u};
     const uint32_t k[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
     return rg_philox4x32(c, k);
@@ -60,16 +63,22 @@ static RG_HOSTDEV int64_t rg_stream_counters(int64_t n, uint64_t offset, int shi
 
 /* Uniform in [0, 1) with 24 random bits, from stream element i (four elements per counter). */
 #define RG_UNIFORM_SHIFT 2
-static RG_HOSTDEV float rg_philox_uniform(uint64_t seed, uint64_t i) {
+static RG_HOSTDEV RG_UNCHECKED float rg_uniform_of_word(uint32_t w) {
+    return (float)(w >> 8) * (1.0f / 16777216.0f); /* the word's top 24 bits */
+}
+static RG_HOSTDEV RG_UNCHECKED float rg_philox_uniform(uint64_t seed, uint64_t i) {
     rg_philox4 r = rg_philox(seed, i >> RG_UNIFORM_SHIFT);
-    return (float)(r.v[i & 3] >> 8) * (1.0f / 16777216.0f);
+    return rg_uniform_of_word(r.v[i & 3]);
 }
 
-/* Standard normal by Box-Muller from elements 2i and 2i+1. */
-static RG_HOSTDEV float rg_philox_normal(uint64_t seed, uint64_t i) {
-    float u1 = rg_philox_uniform(seed, 2 * i), u2 = rg_philox_uniform(seed, 2 * i + 1);
+/* Standard normal by Box-Muller from elements 2i and 2i+1: words 0 and 1 of counter i / 2 for an
+ * even i, words 2 and 3 for an odd one. */
+static RG_HOSTDEV RG_UNCHECKED float rg_box_muller(float u1, float u2) {
     float r = sqrtf(-2.0f * logf(1.0f - u1)); /* 1 - u1 is in (0, 1] */
     return r * cosf(6.28318530717958647692f * u2);
+}
+static RG_HOSTDEV RG_UNCHECKED float rg_philox_normal(uint64_t seed, uint64_t i) {
+    return rg_box_muller(rg_philox_uniform(seed, 2 * i), rg_philox_uniform(seed, 2 * i + 1));
 }
 
 /* ---- activations --------------------------------------------------------------------------- */

@@ -10,12 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/sanitize.h"
 #include "tensor/cpu/conv2d_impl.h"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
+/* Under AddressSanitizer the tiles run uninstrumented (RG_UNCHECKED, core/sanitize.h), and
+ * rg_conv_tile and rg_conv_tile_add check each region a tile touches once per call instead. */
 #define VL RG_CONV_VL
 #define MR RG_CONV_MR
 
@@ -32,7 +35,7 @@
 
 /* The tile's loop for a compile-time nv: acc += the products. After inlining, acc[][] lives in
  * registers. */
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) RG_UNCHECKED void
 tile_loop(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
           int64_t ldb, rg_convvec acc[MR][RG_CONV_NV]) {
     const float *row[MR];
@@ -52,7 +55,7 @@ tile_loop(const int nv, int64_t nt, const int32_t *off, const float *const *a, c
 }
 
 /* rg_conv_tile for a compile-time nv. */
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) RG_UNCHECKED void
 tile_body(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
           int64_t ldb, float *c, int64_t ldc, bool accumulate) {
     rg_convvec acc[MR][RG_CONV_NV];
@@ -65,7 +68,7 @@ tile_body(const int nv, int64_t nt, const int32_t *off, const float *const *a, c
 }
 
 /* rg_conv_tile_add for a compile-time nv. */
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) RG_UNCHECKED void
 tile_add_body(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
               int64_t ldb, float *const *dst, const int32_t *col_off, int dst_rows) {
     rg_convvec acc[MR][RG_CONV_NV];
@@ -77,13 +80,14 @@ tile_add_body(const int nv, int64_t nt, const int32_t *off, const float *const *
 }
 
 #define RG_CONV_TILE_NV(NV)                                                                        \
-    static void tile_nv##NV(int64_t nt, const int32_t *off, const float *const *a, const float *b, \
-                            int64_t ldb, float *c, int64_t ldc, bool accumulate) {                 \
+    RG_UNCHECKED static void tile_nv##NV(int64_t nt, const int32_t *off, const float *const *a,    \
+                                         const float *b, int64_t ldb, float *c, int64_t ldc,       \
+                                         bool accumulate) {                                        \
         tile_body(NV, nt, off, a, b, ldb, c, ldc, accumulate);                                     \
     }                                                                                              \
-    static void tile_add_nv##NV(int64_t nt, const int32_t *off, const float *const *a,             \
-                                const float *b, int64_t ldb, float *const *dst,                    \
-                                const int32_t *col_off, int dst_rows) {                            \
+    RG_UNCHECKED static void tile_add_nv##NV(                                                      \
+        int64_t nt, const int32_t *off, const float *const *a, const float *b, int64_t ldb,        \
+        float *const *dst, const int32_t *col_off, int dst_rows) {                                 \
         tile_add_body(NV, nt, off, a, b, ldb, dst, col_off, dst_rows);                             \
     }
 RG_CONV_TILE_NV(1)
@@ -107,15 +111,48 @@ static tile_fn *const tiles[] = {NULL, tile_nv1, tile_nv2};
 static tile_add_fn *const add_tiles[] = {NULL, tile_add_nv1, tile_add_nv2};
 #endif
 
+#if RG_ASAN
+/* The smallest and largest of off[0 .. nt) (nt > 0), which the caller has checked. */
+RG_UNCHECKED static void offset_range(int64_t nt, const int32_t *off, int32_t *lo, int32_t *hi) {
+    int32_t l = off[0], h = off[0];
+    for (int64_t t = 1; t < nt; t++) l = off[t] < l ? off[t] : l, h = off[t] > h ? off[t] : h;
+    *lo = l, *hi = h;
+}
+
+/* What the uninstrumented tile_loop reads: off[0 .. nt), each row a[i] from its smallest to its
+ * largest offset, and nt vectors of nv * VL floats of b, ldb apart. */
+static void check_tile_inputs(int nv, int64_t nt, const int32_t *off, const float *const *a,
+                              const float *b, int64_t ldb) {
+    if (nt <= 0) return;
+    rg_check_region(off, (size_t)nt * sizeof *off);
+    int32_t lo, hi;
+    offset_range(nt, off, &lo, &hi);
+    for (int i = 0; i < MR; i++)
+        if (i == 0 || a[i] != a[i - 1]) /* spare rows repeat the last */
+            rg_check_region(a[i] + lo, (size_t)(hi - lo + 1) * sizeof(float));
+    rg_check_region(b, (size_t)((nt - 1) * ldb + nv * VL) * sizeof(float));
+}
+#endif
+
 void rg_conv_tile(int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
                   int64_t ldb, float *c, int64_t ldc, bool accumulate) {
     RG_CHECK(nv >= 1 && nv <= RG_CONV_NV, "conv2d: tile with %d vectors per row", nv);
+#if RG_ASAN
+    check_tile_inputs(nv, nt, off, a, b, ldb);
+    for (int i = 0; i < MR; i++) rg_check_region(c + i * ldc, (size_t)nv * VL * sizeof(float));
+#endif
     tiles[nv](nt, off, a, b, ldb, c, ldc, accumulate);
 }
 
 void rg_conv_tile_add(int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
                       int64_t ldb, float *const *dst, const int32_t *col_off, int dst_rows) {
     RG_CHECK(nv >= 1 && nv <= RG_CONV_NV, "conv2d: tile with %d vectors per row", nv);
+#if RG_ASAN
+    check_tile_inputs(nv, nt, off, a, b, ldb);
+    for (int i = 0; i < MR && i < dst_rows; i++)
+        for (int v = 0; v < nv; v++)
+            rg_check_region(dst[i] + col_off[v * VL], (size_t)VL * sizeof(float));
+#endif
     add_tiles[nv](nt, off, a, b, ldb, dst, col_off, dst_rows);
 }
 

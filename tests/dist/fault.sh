@@ -18,7 +18,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 [ "$rc" -eq 0 ] && fail "the job exited 0"
 grep -Eq -- "$pattern" <<<"$out" || fail "no line matches /$pattern/" # no pipe: see install.sh
 sleep 1
-if pgrep -f -- "^$prog $mode" >/dev/null; then
-  fail "ranks are still running: $(pgrep -af -- "^$prog $mode")"
+# "$" too: without it, mode exit matched the ranks of fault_exit0 when the two ran at once
+if pgrep -f -- "^$prog $mode\$" >/dev/null; then
+  fail "ranks are still running: $(pgrep -af -- "^$prog $mode\$")"
 fi
 echo "PASS"

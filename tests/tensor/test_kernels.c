@@ -459,6 +459,35 @@ Test(tensor_kernels, multi_tensor_sgd_step_matches_one_step_per_tensor) {
     cr_assert_neq(p[0], rg_philox_uniform(3, 0) - 0.5f, "the step moved nothing");
 }
 
+Test(tensor_kernels, random_fills_are_the_streams_at_every_alignment_and_length) {
+    /* The CPU fills draw one Philox counter per four uniforms or two normals, with ragged ends
+     * element by element, in blocks of 4096 over the threads: every element must still be the
+     * stream's, bit for bit, wherever the fill starts and ends. lo 0, hi 1, mean 0 and std 1 keep
+     * the affine step exact under fused multiply-adds. */
+    const int64_t lens[] = {1, 2, 3, 5, 8, 13, 4095, 4096, 4097, 8195};
+    float *x = malloc(8195 * sizeof *x);
+    for (size_t l = 0; l < sizeof lens / sizeof *lens; l++)
+        for (uint64_t start = 0; start < 8; start++) {
+            rg_tensor *t = rg_tensor_new(RG_F32, RG_SHAPE(lens[l]), RG_CPU);
+            uint64_t off = start;
+            rg_tensor_uniform_(t, 0, 1, 21, &off);
+            memcpy(x, rg_tensor_f32(t), (size_t)lens[l] * sizeof *x);
+            for (int64_t i = 0; i < lens[l]; i++)
+                cr_assert_eq(x[i], rg_philox_uniform(21, start + (uint64_t)i),
+                             "uniform: %lld values from %llu, element %lld", (long long)lens[l],
+                             (unsigned long long)start, (long long)i);
+            off = start;
+            rg_tensor_normal_(t, 0, 1, 22, &off);
+            uint64_t base = (start + 1) / 2; /* the fill starts on an even uniform */
+            for (int64_t i = 0; i < lens[l]; i++)
+                cr_assert_eq(rg_tensor_f32(t)[i], rg_philox_normal(22, base + (uint64_t)i),
+                             "normal: %lld values from %llu, element %lld", (long long)lens[l],
+                             (unsigned long long)start, (long long)i);
+            rg_tensor_free(t);
+        }
+    free(x);
+}
+
 Test(tensor_kernels, normal_fill_at_an_odd_offset_reuses_no_uniform) {
     /* uniforms 0..4 were drawn (offset 5); the next normal must start at uniforms 6 and 7 */
     rg_tensor *t = rg_tensor_new(RG_F32, RG_SHAPE(3), RG_CPU);

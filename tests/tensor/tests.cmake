@@ -47,3 +47,21 @@ if(NOT "native" IN_LIST RG_ISAS)
   set_tests_properties(tensor/isa_missing_set PROPERTIES LABELS "tensor;isa"
                        PASS_REGULAR_EXPRESSION "RG_ISA=native: this build has no kernels for it \\(this one runs: generic")
 endif()
+
+# Sanitizer builds: the convolution tiles run uninstrumented and check their regions once per call
+# (tensor/cpu/conv2d_kernels.c). Buffers that fit pass; each one a float short must be reported.
+if(RG_SANITIZE)
+  add_executable(asan_tile_check ${CMAKE_CURRENT_LIST_DIR}/asan_tile_check.c)
+  target_link_libraries(asan_tile_check PRIVATE ringgrad)
+  set_target_properties(asan_tile_check PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  add_test(NAME tensor/asan_tile_check/fits COMMAND asan_tile_check 0)
+  set_tests_properties(tensor/asan_tile_check/fits PROPERTIES LABELS "tensor" ENVIRONMENT
+                       "${RG_TEST_ENV}" PASS_REGULAR_EXPRESSION "case 0: tile within bounds")
+  foreach(case 1 2 3 4 5)
+    add_test(NAME tensor/asan_tile_check/short${case} COMMAND asan_tile_check ${case})
+    set_tests_properties(tensor/asan_tile_check/short${case} PROPERTIES LABELS "tensor"
+                         ENVIRONMENT "${RG_TEST_ENV}"
+                         PASS_REGULAR_EXPRESSION "AddressSanitizer: heap-buffer-overflow"
+                         FAIL_REGULAR_EXPRESSION "tile within bounds")
+  endforeach()
+endif()
