@@ -34,7 +34,8 @@
  * checked at its first and last float only, by instrumented reads: the convolution tiles' rows
  * span whole images, and checking every byte of those at each call took longer than the tile
  * itself. Both ends inside one buffer mean the whole span is, unless the span runs past the
- * buffer's end into another live buffer. */
+ * buffer's end into another live buffer. Call it from instrumented code (not from an
+ * RG_UNCHECKED function, where those reads would go unchecked). */
 static inline void rg_check_region(const void *p, size_t bytes) {
     const volatile char *c = p;
     if (bytes == 0) return;
