@@ -5,19 +5,17 @@
  * of them a float short (cases 1-5: AddressSanitizer must report a heap-buffer-overflow).
  *   asan_tile_check CASE    0 fits, 1 b short, 2 a row short, 3 c short, 4 off short,
  *                           5 a destination of rg_conv_tile_add short */
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-/* The generic set's copies (tensor/cpu/isa_impl.h names them), built for the x86-64 baseline:
- * 4 floats a vector, 6 rows a tile. */
-void rg_conv_tile_generic(int nv, int64_t nt, const int32_t *off, const float *const *a,
-                          const float *b, int64_t ldb, float *c, int64_t ldc, bool accumulate);
-void rg_conv_tile_add_generic(int nv, int64_t nt, const int32_t *off, const float *const *a,
-                              const float *b, int64_t ldb, float *const *dst,
-                              const int32_t *col_off, int dst_rows);
-enum { VL = 4, MR = 6, NV = 2, NT = 5, LDB = 12, STEP = 3, LDC = 10 };
+/* The generic set's copies: with RG_ISA_SUFFIX=generic, tensor/cpu/isa_impl.h names
+ * rg_conv_tile rg_conv_tile_generic, and conv2d_impl.h gives the x86-64 baseline's tile (this
+ * file is compiled for it, as the generic set is). */
+#define RG_ISA_SUFFIX generic
+#include "tensor/cpu/conv2d_impl.h"
+
+enum { VL = RG_CONV_VL, MR = RG_CONV_MR, NV = 2, NT = 5, STEP = 3 };
+enum { LDB = NV * VL + 4, LDC = NV * VL + 2 }; /* rows of b and c with gaps between them */
 
 int main(int argc, char **argv) {
     int which = argc > 1 ? atoi(argv[1]) : 0;
@@ -34,12 +32,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < MR; i++) dst[i] = d;
     for (int j = 0; j < NV * VL; j++) col_off[j] = j;
     if (which == 4) { /* off one entry short: the tile reads off[NT - 1] past its end */
-        rg_conv_tile_generic(NV, NT, off, a, b, LDB, c, LDC, false);
+        rg_conv_tile(NV, NT, off, a, b, LDB, c, LDC, false);
     } else if (which == 5) {
-        rg_conv_tile_add_generic(NV, NT, off, a, b, LDB, dst, col_off, MR);
+        rg_conv_tile_add(NV, NT, off, a, b, LDB, dst, col_off, MR);
     } else {
-        rg_conv_tile_generic(NV, NT, off, a, b, LDB, c, LDC, true);
-        rg_conv_tile_add_generic(NV, NT, off, a, b, LDB, dst, col_off, MR);
+        rg_conv_tile(NV, NT, off, a, b, LDB, c, LDC, true);
+        rg_conv_tile_add(NV, NT, off, a, b, LDB, dst, col_off, MR);
     }
     printf("case %d: tile within bounds, no report\n", which);
     free(off), free(arow), free(b), free(c), free(d);
