@@ -7,7 +7,7 @@
 #   RG_NATIVE=ON:                    one copy, native, like the rest built with -march=native
 set(RG_ISA_SOURCES
     tensor/cpu/conv2d.c tensor/cpu/conv2d_backward.c tensor/cpu/conv2d_direct.c
-    tensor/cpu/conv2d_gemm.c tensor/cpu/gemm_tile.c
+    tensor/cpu/conv2d_gemm.c tensor/cpu/conv2d_winograd.c tensor/cpu/gemm_tile.c
     tensor/cpu/conv2d_kernels.c tensor/cpu/elementwise.c tensor/cpu/dropout.c
     tensor/cpu/maxpool2d.c tensor/cpu/batchnorm2d.c tensor/cpu/optim.c tensor/cpu/isa_table.c)
 list(REMOVE_ITEM RG_SOURCES ${RG_ISA_SOURCES})

@@ -89,15 +89,18 @@ static void pool_nhwc_image(const rg_conv2d_shape *s, const float *src, int64_t 
 }
 
 /* The forward pass on the tiles, its weights packed by pack_forward_weights (or in that layout):
- * y = conv(x) + b, or, when neither a ReLU nor a pool is fused, y = beta y + conv(x) + b. */
+ * y = conv(x) + b, or, when neither a ReLU nor a pool is fused, y = beta y + conv(x) + b. With wu
+ * (rg_conv_winograd_weights) instead of wp, each chunk's product is Winograd's
+ * (conv2d_winograd.c); all else is the same. */
 static void forward_tiles(const rg_conv2d_shape *s, const rg_conv_geom *gp, const float *x,
-                          const float *wp, const float *b, float beta, float *y) {
+                          const float *wp, const float *wu, const float *b, float beta, float *y) {
     RG_CHECK(beta == 0.0f || (!s->relu && !s->pool), "conv2d: beta with a fused ReLU or pool");
     const rg_conv_geom g = *gp;
     rg_conv_chunks ch = rg_conv_chunks_new(s, &g);
     int64_t kpad = rg_conv_round_up(s->k, NR), chw = s->c * s->h * s->w;
     int64_t xn = ch.images * g.xpad_len, yn = rg_conv_round_up(ch.npix, MR) * kpad;
-    int32_t *off = rg_conv_window_offsets(s, &g, g.crs);
+    int32_t *off = wu ? NULL : rg_conv_window_offsets(s, &g, g.crs);
+    int64_t wn = wu ? rg_conv_winograd_scratch_len(s->c, kpad) : 0;
     /* A fused pool: only the pooled output reaches memory. A 2x2/2 one pools each image while
      * it is channels-last in yc (rg_conv_pool2x2_nhwc), and then only a quarter of the pixels
      * need transposing; any other pool takes the image's (K, P*Q) output transposed into a
@@ -114,6 +117,7 @@ static void forward_tiles(const rg_conv2d_shape *s, const rg_conv_geom *gp, cons
 #pragma omp parallel if (ch.count > 1)
     {
         float *xpad = rg_conv_scratch(xn), *yc = rg_conv_scratch(yn);
+        float *wscratch = wu ? rg_conv_scratch(wn) : NULL;
         float *yimg = s->pool && !nhwc_pool ? rg_conv_scratch(kpq) : NULL;
         float *pnhwc = nhwc_pool ? rg_conv_scratch(2 * ppq * kpad) : NULL;
 #pragma omp for schedule(dynamic, 1)
@@ -121,9 +125,13 @@ static void forward_tiles(const rg_conv2d_shape *s, const rg_conv_geom *gp, cons
             int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
             for (int64_t i = 0; i < images; i++)
                 rg_conv_to_padded_nhwc(s, &g, x + (n0 + i) * chw, xpad + i * g.xpad_len);
-            for (int64_t n0 = 0; n0 < s->k; n0 += NR) /* yc (pixels, kpad) = conv(xpad) */
-                rg_conv_panel_product(rg_conv_panel_vectors(s->k, n0), images * g.pq, xpad, ch.pix,
-                                      0, off, g.crs, wp + n0 * g.crs, yc + n0, kpad, false);
+            if (wu) /* yc (pixels, kpad) = conv(xpad) */
+                rg_conv_winograd_chunk(s, &g, images, xpad, wu, yc, kpad, wscratch);
+            else
+                for (int64_t n0 = 0; n0 < s->k; n0 += NR)
+                    rg_conv_panel_product(rg_conv_panel_vectors(s->k, n0), images * g.pq, xpad,
+                                          ch.pix, 0, off, g.crs, wp + n0 * g.crs, yc + n0, kpad,
+                                          false);
             for (int64_t i = 0; i < images; i++) { /* back to (K, P*Q), adding the bias */
                 const float *src = yc + i * g.pq * kpad;
                 if (pnhwc) {
@@ -143,11 +151,12 @@ static void forward_tiles(const rg_conv2d_shape *s, const rg_conv_geom *gp, cons
         }
         if (yimg) rg_conv_scratch_free(yimg, kpq);
         if (pnhwc) rg_conv_scratch_free(pnhwc, 2 * ppq * kpad);
+        if (wscratch) rg_conv_scratch_free(wscratch, wn);
         rg_conv_scratch_free(yc, yn);
         rg_conv_scratch_free(xpad, xn);
     }
     if (bpad) rg_conv_scratch_free(bpad, kpad);
-    rg_conv_scratch_free((float *)off, g.crs);
+    if (off) rg_conv_scratch_free((float *)off, g.crs);
     rg_conv_chunks_free(&ch);
 }
 
@@ -167,8 +176,14 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
         rg_conv_forward_direct(s, &g, x, w, b, y);
         return;
     }
+    if (rg_conv_winograd_applies(s)) { /* see conv2d_winograd.c */
+        float *wu = rg_conv_winograd_weights(s->k, s->c, w, false);
+        forward_tiles(s, &g, x, NULL, wu, b, 0.0f, y);
+        rg_conv_scratch_free(wu, rg_conv_winograd_weights_len(s->c, s->k));
+        return;
+    }
     float *wp = pack_forward_weights(s, w, g.crs);
-    forward_tiles(s, &g, x, wp, b, 0.0f, y);
+    forward_tiles(s, &g, x, wp, NULL, b, 0.0f, y);
     rg_conv_scratch_free(wp, (s->k + NR - 1) / NR * g.crs * NR);
 }
 
@@ -186,9 +201,31 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
  * lose the fused unpooling: the CNN's conv2 (26 -> 24) took 4% less time alone but its step 3%
  * more, so those keep col2im. */
 
+/* That convolution's shape: dy in, dx out. */
+static rg_conv2d_shape flipped_shape(const rg_conv2d_shape *s) {
+    return (rg_conv2d_shape){.n = s->n,
+                             .c = s->k,
+                             .h = s->p,
+                             .w = s->q,
+                             .k = s->c,
+                             .r = s->r,
+                             .s = s->s,
+                             .p = s->h,
+                             .q = s->w,
+                             .stride_h = 1,
+                             .stride_w = 1,
+                             .pad_h = (int)s->r - 1 - s->pad_h,
+                             .pad_w = (int)s->s - 1 - s->pad_w};
+}
+
+/* With Winograd's product (conv2d_winograd.c) the zeros of a wider padding cost less than col2im's
+ * adds: the CNN's conv2 (26 -> 24, fused ReLU and pool) takes that path too. */
 bool rg_conv_data_as_forward_applies(const rg_conv2d_shape *s) {
     if (!rg_conv_switch_on("RG_CONV_DATA_AS_FORWARD")) return false;
-    return s->stride_h == 1 && s->stride_w == 1 && s->p == s->h && s->q == s->w && s->r * s->s > 1;
+    if (s->stride_h != 1 || s->stride_w != 1 || s->r * s->s == 1) return false;
+    if (s->p == s->h && s->q == s->w) return true;
+    rg_conv2d_shape f = flipped_shape(s);
+    return s->pad_h <= s->r - 1 && s->pad_w <= s->s - 1 && rg_conv_winograd_applies(&f);
 }
 
 /* wp[panel][(r',s',k)][j] = w[k][panel*NR + j][R-1-r'][S-1-s'], zero past the last channel: the
@@ -221,21 +258,15 @@ static float *pack_flipped_weights(const rg_conv2d_shape *s, const float *w) {
 
 void rg_conv_data_as_forward(const rg_conv2d_shape *s, const float *dy, const float *w, float beta,
                              float *dx) {
-    rg_conv2d_shape f = {.n = s->n,
-                         .c = s->k,
-                         .h = s->p,
-                         .w = s->q,
-                         .k = s->c,
-                         .r = s->r,
-                         .s = s->s,
-                         .p = s->h,
-                         .q = s->w,
-                         .stride_h = 1,
-                         .stride_w = 1,
-                         .pad_h = (int)s->r - 1 - s->pad_h,
-                         .pad_w = (int)s->s - 1 - s->pad_w};
+    rg_conv2d_shape f = flipped_shape(s);
     rg_conv_geom g = rg_conv_geom_of(&f);
+    if (rg_conv_winograd_applies(&f)) { /* see conv2d_winograd.c */
+        float *wu = rg_conv_winograd_weights(f.k, f.c, w, true);
+        forward_tiles(&f, &g, dy, NULL, wu, NULL, beta, dx);
+        rg_conv_scratch_free(wu, rg_conv_winograd_weights_len(f.c, f.k));
+        return;
+    }
     float *wp = pack_flipped_weights(s, w);
-    forward_tiles(&f, &g, dy, wp, NULL, beta, dx);
+    forward_tiles(&f, &g, dy, wp, NULL, NULL, beta, dx);
     rg_conv_scratch_free(wp, g.crs * rg_conv_round_up(s->c, NR));
 }

@@ -233,6 +233,20 @@ bool rg_conv_data_as_forward_applies(const rg_conv2d_shape *s);
 void rg_conv_data_as_forward(const rg_conv2d_shape *s, const float *dy, const float *w, float beta,
                              float *dx);
 
+/* 3x3 stride-1 convolutions by Winograd's F(2x2, 3x3) (conv2d_winograd.c): whether a shape takes it
+ * (RG_CONV_WINOGRAD=0 turns it off); the filters transformed and packed for the products
+ * (w (kout, cin, 3, 3), or with flipped (cin, kout, 3, 3) turned by 180 degrees, as the data pass
+ * of rg_conv_data_as_forward reads it; free with rg_conv_scratch_free(u, _weights_len)); and one
+ * chunk's forward product: yc (pixels, kpad) = conv(xpad), the job rg_conv_panel_product does in
+ * forward_tiles, in scratch of rg_conv_winograd_scratch_len floats. */
+bool rg_conv_winograd_applies(const rg_conv2d_shape *s);
+int64_t rg_conv_winograd_weights_len(int64_t cin, int64_t kout);
+float *rg_conv_winograd_weights(int64_t kout, int64_t cin, const float *w, bool flipped);
+int64_t rg_conv_winograd_scratch_len(int64_t c, int64_t kpad);
+void rg_conv_winograd_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, int64_t images,
+                            const float *xpad, const float *u, float *yc, int64_t kpad,
+                            float *scratch);
+
 /* Scratch memory from the CPU caching allocator; stops (RG_CHECK) when memory runs out. */
 float *rg_conv_scratch(int64_t floats);
 void rg_conv_scratch_free(float *p, int64_t floats);

@@ -54,7 +54,8 @@
 #define rg_cpu_batchnorm_backward_reduce RG_ISA_NAME(rg_cpu_batchnorm_backward_reduce)
 #define rg_cpu_batchnorm_backward_data RG_ISA_NAME(rg_cpu_batchnorm_backward_data)
 #define rg_cpu_batchnorm_backward RG_ISA_NAME(rg_cpu_batchnorm_backward)
-/* conv2d.c, conv2d_backward.c, conv2d_direct.c, conv2d_gemm.c, conv2d_kernels.c */
+/* conv2d.c, conv2d_backward.c, conv2d_direct.c, conv2d_gemm.c, conv2d_kernels.c,
+ * conv2d_winograd.c */
 #define rg_cpu_conv2d_forward RG_ISA_NAME(rg_cpu_conv2d_forward)
 #define rg_cpu_conv2d_backward_data RG_ISA_NAME(rg_cpu_conv2d_backward_data)
 #define rg_cpu_conv2d_backward_filter RG_ISA_NAME(rg_cpu_conv2d_backward_filter)
@@ -67,6 +68,11 @@
 #define rg_conv_data_as_forward_applies RG_ISA_NAME(rg_conv_data_as_forward_applies)
 #define rg_conv_data_as_forward RG_ISA_NAME(rg_conv_data_as_forward)
 #define rg_conv_tile RG_ISA_NAME(rg_conv_tile)
+#define rg_conv_winograd_applies RG_ISA_NAME(rg_conv_winograd_applies)
+#define rg_conv_winograd_weights_len RG_ISA_NAME(rg_conv_winograd_weights_len)
+#define rg_conv_winograd_weights RG_ISA_NAME(rg_conv_winograd_weights)
+#define rg_conv_winograd_scratch_len RG_ISA_NAME(rg_conv_winograd_scratch_len)
+#define rg_conv_winograd_chunk RG_ISA_NAME(rg_conv_winograd_chunk)
 #define rg_conv_tile_add RG_ISA_NAME(rg_conv_tile_add)
 #define rg_conv_panel_product RG_ISA_NAME(rg_conv_panel_product)
 #define rg_conv_transpose RG_ISA_NAME(rg_conv_transpose)

@@ -67,6 +67,11 @@ static const conv_case cases[] = {
     {2, 7, 7, 7, 520, 1, 1, 1, 0, false}, /* 7x7 planes: both images in one panel */
     /* ... and the stride-1 filter pass on 128-256 pixel planes, the batch's 576 columns at once */
     {4, 70, 12, 12, 9, 1, 1, 1, 0, true}, /* a short second panel of channels, K not a tile's */
+    /* 3x3, stride 1, at least 16 channels in and out: Winograd's F(2x2, 3x3) in forward and in the
+     * data pass (tensor/cpu/conv2d_winograd.c); cases 4, 10, 11, 16 and 30 too */
+    {2, 16, 9, 8, 24, 3, 3, 1, 0, true},  /* unpadded, odd 7x6 output: the data pass widens it */
+    {1, 20, 6, 5, 17, 3, 3, 1, 1, false}, /* channels past the last vector, K past a panel */
+    {3, 16, 4, 4, 16, 3, 3, 1, 2, true},  /* padding 2, more than half the kernel */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -165,8 +170,8 @@ static void free_inputs(conv_inputs *in) {
     rgt_free_all(3, (rg_tensor *[]){in->x, in->w, in->b});
 }
 
-Test(tensor_conv2d, forward_matches_naive_loops) {
-    for (size_t ci = 0; ci < NCASES; ci++) {
+static void check_forward(size_t ci) {
+    {
         const conv_case *t = &cases[ci];
         rg_conv2d_shape s = shape_of(t);
         conv_inputs in = make_inputs(t, 10 * ci, false);
@@ -184,6 +189,10 @@ Test(tensor_conv2d, forward_matches_naive_loops) {
         free(want);
         free_inputs(&in);
     }
+}
+
+Test(tensor_conv2d, forward_matches_naive_loops) {
+    for (size_t ci = 0; ci < NCASES; ci++) check_forward(ci);
 }
 
 /* Runs backward of sum(conv(x, w, b) * dy) and compares x, w and b's gradients with the loops. */
@@ -240,6 +249,21 @@ Test(tensor_conv2d, with_rg_conv_data_as_forward_0_col2im_matches_naive_loops_to
     unsetenv("RG_CONV_DATA_AS_FORWARD");
 }
 
+/* RG_CONV_WINOGRAD=0 sends Winograd's shapes back to the direct tiles, which must stay right. */
+Test(tensor_conv2d, with_rg_conv_winograd_0_the_direct_tiles_match_naive_loops_too) {
+    setenv("RG_CONV_WINOGRAD", "0", 1);
+    size_t checked = 0;
+    for (size_t ci = 0; ci < NCASES; ci++)
+        if (cases[ci].r == 3 && cases[ci].s == 3 && cases[ci].stride == 1 && cases[ci].c >= 16 &&
+            cases[ci].k >= 16) {
+            check_forward(ci);
+            check_backward(&cases[ci], (int)ci);
+            checked++;
+        }
+    cr_assert(checked >= 6, "the table has %zu Winograd shapes", checked);
+    unsetenv("RG_CONV_WINOGRAD");
+}
+
 Test(tensor_conv2d, results_do_not_depend_on_the_thread_count) {
     rg_set_num_threads(2); /* per-thread partial sums of dw, images split between threads */
     for (size_t ci = 0; ci < NCASES; ci++) check_backward(&cases[ci], (int)ci);
@@ -253,13 +277,15 @@ static rg_tensor *f_conv(rg_tensor *const *in, void *ctx) {
 
 Test(tensor_conv2d, gradients_match_finite_differences) {
     static const conv_case small[] = {
-        {2, 3, 6, 5, 4, 3, 3, 1, 1, true},   /* padding 1, non-square */
-        {1, 2, 7, 7, 3, 3, 3, 2, 0, true},   /* stride 2 */
-        {2, 1, 5, 6, 2, 3, 3, 1, 0, false},  /* one channel, no bias */
-        {1, 17, 4, 5, 18, 2, 3, 2, 3, true}, /* padding 3, vector-width channels */
-        {2, 3, 10, 10, 4, 1, 1, 1, 0, true}, /* 1x1 as products */
-        {1, 2, 20, 21, 3, 1, 1, 2, 0, true}, /* 1x1 strided, as products */
-        {1, 228, 4, 4, 2, 3, 3, 2, 1, true}, /* the filter pass through im2col */
+        {2, 3, 6, 5, 4, 3, 3, 1, 1, true},    /* padding 1, non-square */
+        {1, 2, 7, 7, 3, 3, 3, 2, 0, true},    /* stride 2 */
+        {2, 1, 5, 6, 2, 3, 3, 1, 0, false},   /* one channel, no bias */
+        {1, 17, 4, 5, 18, 2, 3, 2, 3, true},  /* padding 3, vector-width channels */
+        {2, 3, 10, 10, 4, 1, 1, 1, 0, true},  /* 1x1 as products */
+        {1, 2, 20, 21, 3, 1, 1, 2, 0, true},  /* 1x1 strided, as products */
+        {1, 228, 4, 4, 2, 3, 3, 2, 1, true},  /* the filter pass through im2col */
+        {1, 16, 5, 4, 16, 3, 3, 1, 1, true},  /* Winograd, forward and data pass */
+        {1, 16, 6, 5, 16, 3, 3, 1, 0, false}, /* ... unpadded, the data pass widened */
     };
     for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
         conv_inputs in = make_inputs(&small[i], 500 + 10 * i, true);
