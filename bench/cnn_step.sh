@@ -10,13 +10,15 @@
 # --clock cpu times with the CPU time of each process's main thread, which the shared machine's
 # time slicing does not inflate (meaningful at one thread only). Also prints, per thread count,
 # ringgrad's speed over its own one-thread figure (when 1 is among --threads) and the step's share
-# of the FMA peak measured in the same runs (71.56 MFLOP per image), and the load before and after.
+# of the FMA peak measured in the same runs, counting 71.56 MFLOP per image (what a direct
+# convolution multiplies: "of FMA peak") and what the step multiplies (conv2 by Winograd, 49.62
+# unless RG_CONV_WINOGRAD=0: "FMAs run"), and the load before and after.
 # RINGGRAD_BENCH overrides the bench binary (default build/bin/ringgrad-bench).
 set -eu
 . "$(dirname "$0")/common.sh"
 while [ $# -gt 0 ]; do
     case $1 in
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) common_option "$1" "${2-}" || { echo "cnn_step.sh: unknown option $1" >&2; exit 2; }
        shift 2 ;;
     esac
@@ -39,11 +41,11 @@ for line in open(sys.argv[1]):
     f = line.split()
     kv = dict(x.split("=", 1) for x in f[2:])
     if "isa" in kv: isas.add(kv["isa"])
-    for name in ("step_ms", "floor_ms", "peak_gflops"):
+    for name in ("step_ms", "floor_ms", "peak_gflops", "mflop_run"):
         if name in kv:
             v[(int(kv["threads"]), f[1], name)].append(float(kv[name]))
 print("ringgrad CPU kernels: " + ", ".join(sorted(isas)))
-print(f"{'threads':<8}{'ringgrad img/s':>15}{'PyTorch img/s':>15}{'speedup':>9}{'GEMM floor img/s':>18}{'of floor':>10}{'vs 1 thr':>10}{'of FMA peak':>13}")
+print(f"{'threads':<8}{'ringgrad img/s':>15}{'PyTorch img/s':>15}{'speedup':>9}{'GEMM floor img/s':>18}{'of floor':>10}{'vs 1 thr':>10}{'of FMA peak':>13}{'FMAs run':>10}")
 rg1 = statistics.median(v[(1, "cnn", "step_ms")]) if (1, "cnn", "step_ms") in v else None
 for t in sorted({k[0] for k in v}):
     rg = statistics.median(v[(t, "cnn", "step_ms")])
@@ -52,6 +54,7 @@ for t in sorted({k[0] for k in v}):
     peak = statistics.median(v[(t, "cnn", "peak_gflops")])
     scale = f"{rg1 / rg:.2f}x" if rg1 else "-"
     frac = 71.56e-3 * 128 / (rg * 1e-3) / peak  # (GFLOP per step / s per step) / GFLOP/s
-    print(f"{t:<8}{128e3 / rg:>15.0f}{128e3 / pt:>15.0f}{pt / rg:>9.2f}{128e3 / fl:>18.0f}{100 * fl / rg:>9.0f}%{scale:>10}{100 * frac:>12.0f}%")
+    run = statistics.median(v[(t, "cnn", "mflop_run")]) / 71.56 * frac
+    print(f"{t:<8}{128e3 / rg:>15.0f}{128e3 / pt:>15.0f}{pt / rg:>9.2f}{128e3 / fl:>18.0f}{100 * fl / rg:>9.0f}%{scale:>10}{100 * frac:>12.0f}%{100 * run:>9.0f}%")
 PY
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -25,7 +25,20 @@
 /* FLOP of one image's step, counting the matrix products only (the floor's GEMMs below, per
  * image): conv2 forward, weight and input gradients 3 x 2*64*288*576 = 63.70 M; conv1 forward and
  * weight gradient 2 x 2*32*9*676 = 0.78 M; fc1 forward and both gradients 3 x 2*9216*128 =
- * 7.08 M; in all 71.56 MFLOP (fc2's 7.7 kFLOP left out). */
+ * 7.08 M; in all 71.56 MFLOP (fc2's 7.7 kFLOP left out). The "of FMA peak" column counts
+ * those, what a direct convolution multiplies; the "FMAs run" column counts what the step
+ * multiplies: conv2's forward and data pass run Winograd's F(2x2, 3x3)
+ * (tensor/cpu/conv2d_winograd.c: 3x3, stride 1, 32 and 64 channels) unless RG_CONV_WINOGRAD=0, 16
+ * products per 2x2 output tile and channel pair, 16*144*32*64*2 = 9.44 M forward and 16*169*64*32*2
+ * = 11.08 M for the data pass's 26x26 output: 49.62 MFLOP in all. */
+#define CNN_MFLOP 71.56
+#define CNN_WINOGRAD_MFLOP (CNN_MFLOP - 2 * 21.23 + 9.44 + 11.08)
+
+/* MFLOP per image the step multiplies (see above). */
+static double cnn_mflop_run(void) {
+    const char *v = getenv("RG_CONV_WINOGRAD");
+    return v && strcmp(v, "0") == 0 ? CNN_MFLOP : CNN_WINOGRAD_MFLOP;
+}
 
 typedef struct {
     rg_tensor *p[NPARAM], *m[NPARAM], *v[NPARAM]; /* parameters and Adam's moments */
@@ -171,8 +184,8 @@ void rgb_run_cnn(const rgb_opts *o) {
     printf("\nCNN training step (batch %d, Adam), median of %d interleaved runs; %.2f GFLOP of "
            "GEMM in the floor (%.2f MFLOP per image); kernels %s, FMA peak of that set\n",
            BATCH, o->iters, floor_flops(g) * 1e-9, floor_flops(g) / BATCH * 1e-6, rg_cpu_isa());
-    printf("%-8s %12s %10s %14s %10s %16s %9s %12s\n", "threads", "ringgrad ms", "img/s",
-           "GEMM floor ms", "img/s", "ringgrad/floor", "GFLOP/s", "of FMA peak");
+    printf("%-8s %12s %10s %14s %10s %16s %9s %12s %10s\n", "threads", "ringgrad ms", "img/s",
+           "GEMM floor ms", "img/s", "ringgrad/floor", "GFLOP/s", "of FMA peak", "FMAs run");
     for (int ti = 0; ti < o->nthreads; ti++) {
         int nt = rg_set_num_threads(o->threads[ti]);
         cnn_step(&net); /* warm up caches and the allocator */
@@ -195,12 +208,14 @@ void rgb_run_cnn(const rgb_opts *o) {
         }
         double step = rgb_median(ts, o->iters), fl = rgb_median(tf, o->iters);
         double peak = rgb_median(tp, o->iters), gflops = floor_flops(g) / step * 1e-9;
-        printf("%-8d %12.1f %10.0f %14.1f %10.0f %15.0f%% %9.1f %11.0f%%\n", nt, step * 1e3,
-               BATCH / step, fl * 1e3, BATCH / fl, 100.0 * fl / step, gflops,
-               100.0 * gflops / peak);
+        double run = gflops * cnn_mflop_run() / (floor_flops(g) / BATCH * 1e-6);
+        printf("%-8d %12.1f %10.0f %14.1f %10.0f %15.0f%% %9.1f %11.0f%% %9.0f%%\n", nt, step * 1e3,
+               BATCH / step, fl * 1e3, BATCH / fl, 100.0 * fl / step, gflops, 100.0 * gflops / peak,
+               100.0 * run / peak);
         if (o->raw)
-            printf("raw cnn threads=%d step_ms=%.3f floor_ms=%.3f peak_gflops=%.2f isa=%s\n", nt,
-                   step * 1e3, fl * 1e3, peak, rg_cpu_isa());
+            printf("raw cnn threads=%d step_ms=%.3f floor_ms=%.3f peak_gflops=%.2f "
+                   "mflop_run=%.2f isa=%s\n",
+                   nt, step * 1e3, fl * 1e3, peak, cnn_mflop_run(), rg_cpu_isa());
         for (int i = 0; i < NFLOOR; i++) {
             double t = rgb_median(tg + i * o->iters, o->iters);
             printf("    floor %-44s %7.2f ms %6.1f GFLOP/s\n", g[i].what, t * 1e3,

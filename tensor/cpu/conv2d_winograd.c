@@ -162,6 +162,9 @@ void rg_conv_winograd_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, int
                             float *scratch) {
     const int64_t c = s->c, th = (s->p + 1) / 2, tw = (s->q + 1) / 2, ntiles = images * th * tw;
     const int64_t tb = block_tiles(c, kpad), per_xi = c * kpad;
+    /* columns the products compute: K rounded up to a vector (a panel's spare vectors are not
+     * computed, as in forward_tiles; the ReLU, pool and transpositions read no further) */
+    const int64_t kv = rg_conv_round_up(s->k, VL);
     float *v = scratch, *m = v + XI * tb * c, *zeros = m + XI * tb * kpad;
     int32_t *off = (int32_t *)(zeros + c);
     memset(zeros, 0, (size_t)c * sizeof(float));
@@ -183,11 +186,11 @@ void rg_conv_winograd_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, int
             for (; ci + VL <= c; ci += VL) INPUT_TRANSFORM(rg_convvec, p, ci, vb, vs);
             for (; ci < c; ci++) INPUT_TRANSFORM(float, p, ci, vb, vs);
         }
-        for (int xi = 0; xi < XI; xi++) /* M_xi = V_xi U_xi */
-            for (int64_t n0 = 0; n0 < kpad; n0 += NR)
-                rg_conv_panel_product(RG_CONV_NV, rows, v + xi * tb * c, NULL, c, off, c,
-                                      u + xi * per_xi + n0 * c, m + xi * tb * kpad + n0, kpad,
-                                      false);
+        for (int xi = 0; xi < XI; xi++) /* M_xi = V_xi U_xi, its first kv columns */
+            for (int64_t n0 = 0; n0 < s->k; n0 += NR)
+                rg_conv_panel_product(rg_conv_panel_vectors(s->k, n0), rows, v + xi * tb * c, NULL,
+                                      c, off, c, u + xi * per_xi + n0 * c, m + xi * tb * kpad + n0,
+                                      kpad, false);
         for (int64_t b = 0; b < rows; b++) { /* Y = A^T M A into the output pixels' rows */
             int64_t t = t0 + b, img = t / (th * tw), ty = t % (th * tw) / tw, tx = t % tw;
             int64_t ph = 2 * ty, qw = 2 * tx;
@@ -198,7 +201,7 @@ void rg_conv_winograd_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, int
             }
             const float *mb = m + b * kpad;
             const int64_t ms = tb * kpad;
-            for (int64_t j = 0; j < kpad; j += VL) {
+            for (int64_t j = 0; j < kv; j += VL) {
                 rg_convvec o[4];
                 OUTPUT_TRANSFORM(rg_convvec, mb + j, ms, o[0], o[1], o[2], o[3]);
                 for (int a = 0; a < 4; a++)
