@@ -11,7 +11,7 @@
 # time slicing does not inflate (meaningful at one thread only). Also prints, per thread count,
 # ringgrad's speed over its own one-thread figure (when 1 is among --threads) and the step's share
 # of the FMA peak measured in the same runs, counting 71.56 MFLOP per image (what a direct
-# convolution multiplies: "of FMA peak") and what the step multiplies (conv2 by Winograd, 49.62
+# convolution multiplies: "of FMA peak") and what the step multiplies (conv2 by Winograd, 37.83
 # unless RG_CONV_WINOGRAD=0: "FMAs run"), and the load before and after.
 # RINGGRAD_BENCH overrides the bench binary (default build/bin/ringgrad-bench).
 set -eu

@@ -27,12 +27,12 @@
  * weight gradient 2 x 2*32*9*676 = 0.78 M; fc1 forward and both gradients 3 x 2*9216*128 =
  * 7.08 M; in all 71.56 MFLOP (fc2's 7.7 kFLOP left out). The "of FMA peak" column counts
  * those, what a direct convolution multiplies; the "FMAs run" column counts what the step
- * multiplies: conv2's forward and data pass run Winograd's F(2x2, 3x3)
- * (tensor/cpu/conv2d_winograd.c: 3x3, stride 1, 32 and 64 channels) unless RG_CONV_WINOGRAD=0, 16
- * products per 2x2 output tile and channel pair, 16*144*32*64*2 = 9.44 M forward and 16*169*64*32*2
- * = 11.08 M for the data pass's 26x26 output: 49.62 MFLOP in all. */
+ * multiplies: conv2's three passes run Winograd's F(2x2, 3x3) (tensor/cpu/conv2d_winograd.c: 3x3,
+ * stride 1, 32 and 64 channels) unless RG_CONV_WINOGRAD=0, 16 products per 2x2 output tile and
+ * channel pair: 16*144*32*64*2 = 9.44 M in the forward and the filter pass each, and
+ * 16*169*64*32*2 = 11.08 M in the data pass (its 26x26 output); 37.83 MFLOP in all. */
 #define CNN_MFLOP 71.56
-#define CNN_WINOGRAD_MFLOP (CNN_MFLOP - 2 * 21.23 + 9.44 + 11.08)
+#define CNN_WINOGRAD_MFLOP (CNN_MFLOP - 3 * 21.23 + 2 * 9.44 + 11.08)
 
 /* MFLOP per image the step multiplies (see above). */
 static double cnn_mflop_run(void) {

@@ -305,6 +305,19 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
         rg_conv_backward_gemm(s, x, dy, w, beta_x, dx, beta_w, dw, db);
         return;
     }
+    if (dw && rg_conv_winograd_applies(s)) { /* 3x3, stride 1: see conv2d_winograd.c */
+        /* both Winograd passes read the plain dy: the fused ops are undone once, for both */
+        int64_t len = 0;
+        float *dz = s->pool || s->relu_y ? unfused_dy(s, dy, &len) : NULL;
+        if (dx && rg_conv_data_as_forward_applies(s)) {
+            rg_conv_data_as_forward(s, dz ? dz : dy, w, beta_x, dx);
+            dx = NULL;
+        }
+        rg_conv_winograd_filter(s, x, dz ? dz : dy, beta_w, dw, db);
+        if (dz) rg_conv_scratch_free(dz, len);
+        if (!dx) return;
+        dw = NULL, db = NULL; /* the data pass alone below, on the fused dy */
+    }
     if (dx && rg_conv_data_as_forward_applies(s)) { /* stride 1, same size: see conv2d.c */
         int64_t len = 0;
         float *dz = s->pool || s->relu_y ? unfused_dy(s, dy, &len) : NULL;

@@ -246,6 +246,10 @@ int64_t rg_conv_winograd_scratch_len(int64_t c, int64_t kpad);
 void rg_conv_winograd_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, int64_t images,
                             const float *xpad, const float *u, float *yc, int64_t kpad,
                             float *scratch);
+/* The filter pass of a shape rg_conv_winograd_applies to, by the same transforms: dw = beta dw +
+ * the gradient, and db likewise unless NULL, from x and the plain dy (no fused ReLU or pool). */
+void rg_conv_winograd_filter(const rg_conv2d_shape *s, const float *x, const float *dy, float beta,
+                             float *dw, float *db);
 
 /* Scratch memory from the CPU caching allocator; stops (RG_CHECK) when memory runs out. */
 float *rg_conv_scratch(int64_t floats);

@@ -29,6 +29,9 @@
  * tests/tensor/test_conv2d.c); F(4x4, 3x3) would do 4x fewer products but its transforms carry
  * factors up to 8 and lose about 3 more bits, which is why cuDNN and oneDNN offer both and why
  * this file stops at the smaller one. */
+#include <omp.h>
+
+#include "core/alloc.h"
 #include "tensor/cpu/conv2d_impl.h"
 
 #define NR RG_CONV_NR
@@ -209,4 +212,197 @@ void rg_conv_winograd_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, int
             }
         }
     }
+}
+
+/* ---- the filter pass ----
+ *
+ * With U = G g G^T and the tile's products M = U .* V, the gradient of g is G^T dU G, and dU, the
+ * gradient of U, is summed over every tile of the batch: dU_xi (C x K) = sum_tiles V_xi^T dM_xi,
+ * where dM = A dY A^T is the transform of the tile's 2x2 output gradient. Those 16 products
+ * reduce over tiles, a long reduction that suits the tile better than the forward's over C; they
+ * run on rg_conv_panel_product with a channel per row (rows C floats apart in V, the steps one
+ * tile apart) and dM as the panel. Each thread sums its images into its own dU; the threads' sums
+ * are added and transformed back at the end. */
+
+/* A dY A^T of one vector of channels: the tile's 2x2 gradients y00 ... y11 to d[xi * ds]. */
+#define GRAD_ROW(T, y0, y1, e0, e1, e2, e3) T e0 = y0, e1 = y0 + y1, e2 = y0 - y1, e3 = -(y1)
+#define GRAD_TRANSFORM(T, y00, y01, y10, y11, d, ds)                                               \
+    do {                                                                                           \
+        GRAD_ROW(T, y00, y10, e00, e10, e20, e30); /* A dY, column 0 */                            \
+        GRAD_ROW(T, y01, y11, e01, e11, e21, e31); /* column 1 */                                  \
+        GRAD_ROW(T, e00, e01, f00, f01, f02, f03); /* (A dY) A^T, row by row */                    \
+        GRAD_ROW(T, e10, e11, f10, f11, f12, f13);                                                 \
+        GRAD_ROW(T, e20, e21, f20, f21, f22, f23);                                                 \
+        GRAD_ROW(T, e30, e31, f30, f31, f32, f33);                                                 \
+        ST(T, d + 0 * ds, f00), ST(T, d + 1 * ds, f01), ST(T, d + 2 * ds, f02);                    \
+        ST(T, d + 3 * ds, f03), ST(T, d + 4 * ds, f10), ST(T, d + 5 * ds, f11);                    \
+        ST(T, d + 6 * ds, f12), ST(T, d + 7 * ds, f13), ST(T, d + 8 * ds, f20);                    \
+        ST(T, d + 9 * ds, f21), ST(T, d + 10 * ds, f22), ST(T, d + 11 * ds, f23);                  \
+        ST(T, d + 12 * ds, f30), ST(T, d + 13 * ds, f31), ST(T, d + 14 * ds, f32);                 \
+        ST(T, d + 15 * ds, f33);                                                                   \
+    } while (0)
+
+/* G^T du G of one filter's 16 gradients du[4i + j]: the 3x3 gradient g (row-major). */
+static void filter_gradient(const double du[XI], double g[9]) {
+    double t[3][4]; /* G^T du */
+    for (int j = 0; j < 4; j++) {
+        double d0 = du[j], d1 = du[4 + j], d2 = du[8 + j], d3 = du[12 + j];
+        t[0][j] = d0 + 0.5f * (d1 + d2);
+        t[1][j] = 0.5f * (d1 - d2);
+        t[2][j] = 0.5f * (d1 + d2) + d3;
+    }
+    for (int r = 0; r < 3; r++) {
+        g[3 * r] = t[r][0] + 0.5f * (t[r][1] + t[r][2]);
+        g[3 * r + 1] = 0.5f * (t[r][1] - t[r][2]);
+        g[3 * r + 2] = 0.5f * (t[r][1] + t[r][2]) + t[r][3];
+    }
+}
+
+/* Floats of V and dM a block of the filter pass may take: the products' reduction is the block's
+ * tiles, so longer blocks amortise each tile call's loads and stores of its accumulators. */
+#define FILTER_BLOCK_FLOATS (96 * 1024)
+
+static int64_t filter_block_tiles(int64_t c, int64_t kpad) {
+    int64_t t = FILTER_BLOCK_FLOATS / (XI * (c + kpad)) / MR * MR;
+    return t < 4 * MR ? 4 * MR : t;
+}
+
+/* A thread's share: du (XI, C, K) and the bias sums, in double. */
+typedef struct {
+    double *du;
+    double *db;
+} filter_part;
+
+/* The chunk's tiles (images in xpad, channels-last gradients dyc (P*Q, kpad) per image) summed
+ * into cdu (XI, C rounded up to MR, kpad), then added to the thread's du in double. Summed in
+ * float a chunk at a time, in double across chunks: the sums of a chunk, an image or a few, are
+ * the same whatever batch it is part of, so that the gradient of a batch hardly depends on how it
+ * is split (micro-batches, ranks, threads): a resumed pipeline run (tests/train/resume.sh) ended
+ * 2.1e-5 from its uninterrupted one with float sums across chunks, outside the 1e-5 the direct
+ * pass keeps to. */
+static void filter_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, int64_t images,
+                         const float *xpad, const float *dyc, int64_t kpad, int64_t crow,
+                         float *cdu, double *du, float *v, float *dm, const float *zeros,
+                         const int32_t *toff) {
+    const int64_t c = s->c, th = (s->p + 1) / 2, tw = (s->q + 1) / 2, ntiles = images * th * tw;
+    const int64_t tb = filter_block_tiles(c, kpad), kv = rg_conv_round_up(s->k, VL);
+    for (int64_t t0 = 0; t0 < ntiles; t0 += tb) {
+        int64_t rows = ntiles - t0 < tb ? ntiles - t0 : tb;
+        for (int64_t b = 0; b < rows; b++) {
+            int64_t t = t0 + b, img = t / (th * tw), ty = t % (th * tw) / tw, tx = t % tw;
+            const float *base = xpad + img * g->xpad_len;
+            const float *p[XI];
+            for (int r = 0; r < 4; r++)
+                for (int q = 0; q < 4; q++) {
+                    int64_t h = 2 * ty + r, w = 2 * tx + q;
+                    p[4 * r + q] = h < g->hp && w < g->wp ? base + (h * g->wp + w) * c : zeros;
+                }
+            float *vb = v + b * c;
+            const int64_t vs = tb * c;
+            int64_t ci = 0;
+            for (; ci + VL <= c; ci += VL) INPUT_TRANSFORM(rg_convvec, p, ci, vb, vs);
+            for (; ci < c; ci++) INPUT_TRANSFORM(float, p, ci, vb, vs);
+            /* dM, panel-major per point: dm[xi][panel][b][j] */
+            const float *y[4];
+            for (int a = 0; a < 4; a++) {
+                int64_t pp = 2 * ty + (a >> 1), qq = 2 * tx + (a & 1);
+                y[a] = pp < s->p && qq < s->q ? dyc + (img * g->pq + pp * s->q + qq) * kpad : zeros;
+            }
+            const int64_t ds = kpad * tb; /* floats between points */
+            for (int64_t j = 0; j < kv; j += VL) {
+                float *d = dm + (j / NR) * tb * NR + b * NR + j % NR;
+                rg_convvec y00 = LD(rg_convvec, y[0] + j), y01 = LD(rg_convvec, y[1] + j);
+                rg_convvec y10 = LD(rg_convvec, y[2] + j), y11 = LD(rg_convvec, y[3] + j);
+                GRAD_TRANSFORM(rg_convvec, y00, y01, y10, y11, d, ds);
+            }
+        }
+        for (int xi = 0; xi < XI; xi++) /* dU_xi += V_xi^T dM_xi */
+            for (int64_t n0 = 0; n0 < s->k; n0 += NR)
+                rg_conv_panel_product(rg_conv_panel_vectors(s->k, n0), c, v + xi * tb * c, NULL, 1,
+                                      toff, rows, dm + xi * kpad * tb + n0 * tb,
+                                      cdu + xi * crow * kpad + n0, kpad, t0 > 0);
+    }
+    for (int xi = 0; xi < XI; xi++)
+        for (int64_t ci = 0; ci < c; ci++) {
+            const float *src = cdu + (xi * crow + ci) * kpad;
+            double *dst = du + (xi * c + ci) * s->k;
+            for (int64_t k = 0; k < s->k; k++) dst[k] += src[k];
+        }
+}
+
+void rg_conv_winograd_filter(const rg_conv2d_shape *s, const float *x, const float *dy, float beta,
+                             float *dw, float *db) {
+    const rg_conv_geom g = rg_conv_geom_of(s);
+    rg_conv_chunks ch = rg_conv_chunks_new(s, &g);
+    const int64_t c = s->c, kpad = rg_conv_round_up(s->k, NR), crow = rg_conv_round_up(c, MR);
+    const int64_t tb = filter_block_tiles(c, kpad), chw = c * s->h * s->w, kpq = s->k * g.pq;
+    const int64_t dun = XI * c * s->k, cdun = XI * crow * kpad, xn = ch.images * g.xpad_len,
+                  dyn = ch.images * g.pq * kpad;
+    const int64_t vn = XI * tb * c, dmn = XI * tb * kpad;
+    int nthreads = ch.count > 1 ? omp_get_max_threads() : 1;
+    filter_part *part = rg_xcalloc((size_t)nthreads, sizeof *part, "conv2d: per-thread partials");
+    int32_t *toff = (int32_t *)rg_conv_scratch(tb);
+    for (int64_t t = 0; t < tb; t++) toff[t] = (int32_t)(t * c);
+#pragma omp parallel num_threads(nthreads)
+    {
+        filter_part *mine = &part[omp_get_thread_num()];
+        float *xpad = rg_conv_scratch(xn), *dyc = rg_conv_scratch(dyn), *v = rg_conv_scratch(vn);
+        float *dm = rg_conv_scratch(dmn), *sums = rg_conv_scratch(kpad);
+        float *zeros = rg_conv_scratch(kpad > c ? kpad : c), *cdu = rg_conv_scratch(cdun);
+        memset(zeros, 0, (size_t)(kpad > c ? kpad : c) * sizeof(float));
+        memset(dyc, 0, (size_t)dyn * sizeof(float)); /* columns past K stay zero */
+        mine->du = rg_xcalloc((size_t)dun, sizeof(double), "conv2d: filter-gradient partials");
+        mine->db = rg_xcalloc((size_t)s->k + 1, sizeof(double), "conv2d: bias-gradient partials");
+        /* static: which images a thread sums depends on the thread count only (conv2d_backward.c)
+         */
+#pragma omp for schedule(static)
+        for (int64_t ci = 0; ci < ch.count; ci++) {
+            int64_t n0 = ci * ch.images, images = s->n - n0 < ch.images ? s->n - n0 : ch.images;
+            for (int64_t i = 0; i < images; i++) {
+                rg_conv_to_padded_nhwc(s, &g, x + (n0 + i) * chw, xpad + i * g.xpad_len);
+                memset(sums, 0, (size_t)s->k * sizeof(float));
+                rg_conv_transpose_sum(s->k, g.pq, dy + (n0 + i) * kpq, NULL, g.pq,
+                                      dyc + i * g.pq * kpad, kpad, sums);
+                for (int64_t k = 0; k < s->k; k++) mine->db[k] += sums[k];
+            }
+            filter_chunk(s, &g, images, xpad, dyc, kpad, crow, cdu, mine->du, v, dm, zeros, toff);
+        }
+        /* the implicit barrier above: every partial is complete; filters shared out */
+#pragma omp for schedule(static)
+        for (int64_t k = 0; k < s->k; k++) {
+            for (int64_t ci = 0; ci < c; ci++) {
+                double du[XI], gk[9];
+                for (int xi = 0; xi < XI; xi++) {
+                    int64_t at = (xi * c + ci) * s->k + k;
+                    double sum = part[0].du[at];
+                    for (int t = 1; t < nthreads; t++)
+                        if (part[t].du) sum += part[t].du[at];
+                    du[xi] = sum;
+                }
+                filter_gradient(du, gk);
+                float *out = dw + (k * c + ci) * 9;
+                for (int i = 0; i < 9; i++)
+                    out[i] = (float)gk[i] + (beta == 0.0f ? 0.0f : beta * out[i]);
+            }
+            if (db) {
+                double sum = 0.0;
+                for (int t = 0; t < nthreads; t++) sum += part[t].db ? part[t].db[k] : 0.0;
+                db[k] = (float)sum + (beta == 0.0f ? 0.0f : beta * db[k]);
+            }
+        }
+        rg_conv_scratch_free(cdu, cdun);
+        rg_conv_scratch_free(zeros, kpad > c ? kpad : c);
+        rg_conv_scratch_free(sums, kpad);
+        rg_conv_scratch_free(dm, dmn);
+        rg_conv_scratch_free(v, vn);
+        rg_conv_scratch_free(dyc, dyn);
+        rg_conv_scratch_free(xpad, xn);
+    }
+    for (int t = 0; t < nthreads; t++) {
+        free(part[t].du);
+        free(part[t].db);
+    }
+    free(part);
+    rg_conv_scratch_free((float *)toff, tb);
+    rg_conv_chunks_free(&ch);
 }

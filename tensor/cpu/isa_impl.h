@@ -73,6 +73,7 @@
 #define rg_conv_winograd_weights RG_ISA_NAME(rg_conv_winograd_weights)
 #define rg_conv_winograd_scratch_len RG_ISA_NAME(rg_conv_winograd_scratch_len)
 #define rg_conv_winograd_chunk RG_ISA_NAME(rg_conv_winograd_chunk)
+#define rg_conv_winograd_filter RG_ISA_NAME(rg_conv_winograd_filter)
 #define rg_conv_tile_add RG_ISA_NAME(rg_conv_tile_add)
 #define rg_conv_panel_product RG_ISA_NAME(rg_conv_panel_product)
 #define rg_conv_transpose RG_ISA_NAME(rg_conv_transpose)

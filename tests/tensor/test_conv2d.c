@@ -277,15 +277,17 @@ static rg_tensor *f_conv(rg_tensor *const *in, void *ctx) {
 
 Test(tensor_conv2d, gradients_match_finite_differences) {
     static const conv_case small[] = {
-        {2, 3, 6, 5, 4, 3, 3, 1, 1, true},    /* padding 1, non-square */
-        {1, 2, 7, 7, 3, 3, 3, 2, 0, true},    /* stride 2 */
-        {2, 1, 5, 6, 2, 3, 3, 1, 0, false},   /* one channel, no bias */
-        {1, 17, 4, 5, 18, 2, 3, 2, 3, true},  /* padding 3, vector-width channels */
-        {2, 3, 10, 10, 4, 1, 1, 1, 0, true},  /* 1x1 as products */
-        {1, 2, 20, 21, 3, 1, 1, 2, 0, true},  /* 1x1 strided, as products */
-        {1, 228, 4, 4, 2, 3, 3, 2, 1, true},  /* the filter pass through im2col */
-        {1, 16, 5, 4, 16, 3, 3, 1, 1, true},  /* Winograd, forward and data pass */
-        {1, 16, 6, 5, 16, 3, 3, 1, 0, false}, /* ... unpadded, the data pass widened */
+        {2, 3, 6, 5, 4, 3, 3, 1, 1, true},   /* padding 1, non-square */
+        {1, 2, 7, 7, 3, 3, 3, 2, 0, true},   /* stride 2 */
+        {2, 1, 5, 6, 2, 3, 3, 1, 0, false},  /* one channel, no bias */
+        {1, 17, 4, 5, 18, 2, 3, 2, 3, true}, /* padding 3, vector-width channels */
+        {2, 3, 10, 10, 4, 1, 1, 1, 0, true}, /* 1x1 as products */
+        {1, 2, 20, 21, 3, 1, 1, 2, 0, true}, /* 1x1 strided, as products */
+        {1, 228, 4, 4, 2, 3, 3, 2, 1, true}, /* the filter pass through im2col */
+        /* Winograd, all three passes. K = 17: the checks step through w 38 elements apart, not
+         * a multiple of 9 that would test one tap of every filter only */
+        {1, 16, 5, 4, 17, 3, 3, 1, 1, true},
+        {1, 16, 6, 5, 17, 3, 3, 1, 0, false}, /* unpadded: the data pass widened */
     };
     for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
         conv_inputs in = make_inputs(&small[i], 500 + 10 * i, true);

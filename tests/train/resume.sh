@@ -8,9 +8,14 @@
 # also continue exactly). With --strategy zero1 the 4-step checkpoint is also resumed under ddp,
 # and with --strategy pipeline by one process: each must end where the run did, because those
 # checkpoints hold the whole optimizer state, as ddp's do.
+#
+# --same-only (right after NAME, not passed on) skips the checks across strategies: they compare
+# within a tolerance, which holds for SGD but not always for Adam on the CNN (tests.cmake says why).
 source "$(dirname "$0")/lib.sh"
 tag=${1:-plain}
 shift || true
+same_only=0
+if [ "${1-}" = --same-only ]; then same_only=1; shift; fi
 common=(--model mlp --batch-size 48 --epochs 2 --seed 7 "$@")
 a="$RG_TRAIN_OUT/resume_${tag}_straight.safetensors" b="$RG_TRAIN_OUT/resume_${tag}_split.safetensors"
 rm -f "$a" "$b"
@@ -42,16 +47,18 @@ resumed_as() {
         fail "the 4-step checkpoint resumed as $name differs from the uninterrupted run"
     echo "PASS ($tag): the 4-step checkpoint resumed as $name ends where the run did"
 }
-if [[ " $* " == *" --strategy zero1 "* ]]; then
+if [ $same_only = 1 ]; then
+    echo "($tag: --same-only, no checks across strategies)"
+elif [[ " $* " == *" --strategy zero1 "* ]]; then
     # a zero1 checkpoint holds the whole optimizer state, as ddp's does
     resumed_as ddp 2 "${ddp_args[@]}"
 fi
-if [[ " $* " == *" --strategy ps-sync "* ]]; then
+if [ $same_only = 0 ] && [[ " $* " == *" --strategy ps-sync "* ]]; then
     # the servers' shards of the weights and the state, gathered into rank 0's file: one worker
     # (2 ranks, --servers 1) is one process
     resumed_as ddp_np1 1 "${ddp_args[@]}"
 fi
-if [[ " $* " == *" --strategy pipeline "* ]]; then
+if [ $same_only = 0 ] && [[ " $* " == *" --strategy pipeline "* ]]; then
     # a pipeline checkpoint holds every stage's weights, dropout positions and optimizer state,
     # as one process's does: one process resumes it (dropout on: one pipeline draws the masks
     # one process does; pipeline.sh dp resumes 2 pipelines, without dropout)
