@@ -160,6 +160,25 @@ int64_t rg_conv_winograd_scratch_len(int64_t c, int64_t kpad) {
         o2 = h10 + h11 + h12, o3 = h11 - h12 - h13;                                                \
     } while (0)
 
+/* V of tile t (numbered over the chunk's images, row by row) into vb[xi * vs + c]: B^T d B of its
+ * 4x4 patch of the padded channels-last images in xpad; rows or columns past the padded image
+ * read zeros (C floats of 0). */
+static void input_tile(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *xpad,
+                       int64_t t, const float *zeros, float *vb, int64_t vs) {
+    const int64_t c = s->c, th = (s->p + 1) / 2, tw = (s->q + 1) / 2;
+    const int64_t img = t / (th * tw), ty = t % (th * tw) / tw, tx = t % tw;
+    const float *base = xpad + img * g->xpad_len;
+    const float *p[XI];
+    for (int r = 0; r < 4; r++)
+        for (int q = 0; q < 4; q++) {
+            int64_t h = 2 * ty + r, w = 2 * tx + q;
+            p[4 * r + q] = h < g->hp && w < g->wp ? base + (h * g->wp + w) * c : zeros;
+        }
+    int64_t ci = 0;
+    for (; ci + VL <= c; ci += VL) INPUT_TRANSFORM(rg_convvec, p, ci, vb, vs);
+    for (; ci < c; ci++) INPUT_TRANSFORM(float, p, ci, vb, vs);
+}
+
 void rg_conv_winograd_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, int64_t images,
                             const float *xpad, const float *u, float *yc, int64_t kpad,
                             float *scratch) {
@@ -175,19 +194,7 @@ void rg_conv_winograd_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, int
     for (int64_t t0 = 0; t0 < ntiles; t0 += tb) {
         int64_t rows = ntiles - t0 < tb ? ntiles - t0 : tb;
         for (int64_t b = 0; b < rows; b++) { /* V = B^T d B, tile by tile */
-            int64_t t = t0 + b, img = t / (th * tw), ty = t % (th * tw) / tw, tx = t % tw;
-            const float *base = xpad + img * g->xpad_len;
-            const float *p[XI];
-            for (int r = 0; r < 4; r++)
-                for (int q = 0; q < 4; q++) { /* rows or columns past the padded image read 0 */
-                    int64_t h = 2 * ty + r, w = 2 * tx + q;
-                    p[4 * r + q] = h < g->hp && w < g->wp ? base + (h * g->wp + w) * c : zeros;
-                }
-            float *vb = v + b * c;
-            const int64_t vs = tb * c;
-            int64_t ci = 0;
-            for (; ci + VL <= c; ci += VL) INPUT_TRANSFORM(rg_convvec, p, ci, vb, vs);
-            for (; ci < c; ci++) INPUT_TRANSFORM(float, p, ci, vb, vs);
+            input_tile(s, g, xpad, t0 + b, zeros, v + b * c, tb * c);
         }
         for (int xi = 0; xi < XI; xi++) /* M_xi = V_xi U_xi, its first kv columns */
             for (int64_t n0 = 0; n0 < s->k; n0 += NR)
@@ -290,18 +297,7 @@ static void filter_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, int64_
         int64_t rows = ntiles - t0 < tb ? ntiles - t0 : tb;
         for (int64_t b = 0; b < rows; b++) {
             int64_t t = t0 + b, img = t / (th * tw), ty = t % (th * tw) / tw, tx = t % tw;
-            const float *base = xpad + img * g->xpad_len;
-            const float *p[XI];
-            for (int r = 0; r < 4; r++)
-                for (int q = 0; q < 4; q++) {
-                    int64_t h = 2 * ty + r, w = 2 * tx + q;
-                    p[4 * r + q] = h < g->hp && w < g->wp ? base + (h * g->wp + w) * c : zeros;
-                }
-            float *vb = v + b * c;
-            const int64_t vs = tb * c;
-            int64_t ci = 0;
-            for (; ci + VL <= c; ci += VL) INPUT_TRANSFORM(rg_convvec, p, ci, vb, vs);
-            for (; ci < c; ci++) INPUT_TRANSFORM(float, p, ci, vb, vs);
+            input_tile(s, g, xpad, t, zeros, v + b * c, tb * c);
             /* dM, panel-major per point: dm[xi][panel][b][j] */
             const float *y[4];
             for (int a = 0; a < 4; a++) {
