@@ -47,6 +47,7 @@ tmp, freq, iters, base, symbols, threads = sys.argv[1], int(sys.argv[2]), int(sy
 groups = [  # (row, regex on "dso symbol"), first match wins
     ("register tiles (conv; fc1 on AVX-512)", r"tile_(add_)?nv\d|rg_conv_tile|rg_conv_panel_product"),
     ("conv1 forward (direct, im2col panels)", r"forward_direct|build_panel|direct_image"),
+    ("Winograd's transforms (conv2d_winograd.c)", r"winograd|input_tile|filter_gradient"),
     ("conv transposes, col2im, packing", r"rg_conv_|conv2d_|pack_|window_offsets|chunks_new|gemm_tile|panel\b"),
     ("OpenBLAS (fc2; fc1 without AVX-512)", r"openblas"),
     ("adam step", r"adam"),

@@ -287,10 +287,10 @@ typedef struct {
  * is split (micro-batches, ranks, threads): a resumed pipeline run (tests/train/resume.sh) ended
  * 2.1e-5 from its uninterrupted one with float sums across chunks, outside the 1e-5 the direct
  * pass keeps to. */
-static void filter_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, int64_t images,
-                         const float *xpad, const float *dyc, int64_t kpad, int64_t crow,
-                         float *cdu, double *du, float *v, float *dm, const float *zeros,
-                         const int32_t *toff) {
+static void winograd_filter_chunk(const rg_conv2d_shape *s, const rg_conv_geom *g, int64_t images,
+                                  const float *xpad, const float *dyc, int64_t kpad, int64_t crow,
+                                  float *cdu, double *du, float *v, float *dm, const float *zeros,
+                                  const int32_t *toff) {
     const int64_t c = s->c, th = (s->p + 1) / 2, tw = (s->q + 1) / 2, ntiles = images * th * tw;
     const int64_t tb = filter_block_tiles(c, kpad), kv = rg_conv_round_up(s->k, VL);
     for (int64_t t0 = 0; t0 < ntiles; t0 += tb) {
@@ -361,7 +361,8 @@ void rg_conv_winograd_filter(const rg_conv2d_shape *s, const float *x, const flo
                                       dyc + i * g.pq * kpad, kpad, sums);
                 for (int64_t k = 0; k < s->k; k++) mine->db[k] += sums[k];
             }
-            filter_chunk(s, &g, images, xpad, dyc, kpad, crow, cdu, mine->du, v, dm, zeros, toff);
+            winograd_filter_chunk(s, &g, images, xpad, dyc, kpad, crow, cdu, mine->du, v, dm, zeros,
+                                  toff);
         }
         /* the implicit barrier above: every partial is complete; filters shared out */
 #pragma omp for schedule(static)
