@@ -199,7 +199,7 @@ void rg_cpu_conv2d_forward(const rg_conv2d_shape *s, const float *x, const float
  * and still gain: ResNet-20's step 8% faster. A convolution whose output is smaller than its
  * input (no padding) would multiply the zeros of the wider padding too, and with a fused pool
  * lose the fused unpooling: the CNN's conv2 (26 -> 24) took 4% less time alone but its step 3%
- * more, so those keep col2im. */
+ * more, so those keep col2im, unless Winograd's product runs the flipped shape (below). */
 
 /* That convolution's shape: dy in, dx out. */
 static rg_conv2d_shape flipped_shape(const rg_conv2d_shape *s) {
