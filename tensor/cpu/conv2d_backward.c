@@ -305,26 +305,24 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
         rg_conv_backward_gemm(s, x, dy, w, beta_x, dx, beta_w, dw, db);
         return;
     }
-    if (dw && rg_conv_winograd_applies(s)) { /* 3x3, stride 1: see conv2d_winograd.c */
-        /* both Winograd passes read the plain dy: the fused ops are undone once, for both */
+    /* The passes that read the plain dy: the data pass as a forward pass (stride 1: see conv2d.c)
+     * and Winograd's filter pass (3x3, stride 1: see conv2d_winograd.c). The fused ops are undone
+     * once, for both; whatever pass is left runs below, on the fused dy. */
+    bool data_fwd = dx && rg_conv_data_as_forward_applies(s);
+    bool wino_filter = dw && rg_conv_winograd_applies(s);
+    if (data_fwd || wino_filter) {
         int64_t len = 0;
         float *dz = s->pool || s->relu_y ? unfused_dy(s, dy, &len) : NULL;
-        if (dx && rg_conv_data_as_forward_applies(s)) {
+        if (data_fwd) {
             rg_conv_data_as_forward(s, dz ? dz : dy, w, beta_x, dx);
             dx = NULL;
         }
-        rg_conv_winograd_filter(s, x, dz ? dz : dy, beta_w, dw, db);
+        if (wino_filter) {
+            rg_conv_winograd_filter(s, x, dz ? dz : dy, beta_w, dw, db);
+            dw = NULL, db = NULL;
+        }
         if (dz) rg_conv_scratch_free(dz, len);
-        if (!dx) return;
-        dw = NULL, db = NULL; /* the data pass alone below, on the fused dy */
-    }
-    if (dx && rg_conv_data_as_forward_applies(s)) { /* stride 1, same size: see conv2d.c */
-        int64_t len = 0;
-        float *dz = s->pool || s->relu_y ? unfused_dy(s, dy, &len) : NULL;
-        rg_conv_data_as_forward(s, dz ? dz : dy, w, beta_x, dx);
-        if (dz) rg_conv_scratch_free(dz, len);
-        if (!dw) return;
-        dx = NULL; /* the filter pass alone below, on the fused dy */
+        if (!dx && !dw) return;
     }
     if (dw && rg_conv_gemm_filter_applies(s)) { /* small planes, many channels: conv2d_gemm.c */
         rg_conv_backward_gemm(s, x, dy, w, 0.0f, NULL, beta_w, dw, db);
