@@ -11,6 +11,8 @@
  * in the tensors: nothing of a backward outlives it. */
 #include "autograd/autograd_impl.h"
 
+#include "ringgrad/trace.h"
+
 #include "tensor/scope_impl.h"
 
 /* Pending consumers per leaf: open addressing on the tensor's address, a power-of-two size at
@@ -95,10 +97,15 @@ static void run_backward(rg_tensor *y, const rg_tensor *dy, rg_node **nodes, int
     leaf_table leaves = count_leaves(nodes, last, live);
     y->grad = rg_tensor_empty_like(y);
     rg_tensor_copy_(y->grad, dy);
+    const bool trace = rg_trace_ops_enabled(); /* each op's backward as a timeline event */
     for (int64_t i = last; i >= 0; i--) {
         rg_node *n = nodes[i];
         if (!live[i]) continue;
-        if (n->out->grad) n->backward(n);
+        if (n->out->grad) {
+            int64_t t0 = trace ? rg_trace_now() : 0;
+            n->backward(n);
+            if (trace) rg_trace_complete(n->op, "backward op", t0, rg_trace_now(), 0, NULL);
+        }
         for (int j = 0; j < n->n_in; j++) {
             rg_tensor *x = n->in[j];
             if (is_leaf_param(x) && --leaf_slot(&leaves, x)->pending == 0) grad_ready(x);

@@ -42,6 +42,7 @@ static void usage(FILE *f) {
            "                        (one thread only: immune to the time slicing of a shared "
            "machine)\n"
            "  --step-only           cnn: only the step (no GEMM floor, no peak), e.g. under perf\n"
+           "  --ops                 cnn: also the step's wall time per op at each thread count\n"
            "  --raw                 also print one 'raw ...' line per result (for bench/ scripts)\n"
            "  --shapes              print the conv layers' shapes and exit\n"
            "  --isa-supported ISA   exit 0 if this build and CPU run the kernels of ISA, else 1\n"
@@ -93,6 +94,8 @@ int main(int argc, char **argv) {
             o.image_size = parse_int(a, v, 1, 4096), i++;
         } else if (!strcmp(a, "--step-only")) {
             o.step_only = true;
+        } else if (!strcmp(a, "--ops")) {
+            o.ops = true;
         } else if (!strcmp(a, "--raw")) {
             o.raw = true;
         } else if (!strcmp(a, "--clock")) {
@@ -136,6 +139,10 @@ int main(int argc, char **argv) {
             usage(stderr);
             return 2;
         }
+    }
+    if (o.ops && (!only || strcmp(only, "cnn"))) {
+        fprintf(stderr, "ringgrad-bench: --ops needs --only cnn (the CNN's step, per op)\n");
+        return 2;
     }
     char names[4096];
     if (o.layer && !rgb_conv_layer_known(o.layer, names, sizeof names)) {

@@ -56,6 +56,7 @@ static struct {
     tl_thread *threads;
     int ntids;
     _Atomic bool on;
+    _Atomic bool ops; /* rg_trace_set_ops */
     _Atomic int64_t t0;
 } tl = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -90,6 +91,14 @@ void rg_trace_start(void) {
 
 void rg_trace_stop(void) {
     atomic_store(&tl.on, false);
+}
+
+void rg_trace_set_ops(bool on) {
+    atomic_store(&tl.ops, on);
+}
+
+bool rg_trace_ops_enabled(void) {
+    return rg_trace_enabled() && atomic_load_explicit(&tl.ops, memory_order_relaxed);
 }
 
 static void copy_name(char *dst, size_t cap, const char *src) {

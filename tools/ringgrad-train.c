@@ -498,6 +498,7 @@ int main(int argc, char **argv) {
     if (ok) print_header(&t);
     if (ok && t.a.timeline) {
         rg_trace_name_thread("main");
+        rg_trace_set_ops(t.a.timeline_ops);
         ok = rg_timeline_start(t.comm) == RG_OK;
     }
     for (int64_t e = t.start_epoch; ok && e < t.a.epochs; e++) {

@@ -21,6 +21,7 @@ typedef struct {
     const char *layer;                  /* conv: only this layer and those under it (or NULL) */
     int pass;                           /* conv: only this pass (rgb_parse_pass), or -1 for all */
     bool step_only;                     /* cnn: time the step alone (no floor, no peak): for perf */
+    bool ops;                           /* cnn: also the step's wall time per op (optable.c) */
     const char *model;                  /* resnet: the model (default resnet18) */
     int image_size;                     /* resnet: SxS images (default 64) */
     bool batch_given;                   /* --batch was given (resnet's default is 32) */
@@ -53,6 +54,25 @@ void rgb_run_membw(const rgb_opts *o);
  * this CPU runs) on nt threads, iters iterations per thread. */
 double rgb_peak_gflops(const char *isa, int nt, int64_t iters);
 void rgb_run_resnet(const rgb_opts *o); /* resnet.c: only with --only resnet */
+
+/* optable.c: a step's wall time per op at each thread count, from the trace recorder. The step
+ * is marked as an event of category "step" named "step", its parts (backward, the optimizer) as
+ * "step part", its forward ops as "forward op"; the library records each op's backward. */
+#define RGB_MAX_OP_ROWS 48
+typedef struct {
+    char label[64];
+    int depth;                        /* 0 the step, 1 its parts and forward ops, 2 backward's */
+    double ms[RGB_MAX_THREAD_COUNTS]; /* mean per traced step, per thread count */
+} rgb_op_row;
+typedef struct {
+    rgb_op_row rows[RGB_MAX_OP_ROWS];
+    int n, steps;
+} rgb_op_table;
+/* Starts recording (op-level events included); run the steps to trace, then rgb_ops_end, which
+ * adds their means to column col of t. */
+void rgb_ops_begin(void);
+void rgb_ops_end(rgb_op_table *t, int col);
+void rgb_ops_print(const rgb_op_table *t, const int *threads, int ncols);
 
 /* conv.c: whether --layer SEL selects any conv layer; names gets every layer's name. */
 bool rgb_conv_layer_known(const char *sel, char *names, size_t cap);

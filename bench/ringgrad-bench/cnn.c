@@ -94,25 +94,47 @@ static rg_tensor *conv_relu(rg_tensor *x, rg_tensor *w, rg_tensor *b, bool pool)
 /* One training step: forward, loss, backward, Adam (lr 1e-3), zero the gradients. */
 static float cnn_step(cnn *net) {
     rg_tensor **p = net->p;
+    /* the rg_trace_* marks are for --ops (optable.c); one relaxed load each when not recording */
+    rg_trace_begin("step", "step");
     rg_scope_begin();
+    rg_trace_begin("conv1 + relu", "forward op");
     rg_tensor *h = conv_relu(net->x, p[0], p[1], false); /* (N,32,26,26) */
-    h = conv_relu(h, p[2], p[3], true);                  /* (N,64,24,24), pooled to (N,64,12,12) */
+    rg_trace_end();
+    rg_trace_begin("conv2 + relu + pool", "forward op");
+    h = conv_relu(h, p[2], p[3], true); /* (N,64,24,24), pooled to (N,64,12,12) */
+    rg_trace_end();
+    rg_trace_begin("dropout", "forward op");
     h = rg_flatten(rg_dropout(h, 0.25f, true, 1234, &net->drop_offset)); /* (N,9216) */
-    h = rg_relu(rg_linear(h, p[4], p[5]));                               /* (N,128) */
+    rg_trace_end();
+    rg_trace_begin("fc1", "forward op");
+    h = rg_linear(h, p[4], p[5]); /* (N,128) */
+    rg_trace_end();
+    rg_trace_begin("relu", "forward op");
+    h = rg_relu(h);
+    rg_trace_end();
+    rg_trace_begin("dropout", "forward op");
     h = rg_dropout(h, 0.5f, true, 1234, &net->drop_offset);
+    rg_trace_end();
+    rg_trace_begin("fc2 + cross_entropy", "forward op");
     rg_tensor *loss = rg_cross_entropy(rg_linear(h, p[6], p[7]), net->labels);
+    rg_trace_end();
+    rg_trace_begin("backward", "step part");
     rg_backward(loss);
+    rg_trace_end();
     float l = rg_tensor_item(loss);
     net->step++;
     rg_adam_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
     hp.bias_correction1 = 1.0f - powf(hp.beta1, (float)net->step);
     hp.bias_correction2 = 1.0f - powf(hp.beta2, (float)net->step);
+    rg_trace_begin("adam, zero_grad", "step part");
     for (int i = 0; i < NPARAM; i++) {
         rg_cpu_backend.adam_step(p[i]->numel, &hp, p[i]->data, p[i]->grad->data, net->m[i]->data,
                                  net->v[i]->data);
         rg_zero_grad(p[i]);
     }
+    rg_trace_end();
     rg_scope_end();
+    rg_trace_end();
     return l;
 }
 
@@ -180,14 +202,16 @@ void rgb_run_cnn(const rgb_opts *o) {
     double *ts = calloc((size_t)o->iters, sizeof *ts), *tf = calloc((size_t)o->iters, sizeof *tf);
     double *tg = calloc((size_t)o->iters * NFLOOR, sizeof *tg), tgi[NFLOOR];
     double *tp = calloc((size_t)o->iters, sizeof *tp);
-    RG_CHECK(ts && tf && tg && tp, "cnn bench: out of memory");
+    rgb_op_table *ops = o->ops ? calloc(1, sizeof *ops) : NULL;
+    int nts[RGB_MAX_THREAD_COUNTS];
+    RG_CHECK(ts && tf && tg && tp && (ops || !o->ops), "cnn bench: out of memory");
     printf("\nCNN training step (batch %d, Adam), median of %d interleaved runs; %.2f GFLOP of "
            "GEMM in the floor (%.2f MFLOP per image); kernels %s, FMA peak of that set\n",
            BATCH, o->iters, floor_flops(g) * 1e-9, floor_flops(g) / BATCH * 1e-6, rg_cpu_isa());
     printf("%-8s %12s %10s %14s %10s %16s %9s %12s %10s\n", "threads", "ringgrad ms", "img/s",
            "GEMM floor ms", "img/s", "ringgrad/floor", "GFLOP/s", "of FMA peak", "FMAs run");
     for (int ti = 0; ti < o->nthreads; ti++) {
-        int nt = rg_set_num_threads(o->threads[ti]);
+        int nt = nts[ti] = rg_set_num_threads(o->threads[ti]);
         cnn_step(&net); /* warm up caches and the allocator */
         if (!o->step_only) floor_run(g, tgi);
         float loss = 0;
@@ -201,6 +225,11 @@ void rgb_run_cnn(const rgb_opts *o) {
             tp[it] = rgb_peak_gflops(rg_cpu_isa(), nt, 4000000); /* the peak, interleaved */
         }
         RG_CHECK(isfinite(loss), "cnn bench: the loss is %g", (double)loss);
+        if (ops) { /* after the timed steps, so that recording cannot slow them */
+            rgb_ops_begin();
+            for (int it = 0; it < o->iters; it++) cnn_step(&net);
+            rgb_ops_end(ops, ti);
+        }
         if (o->step_only) {
             double step = rgb_median(ts, o->iters);
             printf("%-8d %12.1f %10.0f   (step only)\n", nt, step * 1e3, BATCH / step);
@@ -222,7 +251,8 @@ void rgb_run_cnn(const rgb_opts *o) {
                    2.0 * (double)g[i].m * (double)g[i].n * (double)g[i].k / t * 1e-9);
         }
     }
-    free(ts), free(tf), free(tg), free(tp);
+    if (ops) rgb_ops_print(ops, nts, o->nthreads);
+    free(ts), free(tf), free(tg), free(tp), free(ops);
     if (!o->step_only) floor_free(g);
     cnn_free(&net);
 }

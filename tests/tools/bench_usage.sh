@@ -3,7 +3,7 @@
 # an unknown --only, --threads 0, an unknown --model, a model that cannot take the images, and a
 # --batch of one image where the model's last planes are 1x1 (BatchNorm needs two values per
 # channel in training; these aborted the process before), and a --layer that names no layer
-# (it printed an empty table).
+# (it printed an empty table), and --ops for another part than the CNN's step.
 #   bench_usage.sh RINGGRAD_BENCH
 set -uo pipefail
 bench=$1
@@ -24,5 +24,6 @@ expect "unknown model 'resnet99'" --only resnet --model resnet99
 expect "fc1 takes" --only resnet --model cnn --image-size 32 --iters 1
 expect "--batch 1: resnet18 on 7x7 images ends in 1x1 planes" --only resnet --model resnet18 \
     --image-size 7 --batch 1 --iters 1
+expect "--ops needs --only cnn" --only conv --ops
 expect "--layer r19 names no conv layer (the layers: cnn.conv1, cnn.conv2," --only conv --layer r19
 echo "PASS"

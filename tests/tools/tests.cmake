@@ -30,4 +30,8 @@ if(TARGET ringgrad-bench)
   add_test(NAME tools/bench_usage
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/bench_usage.sh $<TARGET_FILE:ringgrad-bench>)
   set_tests_properties(tools/bench_usage PROPERTIES LABELS "tools" TIMEOUT 300)
+  # bench_ops.sh: --ops, the CNN step's wall time per op at 1 and 2 threads (its parts add up)
+  add_test(NAME tools/bench_ops
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/bench_ops.sh $<TARGET_FILE:ringgrad-bench>)
+  set_tests_properties(tools/bench_ops PROPERTIES LABELS "tools" TIMEOUT 300 PROCESSORS 2)
 endif()

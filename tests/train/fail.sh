@@ -148,6 +148,7 @@ flags)
     check_flag "--nesterov is a form of SGD's momentum: it needs --optim sgd \(not adam\)" --nesterov --momentum 0.9
     check_flag "--nesterov needs --momentum X > 0" --optim sgd --nesterov
     check_flag "--no-wd-bn-bias needs --weight-decay X > 0" --optim sgd --no-wd-bn-bias
+    check_flag "--timeline-ops needs --timeline FILE" --timeline-ops
     # the optimizer registry (optim/registry.c) checks --optim and the options it is given
     expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --optim lamb
     expect_line "^ringgrad-train: error: optimizer: no optimizer named 'lamb' \(known: sgd, adam, adamw\)"

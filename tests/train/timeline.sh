@@ -2,7 +2,8 @@
 # ringgrad-train --timeline under 2 ranks: the file is valid Chrome-trace JSON with a row per rank
 # (main and comm threads), the step's events (forward, backward, ddp_wait, optimizer) and the comm
 # thread's allreduces: exactly one per gradient bucket in every step, and at least one starting
-# before that step's backward has ended (the overlap DDP exists for).
+# before that step's backward has ended (the overlap DDP exists for); with --timeline-ops, the
+# backward's op events in order, and each bucket's allreduce after the op that made it ready.
 # The CNN with the default buckets (1 MiB first, then 25 MiB) has 2, in reverse parameter order:
 # fc2, fc1.bias and fc1.weight (which takes the first past its 1 MiB and closes it), then conv2
 # and conv1. The first is ready once fc1's gradients are, before conv2's backward, the bulk of it.
@@ -34,10 +35,39 @@ PY
 fi
 out="$RG_TRAIN_OUT/timeline.json"
 rm -f "$out"
-run_logged "$RG_TRAIN_OUT/timeline.log" 2 --model cnn --batch-size 16 --max-steps 3 --timeline "$out"
+run_logged "$RG_TRAIN_OUT/timeline.log" 2 --model cnn --batch-size 16 --max-steps 3 --timeline "$out" \
+    --timeline-ops
 python3 "$HERE/../dist/check_timeline.py" "$out" --ranks 2 --expect forward --expect backward \
     --expect ddp_wait --expect optimizer --expect allreduce --step-allreduces 2 --overlap ||
     fail "check_timeline.py rejected $out"
+# --timeline-ops: inside each backward, the CNN's ops in reverse order, one event each; the first
+# bucket's allreduce starts only after fc1's backward (the second "linear") has ended, since its
+# gradients become ready there, and the second only after conv1's (the last op).
+python3 - "$out" <<'PY' || fail "the op events of --timeline-ops are wrong"
+import json, sys
+events = json.load(open(sys.argv[1]))
+events = events["traceEvents"] if isinstance(events, dict) else events
+want = ["cross_entropy", "linear", "dropout", "relu", "linear", "reshape", "dropout",
+        "conv2d_relu_maxpool2d", "conv2d_relu"]
+x = [e for e in events if e.get("ph") == "X"]
+for rank in (0, 1):
+    mine = [e for e in x if e["pid"] == rank]
+    backwards = sorted((e for e in mine if e["name"] == "backward"), key=lambda e: e["ts"])
+    ops = sorted((e for e in mine if e["cat"] == "backward op"), key=lambda e: e["ts"])
+    # the buckets' allreduces; others (the evaluation's sums) come after the steps
+    reduces = sorted((e for e in mine if e["name"] == "allreduce"), key=lambda e: e["ts"])
+    assert len(backwards) == 3 and len(ops) == 3 * len(want), (rank, len(backwards), len(ops))
+    for s, b in enumerate(backwards):
+        inside = [e for e in ops if b["ts"] <= e["ts"] and e["ts"] + e["dur"] <= b["ts"] + b["dur"]]
+        assert [e["name"] for e in inside] == want, (rank, s, [e["name"] for e in inside])
+        assert all(e["tid"] == b["tid"] for e in inside)
+        fc1_end = inside[4]["ts"] + inside[4]["dur"]
+        conv1_end = inside[-1]["ts"] + inside[-1]["dur"]
+        first, second = [e for e in reduces if e["ts"] >= b["ts"]][:2]
+        assert first["ts"] >= fc1_end, (rank, s, first["ts"], fc1_end)
+        assert second["ts"] >= conv1_end, (rank, s, second["ts"], conv1_end)
+print("--timeline-ops: 9 ops in each of 3 backwards on 2 ranks; each bucket reduced after its op")
+PY
 # Into a file, rg-mpirun makes the ranks write finished lines only (RG_PROGRESS=lines), though
 # their stdout is a pseudo-terminal under mpirun: no redrawn bars, no ETA.
 if grep -q 'ETA:' "$RG_TRAIN_OUT/timeline.log" || grep -q $'\r' "$RG_TRAIN_OUT/timeline.log"; then

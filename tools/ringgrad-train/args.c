@@ -62,6 +62,7 @@ static const opt options[] = {
     {"keep", "K", "with --save-every: keep the last K of those files (default 3)", OPT_INT, F(keep), 1, 1e6, NULL},
     {"resume", "FILE", "continue exactly from a checkpoint written by --save", OPT_STR, F(resume), 0, 0, NULL},
     {"timeline", "FILE", "write a Chrome-trace JSON of the run (open in Perfetto or chrome://tracing)", OPT_STR, F(timeline), 0, 0, NULL},
+    {"timeline-ops", NULL, "with --timeline: also each op's backward (conv2d, linear, ...) inside backward", OPT_FLAG, F(timeline_ops), 0, 0, NULL},
     {"json", NULL, "print a one-line JSON summary as the last line", OPT_FLAG, F(json), 0, 0, NULL},
     {"strategy", "NAME", "ddp (allreduce the gradients), zero1 (ZeRO-1: optimizer state sharded over the ranks), pipeline (the model cut into stages, one per rank; GPipe), ps-sync or ps-async (parameter servers on the last --servers ranks)", OPT_STR, F(strategy), 0, 0, "ddp|zero1|pipeline|ps-sync|ps-async"},
     {"pipeline-stages", "S", "--strategy pipeline: stages; the ranks form world / S pipelines (data-parallel)", OPT_INT, F(pipeline_stages), 2, 8, NULL},
@@ -192,6 +193,7 @@ int train_args_parse(train_args *a, int argc, char **argv) {
         a->weight_decay = 0.01; /* torch.optim.AdamW's default (the library's adamw keeps 0) */
     if (a->resume && a->init) return usage_error("--resume and --init exclude each other");
     if (a->save_every && !a->save) return usage_error("--save-every needs --save FILE");
+    if (a->timeline_ops && !a->timeline) return usage_error("--timeline-ops needs --timeline FILE");
     if (a->nesterov && strcmp(a->optim, "sgd") != 0)
         return usage_error("--nesterov is a form of SGD's momentum: it needs --optim sgd (not %s)",
                            a->optim);

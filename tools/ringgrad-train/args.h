@@ -38,6 +38,7 @@ typedef struct {
     const char *init, *save, *resume, *timeline;
     int64_t save_every; /* 0: only after each epoch */
     int keep;           /* periodic checkpoints kept */
+    bool timeline_ops;  /* --timeline-ops: each op's backward too */
     bool json;
     bool buffer_checksum; /* test option: print each rank's buffers' FNV-1a hash at evaluation */
     /* distribution */

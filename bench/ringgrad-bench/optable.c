@@ -1,0 +1,149 @@
+/* optable.c — a training step's wall time per op at each thread count, from the trace recorder
+ * (ringgrad/trace.h): where a second thread's time goes.
+ *
+ * The caller marks its step ("step", category "step") and its forward ops (category "forward
+ * op") with rg_trace_begin/end; the library adds each autograd op's backward (category "backward
+ * op", rg_trace_set_ops). rgb_ops_end reads the recorded events back as the Chrome-trace JSON that
+ * rg_trace_format writes, and adds each event's duration to the row of its label: its name, with
+ * "#k" when the name occurs k times in one step (the CNN's two "linear"s are fc2 then fc1 in
+ * backward). A row's figure is the mean over the traced steps. Ops that scale get a speed-up near
+ * the thread count; one that does not shows up as the time "lost" at the higher count: its time
+ * there minus its one-thread time divided by the ratio of the counts. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "ringgrad/trace.h"
+
+typedef struct {
+    char name[48], cat[24];
+    double ts, dur; /* microseconds */
+} op_event;
+
+/* The events of phase "X" in the JSON text; *n of them (malloc'ed). */
+static op_event *parse_events(const char *js, int *n) {
+    int cap = 256, k = 0;
+    op_event *ev = malloc(sizeof *ev * (size_t)cap);
+    if (!ev) abort();
+    for (const char *line = js; line && *line; line = strchr(line, '\n')) {
+        if (*line == '\n') line++;
+        const char *end = strchr(line, '\n');
+        const char *x = strstr(line, "\"ph\":\"X\"");
+        if (!x || (end && x > end)) continue;
+        const char *name = strstr(line, "\"name\":\""), *cat = strstr(line, "\"cat\":\"");
+        const char *ts = strstr(line, "\"ts\":"), *dur = strstr(line, "\"dur\":");
+        if (!name || !cat || !ts || !dur) continue;
+        if (k == cap) {
+            cap *= 2;
+            ev = realloc(ev, sizeof *ev * (size_t)cap);
+            if (!ev) abort();
+        }
+        op_event *e = &ev[k];
+        if (sscanf(name + 8, "%47[^\"]", e->name) != 1 ||
+            sscanf(cat + 7, "%23[^\"]", e->cat) != 1 || sscanf(ts + 5, "%lf", &e->ts) != 1 ||
+            sscanf(dur + 6, "%lf", &e->dur) != 1)
+            continue;
+        k++;
+    }
+    *n = k;
+    return ev;
+}
+
+static int by_start(const void *a, const void *b) {
+    const op_event *x = a, *y = b;
+    return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/* The row labelled `label` (added at the end when new). */
+static rgb_op_row *row(rgb_op_table *t, const char *label, int depth) {
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->rows[i].label, label)) return &t->rows[i];
+    if (t->n == RGB_MAX_OP_ROWS) return NULL;
+    rgb_op_row *r = &t->rows[t->n++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->label, sizeof r->label, "%s", label);
+    r->depth = depth;
+    return r;
+}
+
+void rgb_ops_begin(void) {
+    rg_trace_reset();
+    rg_trace_set_ops(true);
+    rg_trace_start();
+}
+
+void rgb_ops_end(rgb_op_table *t, int col) {
+    rg_trace_stop();
+    rg_trace_set_ops(false);
+    size_t len = 0;
+    char *js = rg_trace_format(0, &len);
+    if (!js) abort();
+    int n = 0;
+    op_event *ev = parse_events(js, &n);
+    free(js);
+    rg_trace_reset();
+    qsort(ev, (size_t)n, sizeof *ev, by_start);
+    int steps = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(ev[i].cat, "step")) continue;
+        steps++;
+        const double t1 = ev[i].ts + ev[i].dur;
+        rgb_op_row *r = row(t, "step", 0), *tape = NULL;
+        if (r) r->ms[col] += ev[i].dur * 1e-3;
+        /* this step's events, labelled by name and numbered by occurrence within the step */
+        char seen[RGB_MAX_OP_ROWS][64];
+        int count[RGB_MAX_OP_ROWS], nseen = 0;
+        double parts = 0, backward_ops = 0;
+        for (int j = i + 1; j < n && ev[j].ts < t1; j++) {
+            const op_event *e = &ev[j];
+            const bool bwd_op = !strcmp(e->cat, "backward op"), part = !strcmp(e->cat, "step part");
+            char label[64];
+            snprintf(label, sizeof label, "%s%s", part ? "" : bwd_op ? "bwd " : "fwd ", e->name);
+            int s = 0;
+            while (s < nseen && strcmp(seen[s], label)) s++;
+            if (s == nseen && nseen < RGB_MAX_OP_ROWS) {
+                snprintf(seen[nseen], sizeof seen[0], "%s", label);
+                count[nseen++] = 0;
+            }
+            const int k = s < nseen ? ++count[s] : 1;
+            if (k > 1) snprintf(label + strlen(label), sizeof label - strlen(label), " #%d", k);
+            if ((r = row(t, label, bwd_op ? 2 : 1))) r->ms[col] += e->dur * 1e-3;
+            if (bwd_op) {
+                backward_ops += e->dur;
+                continue;
+            }
+            parts += e->dur;
+            if (part && !strcmp(e->name, "backward")) {
+                /* what backward does beside its ops: the tape walk, the gradient-ready hooks */
+                if ((tape = row(t, "tape walk, hooks", 2))) tape->ms[col] += e->dur * 1e-3;
+            }
+        }
+        if (tape) tape->ms[col] -= backward_ops * 1e-3;
+        if ((r = row(t, "step outside the rows above", 1)))
+            r->ms[col] += (ev[i].dur - parts) * 1e-3;
+    }
+    free(ev);
+    for (int i = 0; i < t->n && steps; i++) t->rows[i].ms[col] /= steps;
+    t->steps = steps;
+}
+
+void rgb_ops_print(const rgb_op_table *t, const int *threads, int ncols) {
+    printf("\nthe step's wall time per op, ms (mean of %d traced steps)%s\n%-40s", t->steps,
+           ncols > 1 ? "; lost: the time beyond a perfect split of the first column's" : "", "op");
+    for (int c = 0; c < ncols; c++) printf(" %7d thr", threads[c]);
+    if (ncols > 1) printf(" %9s %8s", "speed-up", "lost");
+    printf("\n");
+    for (int i = 0; i < t->n; i++) {
+        const rgb_op_row *r = &t->rows[i];
+        printf("%*s%-*s", 2 * r->depth, "", 40 - 2 * r->depth, r->label);
+        for (int c = 0; c < ncols; c++) printf(" %11.2f", r->ms[c]);
+        if (ncols > 1 && r->ms[ncols - 1] > 0) {
+            const double scale = (double)threads[ncols - 1] / threads[0];
+            printf(" %8.2fx %8.2f", r->ms[0] / r->ms[ncols - 1],
+                   r->ms[ncols - 1] - r->ms[0] / scale);
+        }
+        printf("\n");
+    }
+}
