@@ -62,14 +62,14 @@ void rgb_run_resnet(const rgb_opts *o); /* resnet.c: only with --only resnet */
 typedef struct {
     char label[64];
     int depth;                        /* 0 the step, 1 its parts and forward ops, 2 backward's */
-    double ms[RGB_MAX_THREAD_COUNTS]; /* mean per traced step, per thread count */
+    double ms[RGB_MAX_THREAD_COUNTS]; /* summed over the traced steps, per thread count */
 } rgb_op_row;
 typedef struct {
     rgb_op_row rows[RGB_MAX_OP_ROWS];
-    int n, steps;
+    int n, steps[RGB_MAX_THREAD_COUNTS]; /* rows, and steps traced per thread count */
 } rgb_op_table;
 /* Starts recording (op-level events included); run the steps to trace, then rgb_ops_end, which
- * adds their means to column col of t. */
+ * adds them to column col of t (rgb_ops_print divides by the steps). */
 void rgb_ops_begin(void);
 void rgb_ops_end(rgb_op_table *t, int col);
 void rgb_ops_print(const rgb_op_table *t, const int *threads, int ncols);

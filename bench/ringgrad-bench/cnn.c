@@ -225,7 +225,12 @@ void rgb_run_cnn(const rgb_opts *o) {
             tp[it] = rgb_peak_gflops(rg_cpu_isa(), nt, 4000000); /* the peak, interleaved */
         }
         RG_CHECK(isfinite(loss), "cnn bench: the loss is %g", (double)loss);
-        if (ops) { /* after the timed steps, so that recording cannot slow them */
+        /* --ops: the same number of steps again, traced, right after the timed ones (recording
+         * must not slow those). Not alternating the thread counts step by step: a two-thread step
+         * right after one-thread steps ran 1.6-1.75x faster than one thread where steps in a row
+         * at two threads gave 1.9x (the idle vCPU comes back slowly), so each count gets a
+         * block, as in the timing above. */
+        if (ops) {
             rgb_ops_begin();
             for (int it = 0; it < o->iters; it++) cnn_step(&net);
             rgb_ops_end(ops, ti);

@@ -6,7 +6,8 @@
  * op", rg_trace_set_ops). rgb_ops_end reads the recorded events back as the Chrome-trace JSON that
  * rg_trace_format writes, and adds each event's duration to the row of its label: its name, with
  * "#k" when the name occurs k times in one step (the CNN's two "linear"s are fc2 then fc1 in
- * backward). A row's figure is the mean over the traced steps. Ops that scale get a speed-up near
+ * backward). A row's figure is the mean over the traced steps (rgb_ops_end adds up, per column,
+ * every call's steps). Ops that scale get a speed-up near
  * the thread count; one that does not shows up as the time "lost" at the higher count: its time
  * there minus its one-thread time divided by the ratio of the counts. */
 #include <math.h>
@@ -125,24 +126,28 @@ void rgb_ops_end(rgb_op_table *t, int col) {
             r->ms[col] += (ev[i].dur - parts) * 1e-3;
     }
     free(ev);
-    for (int i = 0; i < t->n && steps; i++) t->rows[i].ms[col] /= steps;
-    t->steps = steps;
+    t->steps[col] += steps;
 }
 
 void rgb_ops_print(const rgb_op_table *t, const int *threads, int ncols) {
-    printf("\nthe step's wall time per op, ms (mean of %d traced steps)%s\n%-40s", t->steps,
-           ncols > 1 ? "; lost: the time beyond a perfect split of the first column's" : "", "op");
+    printf(
+        "\nthe step's wall time per op, ms (mean of %d traced steps at each thread count)%s\n%-40s",
+        t->steps[0],
+        ncols > 1 ? "; lost: the time beyond a perfect split of the first column's" : "", "op");
     for (int c = 0; c < ncols; c++) printf(" %7d thr", threads[c]);
     if (ncols > 1) printf(" %9s %8s", "speed-up", "lost");
     printf("\n");
     for (int i = 0; i < t->n; i++) {
         const rgb_op_row *r = &t->rows[i];
         printf("%*s%-*s", 2 * r->depth, "", 40 - 2 * r->depth, r->label);
-        for (int c = 0; c < ncols; c++) printf(" %11.2f", r->ms[c]);
-        if (ncols > 1 && r->ms[ncols - 1] > 0) {
+        double ms[RGB_MAX_THREAD_COUNTS];
+        for (int c = 0; c < ncols; c++) {
+            ms[c] = r->ms[c] / (t->steps[c] ? t->steps[c] : 1);
+            printf(" %11.2f", ms[c]);
+        }
+        if (ncols > 1 && ms[ncols - 1] > 0) {
             const double scale = (double)threads[ncols - 1] / threads[0];
-            printf(" %8.2fx %8.2f", r->ms[0] / r->ms[ncols - 1],
-                   r->ms[ncols - 1] - r->ms[0] / scale);
+            printf(" %8.2fx %8.2f", ms[0] / ms[ncols - 1], ms[ncols - 1] - ms[0] / scale);
         }
         printf("\n");
     }
