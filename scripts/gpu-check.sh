@@ -8,15 +8,18 @@
 #      steps, NCCL), with cuDNN's algorithms timed and by its heuristic, and the same steps in
 #      PyTorch (bench/torch_*_step.py --device cuda, when the machine's python3 has it);
 #   3. ringgrad-train on the GPU for one epoch of Fashion-MNIST, the CNN and resnet20;
+#   3b. (cpu) the host's CPU kernels: the per-kernel-set CPU tests with RG_ISA at the host's best
+#      set (AVX-512 on the Xeons lent so far), the CNN step, and Winograd's shapes against the
+#      direct passes;
 #   4. compute-sanitizer's memcheck and racecheck over the kernel, op and comm tests;
 #   5. ncu's kernel times of two ResNet-50 steps, ringgrad's and PyTorch's (profile.txt). Under
 #      ncu our convolution race picks other algorithms than in a plain run (ncu intercepts every
 #      launch, which charges a plan of several kernels more): read the convolutions' share from
 #      RG_CUDA_CONV_VERBOSE=1 of a plain run, the other families from the profile
 #      (docs/PERFORMANCE.md, fifteenth session).
-# Writes OUT_DIR/{summary,env,tests,bench,train,sanitizer,profile}.{txt,log}; the summary is
+# Writes OUT_DIR/{summary,env,tests,bench,train,cpu,sanitizer,profile}.{txt,log}; the summary is
 # printed last. GPU_CHECK_BUDGET (seconds, default 330) stops starting new steps after it;
-# GPU_CHECK_STEPS (default "tests multigpu bench torch train sanitizer profile") picks the steps;
+# GPU_CHECK_STEPS (default "tests multigpu bench torch train cpu sanitizer profile") picks the steps;
 # GPU_CHECK_PROFILE (default "ringgrad torch") whose steps the profile step times: ringgrad,
 # torch, and ringgrad-tf32 / torch-tf32 for the same steps with TF32.
 set -u
@@ -24,7 +27,7 @@ pkg=$(cd "${1:-.gpu}" && pwd)
 out=${2:-${OUT:-/tmp/gpu-check}}
 mkdir -p "$out"
 budget=${GPU_CHECK_BUDGET:-330}
-steps=" ${GPU_CHECK_STEPS:-tests multigpu bench torch train sanitizer profile} "
+steps=" ${GPU_CHECK_STEPS:-tests multigpu bench torch train cpu sanitizer profile} "
 want() { [[ $steps == *" $1 "* ]]; }
 t0=$(date +%s)
 elapsed() { echo $(($(date +%s) - t0)); }
@@ -165,6 +168,39 @@ if want train && [ -f "$pkg/data/train-images-idx3-ubyte.gz" ] && [ "$(elapsed)"
         --momentum 0.9 --weight-decay 5e-4 --lr-schedule cosine --warmup-steps 50 --epochs 1 \
         --batch-size 128 --data-dir "$pkg/data" --json >>"$out/train.log" 2>&1
     note "train resnet20 --device cuda rc=$? $(($(date +%s) - s))s: $(grep -E '^\{' "$out/train.log" | tail -1 | cut -c1-400)"
+fi
+
+# 3b. the CPU kernels of this host's best set (the GPU hosts lent so far are AVX-512 Xeons, which
+#     the project's CPU machines often are not): the tests that run once per kernel set, with
+#     RG_ISA set to it; then the CNN step against its GEMM floor and PyTorch's on the CPU, and the
+#     3x3 shapes that Winograd takes against the direct passes (RG_CONV_WINOGRAD=0), alternated.
+if want cpu; then
+    isa=$(env -u RG_ISA "$w/bin/ringgrad-bench" --isa-default 2>/dev/null)
+    note "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc --all) cores, kernels $isa"
+    for t in test_conv2d test_gradcheck test_elementwise test_kernels test_dropout test_maxpool2d \
+             test_batchnorm2d test_bcast test_reduce test_cross_entropy test_matmul test_layers \
+             test_reference test_optim test_dist; do
+        RG_ISA=$isa run "cpu $t ($isa)" 120 "$w/tests/$t" --jobs 8
+    done
+    for round in 1 2; do
+        [ "$(elapsed)" -lt "$budget" ] || { note "SKIP  cpu bench round $round (budget)"; break; }
+        {
+            echo "==== round $round: ringgrad-bench --only cnn --iters 5 --ops (RG_ISA=$isa)"
+            RG_ISA=$isa timeout -k 5 120 "$w/bin/ringgrad-bench" --only cnn --iters 5 --ops
+            for t in 1 2; do
+                env -u LD_LIBRARY_PATH timeout -k 5 60 python3 "$src/bench/torch_cnn_step.py" \
+                    --threads "$t" --iters 5 || echo "torch_cnn_step.py failed"
+            done
+            for layer in cnn.conv2 r18.l1.3x3 r18.l2.3x3 r18.l3.3x3; do
+                for wg in 1 0; do
+                    echo "==== RG_CONV_WINOGRAD=$wg --layer $layer"
+                    RG_ISA=$isa RG_CONV_WINOGRAD=$wg timeout -k 5 60 "$w/bin/ringgrad-bench" \
+                        --only conv --layer "$layer" --threads 1 --iters 5 | grep -E "^1 "
+                done
+            done
+        } >>"$out/cpu.log" 2>&1
+        note "cpu bench round $round rc=$?: $(grep -E '^[12] ' "$out/cpu.log" | grep -v -E 'forward|bwd' | tail -2 | tr -s ' ' | tr '\n' ';')"
+    done
 fi
 
 # 4. compute-sanitizer, while time is left
