@@ -57,9 +57,20 @@ bool rg_conv_gemm_applies(const rg_conv2d_shape *s) {
  * LONG_CRS): ResNet's 7x7 3x3s of stage 4 (stride 1 and 2), where the tiles starve (few pixels a
  * chunk against many channels: 1.1-1.3x as long as this path on Zen 5). Stride-2 planes of 14x14
  * (ResNet-50's stage 3) came here too until the tiles' rows ran in (r,s,c) order; now the tiles
- * take 0.85x this path's time there (docs/PERFORMANCE.md). */
+ * take 0.85x this path's time there with AVX-512 (docs/PERFORMANCE.md). */
+#if defined(__AVX512F__)
 #define SMALL_PLANE 64
 #define LONG_CRS 2048
+#else
+/* Without AVX-512 the tile has half the registers and half the width, and more shapes starve on
+ * it: the 14x14 planes of the stride-2 3x3s of stage 3 run here too. On the Zen 3 (AVX2, one
+ * thread / two, thirtieth session, docs/PERFORMANCE.md) ResNet-50's 256-channel one took 77-85 /
+ * 50-56 ms on the tiles against 50-57 / 29-33 here, ResNet-18's 128-channel one 41-46 / 24-30
+ * against 29-31 / 15-16; the ResNet-18 and -50 steps at 64 px, whose stage-3 planes are 4x4,
+ * took 0.90-1.02x their time with these limits (five of six alternated runs faster). */
+#define SMALL_PLANE 256
+#define LONG_CRS 1024
+#endif
 
 bool rg_conv_gemm_filter_applies(const rg_conv2d_shape *s) {
     if (!rg_conv_switch_on("RG_CONV_GEMM")) return false;
