@@ -228,8 +228,8 @@ void rgb_run_cnn(const rgb_opts *o) {
         /* --ops: the same number of steps again, traced, right after the timed ones (recording
          * must not slow those). Not alternating the thread counts step by step: a two-thread step
          * right after one-thread steps ran 1.6-1.75x faster than one thread where steps in a row
-         * at two threads gave 1.9x (the idle vCPU comes back slowly), so each count gets a
-         * block, as in the timing above. */
+         * at two threads gave 1.9x (the second core's caches cold after its idle steps), so each
+         * count gets a block, as in the timing above. */
         if (ops) {
             rgb_ops_begin();
             for (int it = 0; it < o->iters; it++) cnn_step(&net);
