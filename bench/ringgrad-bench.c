@@ -42,7 +42,8 @@ static void usage(FILE *f) {
            "                        (one thread only: immune to the time slicing of a shared "
            "machine)\n"
            "  --step-only           cnn: only the step (no GEMM floor, no peak), e.g. under perf\n"
-           "  --ops                 cnn: also the step's wall time per op at each thread count\n"
+           "  --ops                 cnn, resnet: also the step's wall time per op at each thread\n"
+           "                        count\n"
            "  --raw                 also print one 'raw ...' line per result (for bench/ scripts)\n"
            "  --shapes              print the conv layers' shapes and exit\n"
            "  --isa-supported ISA   exit 0 if this build and CPU run the kernels of ISA, else 1\n"
@@ -140,8 +141,9 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (o.ops && (!only || strcmp(only, "cnn"))) {
-        fprintf(stderr, "ringgrad-bench: --ops needs --only cnn (the CNN's step, per op)\n");
+    if (o.ops && (!only || (strcmp(only, "cnn") && strcmp(only, "resnet")))) {
+        fprintf(stderr,
+                "ringgrad-bench: --ops needs --only cnn or --only resnet (a step, per op)\n");
         return 2;
     }
     char names[4096];

@@ -6,6 +6,7 @@
  * children's and a state_dict is just that list. */
 #include "ringgrad/layer.h"
 #include "core/alloc.h"
+#include "ringgrad/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,13 @@ rg_layer *rg_layer_add(rg_layer *l, rg_layer *child) {
 rg_tensor *rg_layer_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
     RG_CHECK(l && x, "rg_layer_forward: NULL argument");
     RG_CHECK((unsigned)mode < RG_MODE_COUNT, "layer %s: bad mode %d", l->name, (int)mode);
-    return l->vt->forward(l, x, mode);
+    if (l->n_children > 0 || !rg_trace_ops_enabled()) return l->vt->forward(l, x, mode);
+    /* a leaf's forward as a timeline event named by its kind (rg_trace_set_ops); a container's
+     * time is its children's */
+    rg_trace_begin(l->vt->kind, "forward op");
+    rg_tensor *y = l->vt->forward(l, x, mode);
+    rg_trace_end();
+    return y;
 }
 
 const rg_param_list *rg_layer_params(const rg_layer *l) {

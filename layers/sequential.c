@@ -12,6 +12,7 @@
 
 #include "layers/layers_impl.h"
 #include "ringgrad/layer.h"
+#include "ringgrad/trace.h"
 
 rg_fusion rg_fusion_level(void) {
     const char *v = getenv("RG_FUSE");
@@ -26,27 +27,37 @@ rg_tensor *rg_sequential_forward_range(rg_layer *l, int first, int last, rg_tens
     RG_CHECK(0 <= first && first <= last && last <= l->n_children,
              "layer %s: children [%d, %d) of %d", l->name, first, last, l->n_children);
     rg_fusion fuse = rg_fusion_level();
+    const bool trace = rg_trace_ops_enabled(); /* each fused pair or triple as a timeline event */
     for (int i = first; i < last; i++) {
         rg_layer *c = l->children[i];
         rg_tensor *y = NULL;
         int pool[3];
+        int64_t t0 = trace ? rg_trace_now() : 0;
         if (fuse != RG_FUSE_NONE && i + 1 < last && rg_layer_is_relu(l->children[i + 1])) {
             if (fuse == RG_FUSE_ALL && i + 2 < last &&
                 rg_maxpool2d_layer_params(l->children[i + 2], pool) &&
                 (y = rg_conv2d_layer_forward_relu_pool(c, x, pool))) { /* NULL: not a Conv2d */
+                if (trace)
+                    rg_trace_complete("Conv2d+ReLU+MaxPool2d", "forward op", t0, rg_trace_now(), 0,
+                                      NULL);
                 x = y;
                 i += 2; /* the ReLU and the pool are done */
                 continue;
             }
+            const char *what = "Conv2d+ReLU";
             y = rg_conv2d_layer_forward_relu(c, x); /* NULL: c is not a Conv2d */
-            if (!y) y = rg_batchnorm2d_layer_forward_relu(c, x, mode); /* nor a BatchNorm2d */
+            if (!y) {
+                what = "BatchNorm2d+ReLU";
+                y = rg_batchnorm2d_layer_forward_relu(c, x, mode); /* nor a BatchNorm2d */
+            }
+            if (y && trace) rg_trace_complete(what, "forward op", t0, rg_trace_now(), 0, NULL);
         }
         if (y) {
             x = y;
             i++; /* the ReLU is done */
             continue;
         }
-        x = rg_layer_forward(c, x, mode);
+        x = rg_layer_forward(c, x, mode); /* a leaf records its own event */
     }
     return x;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "models/zoo_impl.h"
+#include "ringgrad/trace.h"
 
 /* A residual block: its children are the branch's layers in order, then optionally the
  * downsample Sequential; forward is relu(branch(x) + shortcut(x)). The branch but its last
@@ -34,7 +35,10 @@ static rg_tensor *block_forward(rg_layer *l, rg_tensor *x, rg_mode mode) {
     rg_tensor *h = rg_sequential_forward_range(l, 0, b->n_branch - 1, x, mode);
     rg_tensor *sc = b->has_down ? rg_layer_forward(l->children[b->n_branch], x, mode) : x;
     rg_layer *last = l->children[b->n_branch - 1];
+    const int64_t t0 = rg_trace_ops_enabled() ? rg_trace_now() : -1;   /* a timeline event */
     rg_tensor *y = rg_batchnorm2d_forward_add_relu(last, h, sc, mode); /* NULL: not a BatchNorm2d */
+    if (y && t0 >= 0)
+        rg_trace_complete("BatchNorm2d+add+ReLU", "forward op", t0, rg_trace_now(), 0, NULL);
     return y ? y : rg_relu(rg_add(rg_layer_forward(last, h, mode), sc));
 }
 

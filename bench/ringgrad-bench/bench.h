@@ -21,7 +21,7 @@ typedef struct {
     const char *layer;                  /* conv: only this layer and those under it (or NULL) */
     int pass;                           /* conv: only this pass (rgb_parse_pass), or -1 for all */
     bool step_only;                     /* cnn: time the step alone (no floor, no peak): for perf */
-    bool ops;                           /* cnn: also the step's wall time per op (optable.c) */
+    bool ops;                           /* cnn, resnet: the step's wall time per op (optable.c) */
     const char *model;                  /* resnet: the model (default resnet18) */
     int image_size;                     /* resnet: SxS images (default 64) */
     bool batch_given;                   /* --batch was given (resnet's default is 32) */
@@ -56,17 +56,20 @@ double rgb_peak_gflops(const char *isa, int nt, int64_t iters);
 void rgb_run_resnet(const rgb_opts *o); /* resnet.c: only with --only resnet */
 
 /* optable.c: a step's wall time per op at each thread count, from the trace recorder. The step
- * is marked as an event of category "step" named "step", its parts (backward, the optimizer) as
- * "step part", its forward ops as "forward op"; the library records each op's backward. */
+ * is marked as an event of category "step" named "step", its parts (forward, backward, the
+ * optimizer) as "step part", and the library records each op's backward ("backward op") and each
+ * layer's forward ("forward op"; a bench may mark its own forward ops so). */
 #define RGB_MAX_OP_ROWS 48
 typedef struct {
     char label[64];
     int depth;                        /* 0 the step, 1 its parts and forward ops, 2 backward's */
     double ms[RGB_MAX_THREAD_COUNTS]; /* summed over the traced steps, per thread count */
+    int calls[RGB_MAX_THREAD_COUNTS]; /* events summed into it */
 } rgb_op_row;
 typedef struct {
     rgb_op_row rows[RGB_MAX_OP_ROWS];
     int n, steps[RGB_MAX_THREAD_COUNTS]; /* rows, and steps traced per thread count */
+    bool by_name; /* one row per op name (a ResNet's 20 conv2d), not per occurrence in a step */
 } rgb_op_table;
 /* Starts recording (op-level events included); run the steps to trace, then rgb_ops_end, which
  * adds them to column col of t (rgb_ops_print divides by the steps). */

@@ -91,17 +91,21 @@ void rgb_ops_end(rgb_op_table *t, int col) {
         if (strcmp(ev[i].cat, "step")) continue;
         steps++;
         const double t1 = ev[i].ts + ev[i].dur;
-        rgb_op_row *r = row(t, "step", 0), *tape = NULL;
-        if (r) r->ms[col] += ev[i].dur * 1e-3;
-        /* this step's events, labelled by name and numbered by occurrence within the step */
+        rgb_op_row *r = row(t, "step", 0);
+        if (r) r->ms[col] += ev[i].dur * 1e-3, r->calls[col]++;
+        /* this step's events: parts (depth 1), ops inside a part (depth 2) or alone (depth 1),
+         * labelled by name, and numbered by occurrence within the step unless t->by_name */
         char seen[RGB_MAX_OP_ROWS][64];
         int count[RGB_MAX_OP_ROWS], nseen = 0;
-        double parts = 0, backward_ops = 0;
+        double top = 0; /* the step's time in parts and ops of its own */
+        const op_event *part = NULL;
+        rgb_op_row *outside = NULL; /* the open part's time outside its ops */
         for (int j = i + 1; j < n && ev[j].ts < t1; j++) {
             const op_event *e = &ev[j];
-            const bool bwd_op = !strcmp(e->cat, "backward op"), part = !strcmp(e->cat, "step part");
+            const bool is_part = !strcmp(e->cat, "step part"), bwd = !strcmp(e->cat, "backward op");
+            if (is_part || (part && e->ts >= part->ts + part->dur)) part = NULL, outside = NULL;
             char label[64];
-            snprintf(label, sizeof label, "%s%s", part ? "" : bwd_op ? "bwd " : "fwd ", e->name);
+            snprintf(label, sizeof label, "%s%s", is_part ? "" : bwd ? "bwd " : "fwd ", e->name);
             int s = 0;
             while (s < nseen && strcmp(seen[s], label)) s++;
             if (s == nseen && nseen < RGB_MAX_OP_ROWS) {
@@ -109,21 +113,22 @@ void rgb_ops_end(rgb_op_table *t, int col) {
                 count[nseen++] = 0;
             }
             const int k = s < nseen ? ++count[s] : 1;
-            if (k > 1) snprintf(label + strlen(label), sizeof label - strlen(label), " #%d", k);
-            if ((r = row(t, label, bwd_op ? 2 : 1))) r->ms[col] += e->dur * 1e-3;
-            if (bwd_op) {
-                backward_ops += e->dur;
-                continue;
+            if (k > 1 && !t->by_name)
+                snprintf(label + strlen(label), sizeof label - strlen(label), " #%d", k);
+            if (part && !outside) { /* the first op inside this part: its "outside" row first */
+                char what[64];
+                snprintf(what, sizeof what, "%s",
+                         strcmp(part->name, "backward") ? "between its ops" : "tape walk, hooks");
+                if ((outside = row(t, what, 2))) outside->ms[col] += part->dur * 1e-3;
             }
-            parts += e->dur;
-            if (part && !strcmp(e->name, "backward")) {
-                /* what backward does beside its ops: the tape walk, the gradient-ready hooks */
-                if ((tape = row(t, "tape walk, hooks", 2))) tape->ms[col] += e->dur * 1e-3;
-            }
+            if ((r = row(t, label, part ? 2 : 1))) r->ms[col] += e->dur * 1e-3, r->calls[col]++;
+            if (part && outside)
+                outside->ms[col] -= e->dur * 1e-3;
+            else if (!part)
+                top += e->dur;
+            if (is_part) part = e;
         }
-        if (tape) tape->ms[col] -= backward_ops * 1e-3;
-        if ((r = row(t, "step outside the rows above", 1)))
-            r->ms[col] += (ev[i].dur - parts) * 1e-3;
+        if ((r = row(t, "step outside the rows above", 1))) r->ms[col] += (ev[i].dur - top) * 1e-3;
     }
     free(ev);
     t->steps[col] += steps;
@@ -139,7 +144,10 @@ void rgb_ops_print(const rgb_op_table *t, const int *threads, int ncols) {
     printf("\n");
     for (int i = 0; i < t->n; i++) {
         const rgb_op_row *r = &t->rows[i];
-        printf("%*s%-*s", 2 * r->depth, "", 40 - 2 * r->depth, r->label);
+        char label[80];
+        int per_step = t->steps[0] ? r->calls[0] / t->steps[0] : 0;
+        snprintf(label, sizeof label, per_step > 1 ? "%s (%d)" : "%s", r->label, per_step);
+        printf("%*s%-*s", 2 * r->depth, "", 40 - 2 * r->depth, label);
         double ms[RGB_MAX_THREAD_COUNTS];
         for (int c = 0; c < ncols; c++) {
             ms[c] = r->ms[c] / (t->steps[c] ? t->steps[c] : 1);

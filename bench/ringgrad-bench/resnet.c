@@ -38,20 +38,37 @@ void rgb_run_resnet(const rgb_opts *o) {
     RG_CHECK(ts, "resnet bench: out of memory");
     printf("\n%s training step (3x%dx%d, batch %d, SGD momentum), median of %d\n", name, size, size,
            batch, o->iters);
+    rgb_op_table *ops = o->ops ? calloc(1, sizeof *ops) : NULL;
+    RG_CHECK(ops || !o->ops, "resnet bench: out of memory");
+    if (ops) ops->by_name = true; /* one row per op name: 20-53 convolutions a step */
+    int nts[RGB_MAX_THREAD_COUNTS];
     for (int ti = 0; ti < o->nthreads; ti++) {
-        int nt = rg_set_num_threads(o->threads[ti]);
+        int nt = nts[ti] = rg_set_num_threads(o->threads[ti]);
         float loss = 0;
-        for (int it = -1; it < o->iters; it++) { /* it -1: warm-up */
+        /* it -1: warm-up; then --iters timed steps, and with --ops as many again, traced (the
+         * rg_trace_* marks cost a relaxed load each when not recording) */
+        int traced = ops ? o->iters : 0;
+        for (int it = -1; it < o->iters + traced; it++) {
+            if (it == o->iters) rgb_ops_begin();
             double t0 = rgb_now();
+            rg_trace_begin("step", "step");
             rg_scope_begin();
+            rg_trace_begin("forward", "step part");
             rg_tensor *l = rg_cross_entropy(rg_model_forward(m, x, RG_TRAIN), y);
+            rg_trace_end();
+            rg_trace_begin("backward", "step part");
             rg_backward(l);
+            rg_trace_end();
             loss = rg_tensor_item(l);
+            rg_trace_begin("sgd, zero_grad", "step part");
             rg_optim_step(opt);
             rg_optim_zero_grad(opt);
+            rg_trace_end();
             rg_scope_end();
-            if (it >= 0) ts[it] = rgb_now() - t0;
+            rg_trace_end();
+            if (it >= 0 && it < o->iters) ts[it] = rgb_now() - t0;
         }
+        if (ops) rgb_ops_end(ops, ti);
         RG_CHECK(isfinite(loss), "resnet bench: the loss is %g", (double)loss);
         double step = rgb_median(ts, o->iters);
         printf("threads %d: %.1f ms/step, %.1f img/s\n", nt, step * 1e3, batch / step);
@@ -59,6 +76,8 @@ void rgb_run_resnet(const rgb_opts *o) {
             printf("raw ringgrad model=%s size=%d batch=%d threads=%d step_ms=%.3f\n", name, size,
                    batch, nt, step * 1e3);
     }
+    if (ops) rgb_ops_print(ops, nts, o->nthreads);
+    free(ops);
     free(ts);
     rg_optim_free(opt);
     rg_tensor_free(x), rg_tensor_free(y);

@@ -43,11 +43,15 @@ RG_API void rg_trace_stop(void);
 RG_API bool rg_trace_enabled(void);
 
 /* Op-level events, off by default: while recording, each autograd op's backward becomes an event
- * of category "backward op" named by its op ("conv2d", "linear", "relu", ...), nested in the
- * caller's own spans (ringgrad-train's "backward"): where a backward pass's time goes, and when
- * each gradient became ready for the comm. A long run records one event per op per step, so a
+ * of category "backward op" named by its op ("conv2d", "linear", "relu", ...), and each layer's
+ * forward one of category "forward op" named by its kind ("Conv2d", "BatchNorm2d"; a fused group
+ * by its members, "Conv2d+ReLU", "BatchNorm2d+add+ReLU"), nested in the caller's own spans
+ * (ringgrad-train's "forward" and "backward"): where a step's time goes, and when each gradient
+ * became ready for the comm. A long run records one event per op per step, so a
  * thread's buffer (about a million events) fills after some thousand steps of a deep model; later
- * events are counted as dropped. ringgrad-train's --timeline-ops. */
+ * events are counted as dropped. On a GPU an event spans the host's launches of the op's kernels,
+ * not the kernels themselves (they run later, on the device's stream). ringgrad-train's
+ * --timeline-ops. */
 RG_API void rg_trace_set_ops(bool on);
 /* Whether op-level events are being recorded: recording is on and rg_trace_set_ops(true). */
 RG_API bool rg_trace_ops_enabled(void);

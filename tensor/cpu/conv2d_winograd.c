@@ -43,6 +43,7 @@
 #define BLOCK_FLOATS (48 * 1024)
 
 #define WINOGRAD_MAX_CK (256 * 256) /* U of at most 4 MiB */
+#define WINOGRAD_CK_PER_TILE 4096   /* C x K at most this many times an image's 2x2 tiles */
 
 bool rg_conv_winograd_applies(const rg_conv2d_shape *s) {
     if (!rg_conv_switch_on("RG_CONV_WINOGRAD")) return false;
@@ -55,7 +56,15 @@ bool rg_conv_winograd_applies(const rg_conv2d_shape *s) {
      * ResNet's last stage, 7x7 planes whose 2x2 tiles also compute 64 outputs for 49) that made
      * the pass 1.45x the direct one's time with blocks of 6 tiles, and no faster than it with
      * blocks of 96 (Zen 3, one thread). */
-    return s->c * s->k <= WINOGRAD_MAX_CK;
+    if (s->c * s->k > WINOGRAD_MAX_CK) return false;
+    /* Each image's few tiles must also pay for U and, in the filter pass, for each thread's 16 C K
+     * partial sums: on ResNet-18's 4x4 planes of 256 channels at 64 px (4 tiles an image) the
+     * backward took 22-25 ms by Winograd against 17-20 direct at one thread, 16.5-19 against
+     * 11-12.6 at two; at 4x4 with 128 channels (C K = 4096 x 4 tiles) the two were equal, and
+     * at 8x8 with 128 channels (16 tiles) and 7x7 with 64 Winograd was ahead (Zen 3,
+     * docs/PERFORMANCE.md, thirtieth session). */
+    int64_t tiles = ((s->p + 1) / 2) * ((s->q + 1) / 2);
+    return s->c * s->k <= WINOGRAD_CK_PER_TILE * tiles;
 }
 
 int64_t rg_conv_winograd_weights_len(int64_t c, int64_t k) {
