@@ -1,15 +1,20 @@
 /* optable.c — a training step's wall time per op at each thread count, from the trace recorder
  * (ringgrad/trace.h): where a second thread's time goes.
  *
- * The caller marks its step ("step", category "step") and its forward ops (category "forward
- * op") with rg_trace_begin/end; the library adds each autograd op's backward (category "backward
- * op", rg_trace_set_ops). rgb_ops_end reads the recorded events back as the Chrome-trace JSON that
- * rg_trace_format writes, and adds each event's duration to the row of its label: its name, with
- * "#k" when the name occurs k times in one step (the CNN's two "linear"s are fc2 then fc1 in
- * backward). A row's figure is the mean over the traced steps (rgb_ops_end adds up, per column,
- * every call's steps). Ops that scale get a speed-up near
- * the thread count; one that does not shows up as the time "lost" at the higher count: its time
- * there minus its one-thread time divided by the ratio of the counts. */
+ * The caller marks its step (category "step") and the step's parts (category "step part":
+ * forward, backward, the optimizer, the scope's frees) with rg_trace_begin/end, and may mark its
+ * own forward ops ("forward op"); under rg_trace_set_ops the library adds each layer's forward
+ * ("forward op") and each autograd op's backward ("backward op"). rgb_ops_end reads the recorded
+ * events back as the Chrome-trace JSON that rg_trace_format writes and adds each event's duration
+ * to the row of its label: a part by its name at depth 1, an op as "fwd NAME" / "bwd NAME" at
+ * depth 2 inside a part (1 outside any), numbered "#k" when the name occurs k times in a step
+ * (the CNN's two "linear"s are fc2 then fc1 in backward), or, with t->by_name, one row per name
+ * with its calls a step (a ResNet's 20 convolutions). A part's time outside its ops gets a row of
+ * its own ("tape walk, hooks" in backward), and so does the step's outside its parts. A row's
+ * figure is the mean over the traced steps (rgb_ops_end adds up, per column, every call's steps).
+ * Ops that scale get a speed-up near the thread count; one that does not shows up as the time
+ * "lost" at the higher count: its time there minus its one-thread time divided by the ratio of
+ * the counts. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
