@@ -36,8 +36,8 @@
 /* The tile's loop for a compile-time nv: acc += the products. After inlining, acc[][] lives in
  * registers. */
 static inline __attribute__((always_inline)) RG_UNCHECKED void
-tile_loop_generic(const int nv, int64_t nt, const int32_t *off, const float *const *a,
-                  const float *b, int64_t ldb, rg_convvec acc[MR][RG_CONV_NV]) {
+tile_loop(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
+          int64_t ldb, rg_convvec acc[MR][RG_CONV_NV]) {
     const float *row[MR];
     for (int i = 0; i < MR; i++) row[i] = a[i];
 #pragma GCC unroll 2
@@ -56,54 +56,83 @@ tile_loop_generic(const int nv, int64_t nt, const int32_t *off, const float *con
 
 #if defined(__GNUC__) && defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__) &&         \
     MR == 6 && RG_CONV_NV == 2
-/* The AVX2 copy's loop. Its 16 registers hold 15 live vectors (12 accumulators, 2 of b, a
- * broadcast), and from the loop above GCC, free to put each product in any register, rotated the
- * accumulators through the broadcast's register: four to nine register moves every two steps
- * beside the 24 multiply-adds. Here each accumulator is a variable of its own and the in-out
- * operand of its multiply-add (vfmadd231ps: the same rounding as the contracted expression), so
- * it stays in one register and the loop is loads, broadcasts and FMAs. */
+/* The AVX2 copy's tile. Its 16 registers hold 15 live vectors (12 accumulators, 2 of b, a
+ * broadcast), and from the generic loop (the #else branch) GCC, free to put each product in any
+ * register, rotated the accumulators through the broadcast's register: four to nine register
+ * moves every two steps beside the 24 multiply-adds, 6-7% of the CNN step at one thread (Zen 3).
+ * Here each accumulator is a variable of its own, loaded and stored by name (an array of them
+ * went through the stack at every call: 15% of the CNN's conv1 passes, whose tiles run 10 steps),
+ * and the in-out operand of its multiply-add (vfmadd231ps: the same rounding as the contracted
+ * expression), so it stays in one register and the loop is loads, broadcasts and FMAs. */
 #include <immintrin.h>
 #define FMA_INTO(acc, s, bv) __asm__("vfmadd231ps %2, %1, %0" : "+x"(acc) : "x"(s), "x"(bv))
 #define ROW_STEP(i)                                                                                \
     do {                                                                                           \
-        const __m256 s_ = _mm256_broadcast_ss(row##i + o);                                         \
+        const __m256 s_ = _mm256_broadcast_ss(row##i + off[t]);                                    \
         FMA_INTO(c##i##0, s_, b0);                                                                 \
         if (nv == 2) FMA_INTO(c##i##1, s_, b1);                                                    \
     } while (0)
-static inline __attribute__((always_inline)) RG_UNCHECKED void
-tile_loop(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
-          int64_t ldb, rg_convvec acc[MR][RG_CONV_NV]) {
-    const float *row0 = a[0], *row1 = a[1], *row2 = a[2], *row3 = a[3], *row4 = a[4], *row5 = a[5];
-    __m256 c00 = (__m256)acc[0][0], c10 = (__m256)acc[1][0], c20 = (__m256)acc[2][0],
-           c30 = (__m256)acc[3][0], c40 = (__m256)acc[4][0], c50 = (__m256)acc[5][0];
-    __m256 c01 = _mm256_setzero_ps(), c11 = c01, c21 = c01, c31 = c01, c41 = c01, c51 = c01;
-    if (nv == 2)
-        c01 = (__m256)acc[0][1], c11 = (__m256)acc[1][1], c21 = (__m256)acc[2][1],
-        c31 = (__m256)acc[3][1], c41 = (__m256)acc[4][1], c51 = (__m256)acc[5][1];
-#pragma GCC unroll 2
-    for (int64_t t = 0; t < nt; t++) {
-        const int64_t o = off[t];
-        const float *bt = b + t * ldb;
-        const __m256 b0 = _mm256_loadu_ps(bt), b1 = nv == 2 ? _mm256_loadu_ps(bt + VL) : b0;
-        ROW_STEP(0);
-        ROW_STEP(1);
-        ROW_STEP(2);
-        ROW_STEP(3);
-        ROW_STEP(4);
-        ROW_STEP(5);
+/* The accumulators c<row><vector>, each from INIT(row, vector); then the loop over nt steps. */
+#define TILE_AVX2_LOOP(INIT)                                                                       \
+    const float *row0 = a[0], *row1 = a[1], *row2 = a[2], *row3 = a[3], *row4 = a[4],              \
+                *row5 = a[5];                                                                      \
+    const __m256 zero_ = _mm256_setzero_ps();                                                      \
+    __m256 c00 = INIT(0, 0), c10 = INIT(1, 0), c20 = INIT(2, 0), c30 = INIT(3, 0),                 \
+           c40 = INIT(4, 0), c50 = INIT(5, 0);                                                     \
+    __m256 c01 = nv == 2 ? INIT(0, 1) : zero_, c11 = nv == 2 ? INIT(1, 1) : zero_,                 \
+           c21 = nv == 2 ? INIT(2, 1) : zero_, c31 = nv == 2 ? INIT(3, 1) : zero_,                 \
+           c41 = nv == 2 ? INIT(4, 1) : zero_, c51 = nv == 2 ? INIT(5, 1) : zero_;                 \
+    _Pragma("GCC unroll 2") for (int64_t t = 0; t < nt; t++) {                                     \
+        const float *bt = b + t * ldb;                                                             \
+        const __m256 b0 = _mm256_loadu_ps(bt), b1 = nv == 2 ? _mm256_loadu_ps(bt + VL) : b0;       \
+        ROW_STEP(0);                                                                               \
+        ROW_STEP(1);                                                                               \
+        ROW_STEP(2);                                                                               \
+        ROW_STEP(3);                                                                               \
+        ROW_STEP(4);                                                                               \
+        ROW_STEP(5);                                                                               \
     }
-    acc[0][0] = (rg_convvec)c00, acc[1][0] = (rg_convvec)c10, acc[2][0] = (rg_convvec)c20;
-    acc[3][0] = (rg_convvec)c30, acc[4][0] = (rg_convvec)c40, acc[5][0] = (rg_convvec)c50;
-    if (nv == 2)
-        acc[0][1] = (rg_convvec)c01, acc[1][1] = (rg_convvec)c11, acc[2][1] = (rg_convvec)c21,
-        acc[3][1] = (rg_convvec)c31, acc[4][1] = (rg_convvec)c41, acc[5][1] = (rg_convvec)c51;
+/* FINISH(row, vector, accumulator) for each of them */
+#define TILE_AVX2_FINISH(FINISH)                                                                   \
+    do {                                                                                           \
+        FINISH(0, 0, c00), FINISH(1, 0, c10), FINISH(2, 0, c20);                                   \
+        FINISH(3, 0, c30), FINISH(4, 0, c40), FINISH(5, 0, c50);                                   \
+        if (nv == 2) {                                                                             \
+            FINISH(0, 1, c01), FINISH(1, 1, c11), FINISH(2, 1, c21);                               \
+            FINISH(3, 1, c31), FINISH(4, 1, c41), FINISH(5, 1, c51);                               \
+        }                                                                                          \
+    } while (0)
+
+static inline __attribute__((always_inline)) RG_UNCHECKED void
+tile_body(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
+          int64_t ldb, float *c, int64_t ldc, bool accumulate) {
+#define FROM_C(i, v) (accumulate ? _mm256_loadu_ps(c + (i)*ldc + (v)*VL) : zero_)
+#define TO_C(i, v, x) _mm256_storeu_ps(c + (i)*ldc + (v)*VL, x)
+    TILE_AVX2_LOOP(FROM_C)
+    TILE_AVX2_FINISH(TO_C);
+#undef FROM_C
+#undef TO_C
 }
+
+static inline __attribute__((always_inline)) RG_UNCHECKED void
+tile_add_body(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
+              int64_t ldb, float *const *dst, const int32_t *col_off, int dst_rows) {
+#define ZERO(i, v) zero_
+#define ADD_TO_DST(i, v, x)                                                                        \
+    ((i) < dst_rows                                                                                \
+         ? _mm256_storeu_ps(dst[i] + col_off[(v)*VL],                                              \
+                            _mm256_add_ps(_mm256_loadu_ps(dst[i] + col_off[(v)*VL]), x))           \
+         : (void)0)
+    TILE_AVX2_LOOP(ZERO)
+    TILE_AVX2_FINISH(ADD_TO_DST);
+#undef ZERO
+#undef ADD_TO_DST
+}
+#undef TILE_AVX2_LOOP
+#undef TILE_AVX2_FINISH
 #undef ROW_STEP
 #undef FMA_INTO
 #else
-#define tile_loop tile_loop_generic
-#endif
-
 /* rg_conv_tile for a compile-time nv. */
 static inline __attribute__((always_inline)) RG_UNCHECKED void
 tile_body(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
@@ -128,6 +157,8 @@ tile_add_body(const int nv, int64_t nt, const int32_t *off, const float *const *
     for (int i = 0; i < MR && i < dst_rows; i++)
         for (int v = 0; v < nv; v++) *(rg_convvec *)(dst[i] + col_off[v * VL]) += acc[i][v];
 }
+
+#endif
 
 #define RG_CONV_TILE_NV(NV)                                                                        \
     RG_UNCHECKED static void tile_nv##NV(int64_t nt, const int32_t *off, const float *const *a,    \
