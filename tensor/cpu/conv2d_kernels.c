@@ -33,32 +33,11 @@
 #define KEEP_IN_REGISTER(v) ((void)(v))
 #endif
 
-/* The tile's loop for a compile-time nv: acc += the products. After inlining, acc[][] lives in
- * registers. */
-static inline __attribute__((always_inline)) RG_UNCHECKED void
-tile_loop(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
-          int64_t ldb, rg_convvec acc[MR][RG_CONV_NV]) {
-    const float *row[MR];
-    for (int i = 0; i < MR; i++) row[i] = a[i];
-#pragma GCC unroll 2
-    for (int64_t t = 0; t < nt; t++) {
-        const int64_t o = off[t];
-        const float *bt = b + t * ldb;
-        rg_convvec bv[RG_CONV_NV];
-        for (int v = 0; v < nv; v++) bv[v] = *(const rg_convvec *)(bt + v * VL);
-        for (int i = 0; i < MR; i++) {
-            const float s = row[i][o];
-            for (int v = 0; v < nv; v++) acc[i][v] += s * bv[v];
-        }
-        for (int v = 0; v < nv; v++) KEEP_IN_REGISTER(bv[v]);
-    }
-}
-
 #if defined(__GNUC__) && defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__) &&         \
     MR == 6 && RG_CONV_NV == 2
 /* The AVX2 copy's tile. Its 16 registers hold 15 live vectors (12 accumulators, 2 of b, a
- * broadcast), and from the generic loop (the #else branch) GCC, free to put each product in any
- * register, rotated the accumulators through the broadcast's register: four to nine register
+ * broadcast), and from the generic loop (tile_loop, the #else branch) GCC, free to put each product
+ * in any register, rotated the accumulators through the broadcast's register: four to nine register
  * moves every two steps beside the 24 multiply-adds, 6-7% of the CNN step at one thread (Zen 3).
  * Here each accumulator is a variable of its own, loaded and stored by name (an array of them
  * went through the stack at every call: 15% of the CNN's conv1 passes, whose tiles run 10 steps),
@@ -133,6 +112,27 @@ tile_add_body(const int nv, int64_t nt, const int32_t *off, const float *const *
 #undef ROW_STEP
 #undef FMA_INTO
 #else
+/* The tile's loop for a compile-time nv: acc += the products. After inlining, acc[][] lives in
+ * registers. */
+static inline __attribute__((always_inline)) RG_UNCHECKED void
+tile_loop(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
+          int64_t ldb, rg_convvec acc[MR][RG_CONV_NV]) {
+    const float *row[MR];
+    for (int i = 0; i < MR; i++) row[i] = a[i];
+#pragma GCC unroll 2
+    for (int64_t t = 0; t < nt; t++) {
+        const int64_t o = off[t];
+        const float *bt = b + t * ldb;
+        rg_convvec bv[RG_CONV_NV];
+        for (int v = 0; v < nv; v++) bv[v] = *(const rg_convvec *)(bt + v * VL);
+        for (int i = 0; i < MR; i++) {
+            const float s = row[i][o];
+            for (int v = 0; v < nv; v++) acc[i][v] += s * bv[v];
+        }
+        for (int v = 0; v < nv; v++) KEEP_IN_REGISTER(bv[v]);
+    }
+}
+
 /* rg_conv_tile for a compile-time nv. */
 static inline __attribute__((always_inline)) RG_UNCHECKED void
 tile_body(const int nv, int64_t nt, const int32_t *off, const float *const *a, const float *b,
