@@ -32,8 +32,8 @@ rg_tensor *rg_sequential_forward_range(rg_layer *l, int first, int last, rg_tens
         rg_layer *c = l->children[i];
         rg_tensor *y = NULL;
         int pool[3];
-        int64_t t0 = trace ? rg_trace_now() : 0;
         if (fuse != RG_FUSE_NONE && i + 1 < last && rg_layer_is_relu(l->children[i + 1])) {
+            const int64_t t0 = trace ? rg_trace_now() : 0;
             if (fuse == RG_FUSE_ALL && i + 2 < last &&
                 rg_maxpool2d_layer_params(l->children[i + 2], pool) &&
                 (y = rg_conv2d_layer_forward_relu_pool(c, x, pool))) { /* NULL: not a Conv2d */

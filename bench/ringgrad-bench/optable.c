@@ -121,9 +121,8 @@ void rgb_ops_end(rgb_op_table *t, int col) {
             if (k > 1 && !t->by_name)
                 snprintf(label + strlen(label), sizeof label - strlen(label), " #%d", k);
             if (part && !outside) { /* the first op inside this part: its "outside" row first */
-                char what[64];
-                snprintf(what, sizeof what, "%s",
-                         strcmp(part->name, "backward") ? "between its ops" : "tape walk, hooks");
+                const char *what =
+                    strcmp(part->name, "backward") ? "between its ops" : "tape walk, hooks";
                 if ((outside = row(t, what, 2))) outside->ms[col] += part->dur * 1e-3;
             }
             if ((r = row(t, label, part ? 2 : 1))) r->ms[col] += e->dur * 1e-3, r->calls[col]++;
