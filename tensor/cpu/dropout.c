@@ -124,6 +124,7 @@ static void draw_words(uint64_t seed, uint64_t ctr0, uint32_t *restrict u) {
  * two independent dependency chains. The keys of the ten rounds are drawn once per call. */
 typedef struct {
     pvec k0[10], k1[10], even, odd; /* even, odd: the counter offsets of each half's lanes */
+    pvec m0, m1;                    /* the multipliers, in memory for the AVX2 rounds' operands */
 #if defined(__AVX512F__)
     pvec pair, quad[2]; /* vpermt2d indices of the transpose (draw_groups) */
 #endif
@@ -131,6 +132,7 @@ typedef struct {
 
 static void philox_keys_init(uint64_t seed, philox_keys *ks) {
     uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    ks->m0 = P_SET1(0xD2511F53u), ks->m1 = P_SET1(0xCD9E8D57u);
     for (int r = 0; r < 10; r++) {
         ks->k0[r] = P_SET1(k0), ks->k1[r] = P_SET1(k1);
         k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
@@ -159,8 +161,12 @@ static void philox_keys_init(uint64_t seed, philox_keys *ks) {
  * 16384 floats in L2, one thread, one decision a word) G = 2 drew and masked in 0.67 ns per
  * element, G = 1 in 0.84 and G = 4 in 0.76 (it spills); on Zen 5 with two decisions a word,
  * AVX-512 G = 2 0.115-0.123 ns, G = 1 0.142-0.157, G = 4 0.118-0.120. The rounds must be unrolled
- * for the halves to stay in registers. (Peeling rounds 0 and 1, whose upper counter words are
- * constant, saves 2 of 20 products a half and measured no faster.)
+ * for the halves to stay in registers. (In the AVX-512 copy, peeling rounds 0 and 1, whose upper
+ * counter words are constant, saved 2 of 20 products a half and measured no faster; the AVX2 copy,
+ * whose rounds are in asm that GCC cannot simplify, peels them.) The AVX2 copy's rounds in
+ * registers, its peeled rounds and its masking a pair of vectors at a time took Zen 3 from 0.45 to
+ * 0.35 ns per element (1.18 M floats, one thread, the thread's CPU time, median of 5 alternated
+ * runs; 610 to 476 instructions per 128 elements).
  * AVX-512 transposes with vpermt2d (any 16 of two vectors' 32 lanes, one instruction): per half,
  * words 0/1 and 2/3 paired per counter, then counters 0-3 and 4-7 in stream order, 4 permutes per
  * 32 words where AVX2 needs 8 shifts, blends and unpacks; its halves hold consecutive
@@ -168,15 +174,119 @@ static void philox_keys_init(uint64_t seed, philox_keys *ks) {
  */
 #define G 2
 _Static_assert(COUNTERS % (G * PV) == 0, "a block is a whole number of draw_groups calls");
+
+#if !defined(__AVX512F__)
+/* The AVX2 rounds of draw_groups' four halves, in registers.
+ * Four halves of four state vectors are all 16 ymm registers, and the round as written for
+ * AVX-512 needs a temporary besides (hi = p >> 32 while p lives on as the next lo word): GCC
+ * spilled 51 vectors per call and reloaded 85, a third of the call's instructions (Zen 3: 0.44 ns
+ * per element drawn and masked, 65% of a copy). These rounds need no temporary: the words that are
+ * only XORed (1 and 3) alternate between the low and the high half of their lanes.
+ *   round A (words 1 and 3 in the low halves): p = mul(x, m); p = swap halves of p (vpshufd);
+ *     y ^= k; y ^= p. y's low half is now hi ^ y ^ k, the new multiplied word, and p's high half
+ *     holds lo, the new word 1 or 3.
+ *   round B (words 1 and 3 in the high halves): p = mul(x, m); y ^= k; y ^= p; y >>= 32. k is in
+ *     every 32-bit lane, so shifting after the XOR leaves hi ^ y ^ k in the low half; p's low half
+ *     holds lo.
+ * Both are 8 instructions a half, as before, and leave the roles rotated: (x0, x1, x2, x3) become
+ * (y1, p2, y3, p0). Ten rounds, A then B, leave every word in the low half of its lane, as the
+ * transposes expect. The multipliers and keys are memory operands (loads fused into the
+ * instructions). One asm statement a round pins the 16 values to registers; GCC schedules nothing
+ * inside it, so each round issues its 8 multiplies first, then its key XORs, then the rest. */
+#define RG_HALF_OPS(op, h) op(h##0, h##1, h##2, h##3)
+#define RG_MUL(a, b, c, d)                                                                         \
+    "vpmuludq %[m0], %[" #a "], %[" #a "]\n\t"                                                     \
+    "vpmuludq %[m1], %[" #c "], %[" #c "]\n\t"
+#define RG_KEY(a, b, c, d)                                                                         \
+    "vpxor %[k0], %[" #b "], %[" #b "]\n\t"                                                        \
+    "vpxor %[k1], %[" #d "], %[" #d "]\n\t"
+#define RG_SWAP(a, b, c, d)                                                                        \
+    "vpshufd $0xB1, %[" #c "], %[" #c "]\n\t"                                                      \
+    "vpshufd $0xB1, %[" #a "], %[" #a "]\n\t"
+#define RG_MIX(a, b, c, d)                                                                         \
+    "vpxor %[" #c "], %[" #b "], %[" #b "]\n\t"                                                    \
+    "vpxor %[" #a "], %[" #d "], %[" #d "]\n\t"
+#define RG_DOWN(a, b, c, d)                                                                        \
+    "vpsrlq $32, %[" #b "], %[" #b "]\n\t"                                                         \
+    "vpsrlq $32, %[" #d "], %[" #d "]\n\t"
+#define RG_PAIR(op, h, i) RG_HALF_OPS(op, h) RG_HALF_OPS(op, i)
+#define RG_OPERANDS(h, i, r)                                                                       \
+    : [h##0] "+x"(h##0), [h##1] "+x"(h##1), [h##2] "+x"(h##2), [h##3] "+x"(h##3),                  \
+      [i##0] "+x"(i##0), [i##1] "+x"(i##1), [i##2] "+x"(i##2), [i##3] "+x"(i##3)                   \
+    : [m0] "m"(ks->m0), [m1] "m"(ks->m1), [k0] "m"(ks->k0[r]), [k1] "m"(ks->k1[r])
+#define RG_ROTATE(h)                                                                               \
+    do {                                                                                           \
+        pvec t_ = h##0;                                                                            \
+        h##0 = h##1, h##1 = h##2, h##2 = h##3, h##3 = t_;                                          \
+    } while (0)
+/* one group (two halves, h and i) a statement: an asm statement takes at most 30 operands */
+#define RG_ROUND_A(h, i, r)                                                                        \
+    __asm__(RG_PAIR(RG_MUL, h, i) RG_PAIR(RG_KEY, h, i) RG_PAIR(RG_SWAP, h, i)                     \
+                RG_PAIR(RG_MIX, h, i) RG_OPERANDS(h, i, r));                                       \
+    RG_ROTATE(h);                                                                                  \
+    RG_ROTATE(i)
+#define RG_ROUND_B(h, i, r)                                                                        \
+    __asm__(RG_PAIR(RG_MUL, h, i) RG_PAIR(RG_KEY, h, i) RG_PAIR(RG_MIX, h, i)                      \
+                RG_PAIR(RG_DOWN, h, i) RG_OPERANDS(h, i, r));                                      \
+    RG_ROTATE(h);                                                                                  \
+    RG_ROTATE(i)
+#define RG_ROUNDS(r)                                                                               \
+    RG_ROUND_A(s0, s1, r);                                                                         \
+    RG_ROUND_A(s2, s3, r);                                                                         \
+    RG_ROUND_B(s0, s1, r + 1);                                                                     \
+    RG_ROUND_B(s2, s3, r + 1)
+/* The last round B shifts words 0 and 2 down in the even halves (h) only: the transposes want the
+ * odd halves' words in the high halves of their lanes, where round B leaves them. */
+#define RG_ROUND_B_LAST(h, i, r)                                                                   \
+    __asm__(RG_PAIR(RG_MUL, h, i) RG_PAIR(RG_KEY, h, i) RG_PAIR(RG_MIX, h, i)                      \
+                RG_HALF_OPS(RG_DOWN, h) RG_OPERANDS(h, i, r));                                     \
+    RG_ROTATE(h);                                                                                  \
+    RG_ROTATE(i)
+_Static_assert(G == 2, "the AVX2 rounds are written for four halves");
+#endif
+
 static inline __attribute__((always_inline)) void draw_groups(const philox_keys *ks, uint64_t ctr0,
                                                               pvec w[4 * G]) {
-    const pvec m0 = P_SET1(0xD2511F53u), m1 = P_SET1(0xCD9E8D57u);
     pvec a0[2 * G], a1[2 * G], a2[2 * G], a3[2 * G]; /* [2g]: group g's even lanes, [2g+1] odd */
     for (int h = 0; h < 2 * G; h++) {
         pvec base = P_SET1_64(ctr0 + (uint64_t)(PV * (h >> 1)));
         a0[h] = P_ADD64(base, (h & 1) ? ks->odd : ks->even); /* low halves: word 0 */
         a1[h] = P_SRL64(base, 32), a2[h] = P_ZERO, a3[h] = P_ZERO;
     }
+#if !defined(__AVX512F__)
+    {
+        /* Rounds 0 and 1 on what is known of them: words 2 and 3 start at 0, and word 1 (the
+         * counters' upper halves, shared by the call's counters) is the same in every lane.
+         * Round 0 then leaves the same word 0 (c) everywhere, so round 1's product of word 0 (q)
+         * is shared too: 8 instructions a half for both rounds, where the general ones take 16. */
+        const pvec c = P_XOR(a1[0], ks->k0[0]), q = P_MUL_EVEN(c, ks->m0);
+        const pvec d = P_XOR(q, ks->k1[1]);
+        pvec x0[4], x1[4], x2[4];
+        for (int h = 0; h < 4; h++) {
+            pvec sw = _mm256_shuffle_epi32(P_MUL_EVEN(a0[h], ks->m0), 0xB1); /* (hi, lo) of p0 */
+            pvec p2 = P_MUL_EVEN(P_XOR(sw, ks->k1[0]), ks->m1);              /* round 1's p2 */
+            x0[h] = P_SRL64(P_XOR(p2, ks->k0[1]), 32);
+            x1[h] = p2;
+            x2[h] = P_SRL64(P_XOR(sw, d), 32);
+        }
+        pvec s00 = x0[0], s01 = x1[0], s02 = x2[0], s03 = q;
+        pvec s10 = x0[1], s11 = x1[1], s12 = x2[1], s13 = q;
+        pvec s20 = x0[2], s21 = x1[2], s22 = x2[2], s23 = q;
+        pvec s30 = x0[3], s31 = x1[3], s32 = x2[3], s33 = q;
+        RG_ROUNDS(2);
+        RG_ROUNDS(4);
+        RG_ROUNDS(6);
+        RG_ROUND_A(s0, s1, 8);
+        RG_ROUND_A(s2, s3, 8);
+        RG_ROUND_B_LAST(s0, s1, 9);
+        RG_ROUND_B_LAST(s2, s3, 9);
+        a0[0] = s00, a1[0] = s01, a2[0] = s02, a3[0] = s03;
+        a0[1] = s10, a1[1] = s11, a2[1] = s12, a3[1] = s13;
+        a0[2] = s20, a1[2] = s21, a2[2] = s22, a3[2] = s23;
+        a0[3] = s30, a1[3] = s31, a2[3] = s32, a3[3] = s33;
+    }
+#else
+    const pvec m0 = ks->m0, m1 = ks->m1;
     _Pragma("GCC unroll 10") for (int r = 0; r < 10; r++) {
         _Pragma("GCC unroll 8") for (int h = 0; h < 2 * G; h++) {
             pvec p0 = P_MUL_EVEN(a0[h], m0), p2 = P_MUL_EVEN(a2[h], m1);
@@ -185,6 +295,7 @@ static inline __attribute__((always_inline)) void draw_groups(const philox_keys 
             a1[h] = p2, a3[h] = p0;
         }
     }
+#endif
 #if defined(__AVX512F__)
     for (int h = 0; h < 2 * G; h++) {
         pvec x01 = _mm512_permutex2var_epi32(a0[h], ks->pair, a1[h]);
@@ -195,8 +306,9 @@ static inline __attribute__((always_inline)) void draw_groups(const philox_keys 
 #else
     for (int g = 0; g < G; g++) {
         int e = 2 * g, o = 2 * g + 1;
-        pvec c0 = P_ODD(a0[e], P_SLL64(a0[o], 32)), c1 = P_ODD(a1[e], P_SLL64(a1[o], 32));
-        pvec c2 = P_ODD(a2[e], P_SLL64(a2[o], 32)), c3 = P_ODD(a3[e], P_SLL64(a3[o], 32));
+        /* words 0 and 2 of the odd halves are in the high halves already (RG_ROUND_B_LAST) */
+        pvec c0 = P_ODD(a0[e], a0[o]), c1 = P_ODD(a1[e], P_SLL64(a1[o], 32));
+        pvec c2 = P_ODD(a2[e], a2[o]), c3 = P_ODD(a3[e], P_SLL64(a3[o], 32));
         pvec t0 = P_UNPACKLO32(c0, c1), t1 = P_UNPACKHI32(c0, c1);
         pvec t2 = P_UNPACKLO32(c2, c3), t3 = P_UNPACKHI32(c2, c3);
         w[4 * g] = P_UNPACKLO64(t0, t2), w[4 * g + 1] = P_UNPACKHI64(t0, t2);
@@ -205,23 +317,34 @@ static inline __attribute__((always_inline)) void draw_groups(const philox_keys 
 #endif
 }
 
-/* The 2*PV elements whose uniforms are the 16-bit lanes of w: v0 and v1 (their first and last PV)
- * where the lane >= T (unsigned; T: the threshold in every 16-bit lane), else +0.0f; the keeps
- * into the 2*PV bits at bits (element l in bit l, little-endian), stored straight from the compare
- */
-static inline void keep_or_zero_v(pfvec *v0, pfvec *v1, pvec w, pvec T, unsigned char *bits) {
+/* The 4*PV elements whose uniforms are the 16-bit lanes of wa and then wb: v[0] ... v[3] (PV each)
+ * where the lane >= T (unsigned; T: the threshold in every 16-bit lane), else +0.0f; the keeps into
+ * the 4*PV bits at bits (element l in bit l, little-endian), stored straight from the compares. */
+static inline void keep_or_zero_v(pfvec v[4], pvec wa, pvec wb, pvec T, unsigned char *bits) {
 #if defined(__AVX512F__)
-    __mmask32 keep = _mm512_cmpge_epu16_mask(w, T);
-    memcpy(bits, &keep, 4);
-    *v0 = _mm512_maskz_mov_ps((__mmask16)keep, *v0);
-    *v1 = _mm512_maskz_mov_ps((__mmask16)(keep >> 16), *v1);
+    __mmask32 ka = _mm512_cmpge_epu16_mask(wa, T), kb = _mm512_cmpge_epu16_mask(wb, T);
+    memcpy(bits, &ka, 4), memcpy(bits + 4, &kb, 4);
+    v[0] = _mm512_maskz_mov_ps((__mmask16)ka, v[0]);
+    v[1] = _mm512_maskz_mov_ps((__mmask16)(ka >> 16), v[1]);
+    v[2] = _mm512_maskz_mov_ps((__mmask16)kb, v[2]);
+    v[3] = _mm512_maskz_mov_ps((__mmask16)(kb >> 16), v[3]);
 #else
-    pvec keep = _mm256_cmpeq_epi16(_mm256_max_epu16(w, T), w); /* 0xFFFF where kept */
-    __m256 k0 = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(keep)));
-    __m256 k1 = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(keep, 1)));
-    bits[0] = (unsigned char)_mm256_movemask_ps(k0);
-    bits[1] = (unsigned char)_mm256_movemask_ps(k1);
-    *v0 = _mm256_and_ps(*v0, k0), *v1 = _mm256_and_ps(*v1, k1);
+    pvec ka = _mm256_cmpeq_epi16(_mm256_max_epu16(wa, T), wa); /* 0xFFFF where kept */
+    pvec kb = _mm256_cmpeq_epi16(_mm256_max_epu16(wb, T), wb);
+    /* the 32 keeps as bytes, in order: packsswb interleaves the two per 128-bit lane
+     * (a 0-7, b 0-7 | a 8-15, b 8-15) and vpermq puts back a 8-15 before b 0-7; one movemask
+     * then yields all 32 bits (two movmskps and two byte stores a vector before) */
+    uint32_t m =
+        (uint32_t)_mm256_movemask_epi8(_mm256_permute4x64_epi64(_mm256_packs_epi16(ka, kb), 0xD8));
+    memcpy(bits, &m, 4);
+    v[0] =
+        _mm256_and_ps(v[0], _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(ka))));
+    v[1] = _mm256_and_ps(
+        v[1], _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(ka, 1))));
+    v[2] =
+        _mm256_and_ps(v[2], _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(kb))));
+    v[3] = _mm256_and_ps(
+        v[3], _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(kb, 1))));
 #endif
 }
 #define HAVE_FUSED 1
@@ -302,17 +425,18 @@ fused_block(const philox_keys *ks, uint64_t ctr0, float scale, uint32_t t, const
     for (int j = 0; j < COUNTERS; j += G * PV) {
         pvec w[4 * G];
         draw_groups(ks, ctr0 + (uint64_t)j, w);
-        for (int k = 0; k < 4 * G; k++) {
-            int64_t e = PER * j + 2 * PV * k;
-            prefetch_ahead(&in[e], 0), prefetch_ahead(&in[e + PV], 0);
-            prefetch_ahead(&out[e], 1), prefetch_ahead(&out[e + PV], 1);
-            pfvec r0 = PF_MUL(PF_LOAD(&in[e]), s), r1 = PF_MUL(PF_LOAD(&in[e + PV]), s);
-            keep_or_zero_v(&r0, &r1, w[k], T, &bits[e / 8]);
-            if (beta != 0.0f) {
-                r0 = PF_ADD(r0, PF_MUL(bv, PF_LOAD(&out[e])));
-                r1 = PF_ADD(r1, PF_MUL(bv, PF_LOAD(&out[e + PV])));
-            }
-            PF_STORE(&out[e], r0), PF_STORE(&out[e + PV], r1);
+        /* unrolled, so that w stays in registers */
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4 * G; k += 2) {
+            int64_t e = PER * j + 2 * PV * k; /* the first of w[k] and w[k + 1]'s 4 * PV elements */
+            for (int f = 0; f < 4 * PV; f += 16) /* one line (16 floats) each */
+                prefetch_ahead(&in[e + f], 0), prefetch_ahead(&out[e + f], 1);
+            pfvec r[4];
+            for (int q = 0; q < 4; q++) r[q] = PF_MUL(PF_LOAD(&in[e + PV * q]), s);
+            keep_or_zero_v(r, w[k], w[k + 1], T, &bits[e / 8]);
+            if (beta != 0.0f)
+                for (int q = 0; q < 4; q++)
+                    r[q] = PF_ADD(r[q], PF_MUL(bv, PF_LOAD(&out[e + PV * q])));
+            for (int q = 0; q < 4; q++) PF_STORE(&out[e + PV * q], r[q]);
         }
     }
 }
