@@ -190,9 +190,11 @@ _Static_assert(COUNTERS % (G * PV) == 0, "a block is a whole number of draw_grou
  *     holds lo.
  * Both are 8 instructions a half, as before, and leave the roles rotated: (x0, x1, x2, x3) become
  * (y1, p2, y3, p0). Ten rounds, A then B, leave every word in the low half of its lane, as the
- * transposes expect. The multipliers and keys are memory operands (loads fused into the
- * instructions). One asm statement a round pins the 16 values to registers; GCC schedules nothing
- * inside it, so each round issues its 8 multiplies first, then its key XORs, then the rest. */
+ * transposes expect (but RG_ROUND_B_LAST). The multipliers and keys are memory operands (loads
+ * fused into the instructions). One asm statement a round and group (two halves, 8 register
+ * operands) keeps the 16 values in registers; GCC schedules nothing inside it, so each statement
+ * issues its 4 multiplies first, then its key XORs, then the rest, and the out-of-order core
+ * overlaps the two groups' statements. Rounds 0 and 1 are in C below (draw_groups). */
 #define RG_HALF_OPS(op, h) op(h##0, h##1, h##2, h##3)
 #define RG_MUL(a, b, c, d)                                                                         \
     "vpmuludq %[m0], %[" #a "], %[" #a "]\n\t"                                                     \
