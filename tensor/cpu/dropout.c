@@ -318,6 +318,21 @@ static inline __attribute__((always_inline)) void draw_groups(const philox_keys 
     }
 #endif
 }
+#if !defined(__AVX512F__)
+#undef RG_HALF_OPS
+#undef RG_MUL
+#undef RG_KEY
+#undef RG_SWAP
+#undef RG_MIX
+#undef RG_DOWN
+#undef RG_PAIR
+#undef RG_OPERANDS
+#undef RG_ROTATE
+#undef RG_ROUND_A
+#undef RG_ROUND_B
+#undef RG_ROUNDS
+#undef RG_ROUND_B_LAST
+#endif
 
 /* The 4*PV elements whose uniforms are the 16-bit lanes of wa and then wb: v[0] ... v[3] (PV each)
  * where the lane >= T (unsigned; T: the threshold in every 16-bit lane), else +0.0f; the keeps into

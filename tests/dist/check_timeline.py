@@ -55,6 +55,15 @@ def is_request(e):
     return e.get("cat") == "comm" and e["name"] in REQUEST_KINDS
 
 
+def bucket_allreduces(evs, ranks):
+    """The gradient buckets' allreduces among one rank's events, in time order. Not the trainer's
+    per-step check (tools/ringgrad-train/guard.c): an allreduce of one float per rank, queued
+    after a step and run whenever the comm thread gets to it, which on a loaded machine was once
+    after the next step's backward had begun."""
+    return sorted((e for e in evs if is_request(e) and e["name"] == "allreduce"
+                   and e["args"]["bytes"] != 4 * ranks), key=lambda e: e["ts"])
+
+
 def by_name(evs, name):
     return sorted((e for e in evs if e["name"] == name), key=lambda e: e["ts"])
 
@@ -65,12 +74,8 @@ def check_steps(xs, threads, ranks, k, overlap):
         tid = {name: t for t, name in threads[r].items()}
         main_evs = xs[(r, tid["main"])]
         backwards, waits = by_name(main_evs, "backward"), by_name(main_evs, "ddp_wait")
-        # Not the trainer's per-step check (tools/ringgrad-train/guard.c): an allreduce of one
-        # float per rank, queued after a step and run whenever the comm thread gets to it, which
-        # on a loaded machine was once after the next step's backward had begun.
-        allreduces = sorted((e for (p, _), evs in xs.items() if p == r for e in evs
-                             if is_request(e) and e["name"] == "allreduce"
-                             and e["args"]["bytes"] != 4 * ranks), key=lambda e: e["ts"])
+        allreduces = bucket_allreduces([e for (p, _), evs in xs.items() if p == r for e in evs],
+                                       ranks)
         if not backwards:
             fail("rank %d: no backward events" % r)
         overlapped = 0

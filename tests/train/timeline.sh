@@ -43,8 +43,10 @@ python3 "$HERE/../dist/check_timeline.py" "$out" --ranks 2 --expect forward --ex
 # --timeline-ops: inside each backward, the CNN's ops in reverse order, one event each; the first
 # bucket's allreduce starts only after fc1's backward (the second "linear") has ended, since its
 # gradients become ready there, and the second only after conv1's (the last op).
-python3 - "$out" <<'PY' || fail "the op events of --timeline-ops are wrong"
+python3 - "$out" "$HERE/../dist" <<'PY' || fail "the op events of --timeline-ops are wrong"
 import json, sys
+sys.path.insert(0, sys.argv[2])
+from check_timeline import bucket_allreduces
 events = json.load(open(sys.argv[1]))
 events = events["traceEvents"] if isinstance(events, dict) else events
 want = ["cross_entropy", "linear", "dropout", "relu", "linear", "reshape", "dropout",
@@ -54,11 +56,9 @@ for rank in (0, 1):
     mine = [e for e in x if e["pid"] == rank]
     backwards = sorted((e for e in mine if e["name"] == "backward"), key=lambda e: e["ts"])
     ops = sorted((e for e in mine if e["cat"] == "backward op"), key=lambda e: e["ts"])
-    # the buckets' allreduces: not the per-step check's (a float per rank, 8 bytes), which is
-    # started after a step and may run on the comm thread as late as during the next backward on
-    # a loaded machine; the evaluation's sums come after the steps
-    reduces = sorted((e for e in mine if e["name"] == "allreduce" and e["args"]["bytes"] != 4 * 2),
-                     key=lambda e: e["ts"])
+    # the buckets' allreduces (not the per-step check's); the evaluation's sums come after the
+    # steps
+    reduces = bucket_allreduces(mine, 2)
     assert len(backwards) == 3 and len(ops) == 3 * len(want), (rank, len(backwards), len(ops))
     for s, b in enumerate(backwards):
         inside = [e for e in ops if b["ts"] <= e["ts"] and e["ts"] + e["dur"] <= b["ts"] + b["dur"]]
