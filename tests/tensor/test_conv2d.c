@@ -72,6 +72,11 @@ static const conv_case cases[] = {
     {2, 16, 9, 8, 24, 3, 3, 1, 0, true},  /* unpadded, odd 7x6 output: the data pass widens it */
     {1, 20, 6, 5, 17, 3, 3, 1, 1, false}, /* channels past the last vector, K past a panel */
     {3, 16, 4, 4, 16, 3, 3, 1, 2, true},  /* padding 2, more than half the kernel */
+    /* stride 1, no padding, C*R*S <= 9, rows at least a vector wide: the forward by output rows
+     * (tensor/cpu/conv2d_direct.c); cases 2 and 3 too */
+    {2, 2, 9, 20, 7, 2, 2, 1, 0, false}, /* 4 taps; 19-pixel rows: a last vector overlapping */
+    {1, 1, 20, 18, 9, 3, 3, 1, 0, true}, /* 16-pixel rows: whole vectors in every copy */
+    {2, 3, 6, 34, 6, 3, 1, 1, 0, true},  /* 9 taps over 3 channels */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -262,6 +267,51 @@ Test(tensor_conv2d, with_rg_conv_winograd_0_the_direct_tiles_match_naive_loops_t
         }
     cr_assert(checked >= 6, "the table has %zu Winograd shapes", checked);
     unsetenv("RG_CONV_WINOGRAD");
+}
+
+/* The forward by output rows (conv2d_direct.c) against the panels it replaced
+ * (RG_CONV_DIRECT_ROWS=0): the same sums in the same order, so the same bits, with and without the
+ * fused ReLU, at 1 and 2 threads. */
+static void forward_bits(const conv_case *t, const conv_inputs *in, bool relu, float *y) {
+    rg_scope_begin();
+    rg_tensor *out = relu ? rg_conv2d_relu(in->x, in->w, in->b, t->stride, t->pad)
+                          : rg_conv2d(in->x, in->w, in->b, t->stride, t->pad);
+    rg_tensor_copy_to_host(out, y);
+    rg_scope_end();
+}
+
+Test(tensor_conv2d, forward_by_rows_equals_the_panels_bit_for_bit) {
+    size_t checked = 0;
+    for (size_t ci = 0; ci < NCASES; ci++) {
+        const conv_case *t = &cases[ci];
+        if (t->c * t->r * t->s > 9 || t->stride != 1 || t->pad != 0 || t->w - t->s + 1 < 16)
+            continue; /* the shapes the rows take in every copy (vectors of 4, 8 or 16 floats) */
+        rg_conv2d_shape s = shape_of(t);
+        conv_inputs in = make_inputs(t, 500 + 10 * (uint64_t)ci, false);
+        int64_t ny = s.n * s.k * s.p * s.q;
+        float *rows = malloc((size_t)ny * sizeof(float)),
+              *panels = malloc((size_t)ny * sizeof(float));
+        for (int threads = 1; threads <= 2; threads++) {
+            rg_set_num_threads(threads);
+            for (int relu = 0; relu <= 1; relu++) {
+                forward_bits(t, &in, relu, rows);
+                setenv("RG_CONV_DIRECT_ROWS", "0", 1);
+                forward_bits(t, &in, relu, panels);
+                unsetenv("RG_CONV_DIRECT_ROWS");
+                for (int64_t j = 0; j < ny; j++)
+                    if (memcmp(&rows[j], &panels[j], sizeof(float)) != 0)
+                        cr_assert_fail("case %zu, relu %d, %d threads: element %lld: rows %.9g, "
+                                       "panels %.9g",
+                                       ci, relu, threads, (long long)j, (double)rows[j],
+                                       (double)panels[j]);
+            }
+        }
+        rg_set_num_threads(1);
+        free(rows), free(panels);
+        free_inputs(&in);
+        checked++;
+    }
+    cr_assert(checked >= 4, "the table has %zu shapes for the rows", checked);
 }
 
 Test(tensor_conv2d, results_do_not_depend_on_the_thread_count) {
