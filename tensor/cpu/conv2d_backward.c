@@ -241,7 +241,8 @@ static float *unfused_dy(const rg_conv2d_shape *s, const float *dy, int64_t *len
     return dz;
 }
 
-/* A fused max-pool on passes that do not fuse it (1x1 products, the filter pass of small planes):
+/* A fused max-pool on passes that do not fuse it (1x1 products, the filter pass of small planes
+ * and the one by output rows, conv2d_direct.c):
  * the plain passes on unfused_dy. */
 static void backward_unpooled(const rg_conv2d_shape *s, const float *x, const float *dy,
                               const float *w, float beta_x, float *dx, float beta_w, float *dw,
@@ -297,7 +298,8 @@ static void unpool_nhwc_image(const rg_conv2d_shape *s, int64_t kpad, const floa
  * read through koff[k] = (k / NR) * npix * NR + k % NR with pixels NR floats apart. */
 static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, const float *w,
                      float beta_x, float *dx, float beta_w, float *dw, float *db) {
-    if (s->pool && (rg_conv_gemm_applies(s) || (dw && rg_conv_gemm_filter_applies(s)))) {
+    if (s->pool && (rg_conv_gemm_applies(s) ||
+                    (dw && (rg_conv_gemm_filter_applies(s) || rg_conv_filter_rows_applies(s))))) {
         backward_unpooled(s, x, dy, w, beta_x, dx, beta_w, dw, db);
         return;
     }
@@ -323,6 +325,11 @@ static void backward(const rg_conv2d_shape *s, const float *x, const float *dy, 
         }
         if (dz) rg_conv_scratch_free(dz, len);
         if (!dx && !dw) return;
+    }
+    if (dw && rg_conv_filter_rows_applies(s)) { /* short unpadded kernels: conv2d_direct.c */
+        rg_conv_backward_filter_rows(s, x, dy, beta_w, dw, db);
+        if (!dx) return;
+        dw = NULL, db = NULL; /* the data pass on the tiles, below */
     }
     if (dw && rg_conv_gemm_filter_applies(s)) { /* small planes, many channels: conv2d_gemm.c */
         rg_conv_backward_gemm(s, x, dy, w, 0.0f, NULL, beta_w, dw, db);

@@ -15,8 +15,10 @@
  * This is im2col, but only one small panel at a time, which stays in L1. Unpadded stride-1 shapes
  * with at most 9 products an output (the CNN's conv1) skip even that: see "by output rows" below.
  */
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "tensor/cpu/conv2d_impl.h"
 
 #define NR RG_CONV_NR
@@ -92,7 +94,9 @@ static void direct_image(const rg_conv2d_shape *s, int64_t crs, const float *x, 
  * ReLU applied in the register and one store straight into y. A row's last vector overlaps the
  * one before it when Q is not a multiple of VL (the overlapping pixels are computed twice, the same
  * way, and stored twice). Each output is the same sum, in the same order (t = 0 .. crs-1, then the
- * bias), as the tile computes it: the same bits as the panels. */
+ * bias), as the tile computes it: the same bits as the panels. conv1's forward at batch 128 took
+ * 1.9 ms instead of 4.2 at one thread (Zen 3, CPU clock; 2.8 instead of 5.7-6.1 inside the CNN
+ * step, 1.5 instead of 3.5-4.0 at two threads: docs/PERFORMANCE.md). */
 #define ROW_TAPS 9
 #define VL RG_CONV_VL
 
@@ -102,6 +106,12 @@ static bool rows_apply(const rg_conv2d_shape *s, int64_t crs) {
 }
 
 typedef int32_t rows_ivec __attribute__((vector_size(VL * sizeof(int32_t))));
+
+/* Where tap t reads, from the vector's first pixel: from the table, or with k3 (a 3x3 kernel on one
+ * channel, a constant after inlining) t / 3 rows and t % 3 pixels on, so that once the loop over t
+ * is unrolled each load is one of three row pointers plus a constant. */
+#define TAP_PTR(xq, t)                                                                             \
+    (k3 ? ((t) < 3 ? (xq) : (t) < 6 ? (xq) + xw : (xq) + 2 * xw) + (t) % 3 : (xq) + tap[t])
 
 /* Filters a step: each output is a chain of crs dependent multiply-adds, so four run side by side
  * (with 9 input vectors, 4 sums and a broadcast: 14 of AVX2's 16 registers). */
@@ -119,15 +129,15 @@ row_store(const rg_conv2d_shape *s, const float *b, int64_t k, rg_convvec acc, f
 /* The outputs of one image for crs = CRS taps (a constant after inlining, so that the input
  * vectors stay in registers). */
 static inline __attribute__((always_inline)) void
-rows_image(const int64_t crs, const rg_conv2d_shape *s, const int64_t *tap, const float *x,
-           const float *w, const float *b, float *y) {
-    int64_t pq = s->p * s->q;
+rows_image(const int64_t crs, const bool k3, const rg_conv2d_shape *s, const int64_t *tap,
+           const float *x, const float *w, const float *b, float *y) {
+    int64_t pq = s->p * s->q, xw = s->w;
     for (int64_t p = 0; p < s->p; p++)
         for (int64_t q0 = 0; q0 < s->q; q0 += VL) {
             int64_t q = q0 + VL <= s->q ? q0 : s->q - VL;
             const float *xq = x + p * s->w + q;
             rg_convvec in[ROW_TAPS];
-            for (int64_t t = 0; t < crs; t++) in[t] = *(const rg_convvec *)(xq + tap[t]);
+            for (int64_t t = 0; t < crs; t++) in[t] = *(const rg_convvec *)TAP_PTR(xq, t);
             float *yq = y + p * s->q + q;
             int64_t k = 0;
             for (; k + ROW_FILTERS <= s->k; k += ROW_FILTERS) { /* independent sums interleaved */
@@ -151,15 +161,94 @@ static void forward_rows(const rg_conv2d_shape *s, int64_t crs, const float *x, 
                          const float *b, float *y) {
     int64_t chw = s->c * s->h * s->w, kpq = s->k * s->p * s->q;
     int64_t tap[ROW_TAPS]; /* tap t = (c, r, u): where it reads, from output pixel (0, 0) */
+    bool three_by_three = s->c == 1 && s->r == 3 && s->s == 3;
     for (int64_t t = 0; t < crs; t++)
         tap[t] = (t / (s->r * s->s) * s->h + t / s->s % s->r) * s->w + t % s->s;
 #pragma omp parallel for schedule(static) if (s->n > 1)
     for (int64_t n = 0; n < s->n; n++) {
-        if (crs == ROW_TAPS) /* 3x3 on one channel: the taps' loop unrolled */
-            rows_image(ROW_TAPS, s, tap, x + n * chw, w, b, y + n * kpq);
+        if (three_by_three) /* one channel's 3x3: the taps' loop unrolled, constant offsets */
+            rows_image(ROW_TAPS, true, s, tap, x + n * chw, w, b, y + n * kpq);
         else
-            rows_image(crs, s, tap, x + n * chw, w, b, y + n * kpq);
+            rows_image(crs, false, s, tap, x + n * chw, w, b, y + n * kpq);
     }
+}
+
+/* The filter pass of the same shapes, by the same rows: for each filter k, a vector of output
+ * pixels of dy (masked by the fused ReLU's output) times the crs input vectors its taps read,
+ * summed into crs vectors (and one more for the bias), which stay in registers over the whole
+ * image. A row's overlapping last vector counts only its new pixels. Each image's sums go to its
+ * own slot (summed lane by lane in double), and the slots are added in image order afterwards: the
+ * result does not depend on the thread count. The general path (conv2d_backward.c) first wrote dy
+ * masked by the ReLU, then transposed it and x to channels-last for the tile: conv1's filter pass
+ * took 3.7 ms of the CNN step at one thread, 2.1 this way (1.7-2.1 and 1.2 at two threads). Each
+ * step is 9 multiply-adds on 9 accumulators, one each, so the loop runs at about their latency. */
+bool rg_conv_filter_rows_applies(const rg_conv2d_shape *s) {
+    return rows_apply(s, s->c * s->r * s->s);
+}
+
+static inline __attribute__((always_inline)) double lanes_sum(rg_convvec v) {
+    double t = 0.0;
+    for (int l = 0; l < VL; l++) t += v[l];
+    return t;
+}
+
+/* part[k * (crs + 1) + t]: image x's sum for filter k and tap t (t = crs: the bias) */
+static inline __attribute__((always_inline)) void
+filter_rows_image(const int64_t crs, const bool k3, const rg_conv2d_shape *s, const int64_t *tap,
+                  const float *x, const float *dy, const float *relu_y, double *part) {
+    int64_t pq = s->p * s->q, xw = s->w;
+    rows_ivec lane;
+    for (int l = 0; l < VL; l++) lane[l] = l;
+    for (int64_t k = 0; k < s->k; k++) {
+        rg_convvec acc[ROW_TAPS] = {{0}}, accb = {0};
+        const float *dyk = dy + k * pq, *yk = relu_y ? relu_y + k * pq : NULL;
+        for (int64_t p = 0; p < s->p; p++)
+            for (int64_t q0 = 0; q0 < s->q; q0 += VL) {
+                int64_t q = q0 + VL <= s->q ? q0 : s->q - VL;
+                rg_convvec g = *(const rg_convvec *)(dyk + p * s->q + q);
+                if (yk) /* rg_k_relu_grad: 0 where y <= 0, dy elsewhere (NaN in y included) */
+                    g = (rg_convvec)((rows_ivec)g &
+                                     ~(rows_ivec)(*(const rg_convvec *)(yk + p * s->q + q) <=
+                                                  (rg_convvec){0}));
+                if (q != q0) /* the overlap: pixels q .. q0 - 1 were counted already */
+                    g = (rg_convvec)((rows_ivec)g & (lane >= (rows_ivec){0} + (int32_t)(q0 - q)));
+                const float *xq = x + p * s->w + q;
+                accb += g;
+                for (int64_t t = 0; t < crs; t++) acc[t] += g * *(const rg_convvec *)TAP_PTR(xq, t);
+            }
+        for (int64_t t = 0; t < crs; t++) part[k * (crs + 1) + t] = lanes_sum(acc[t]);
+        part[k * (crs + 1) + crs] = lanes_sum(accb);
+    }
+}
+
+void rg_conv_backward_filter_rows(const rg_conv2d_shape *s, const float *x, const float *dy,
+                                  float beta, float *dw, float *db) {
+    RG_CHECK(!s->pool, "conv2d: the filter pass by rows takes a pool's gradient unpooled");
+    int64_t crs = s->c * s->r * s->s, chw = s->c * s->h * s->w, kpq = s->k * s->p * s->q;
+    int64_t slot = s->k * (crs + 1);
+    int64_t tap[ROW_TAPS];
+    bool three_by_three = s->c == 1 && s->r == 3 && s->s == 3;
+    for (int64_t t = 0; t < crs; t++)
+        tap[t] = (t / (s->r * s->s) * s->h + t / s->s % s->r) * s->w + t % s->s;
+    double *part = rg_xcalloc((size_t)(s->n > 0 ? s->n : 1) * (size_t)slot, sizeof(double),
+                              "conv2d: the filter pass's per-image sums");
+#pragma omp parallel for schedule(static) if (s->n > 1)
+    for (int64_t n = 0; n < s->n; n++) {
+        const float *ry = s->relu_y ? s->relu_y + n * kpq : NULL;
+        if (three_by_three)
+            filter_rows_image(ROW_TAPS, true, s, tap, x + n * chw, dy + n * kpq, ry,
+                              part + n * slot);
+        else
+            filter_rows_image(crs, false, s, tap, x + n * chw, dy + n * kpq, ry, part + n * slot);
+    }
+    for (int64_t k = 0; k < s->k; k++)
+        for (int64_t t = 0; t <= crs; t++) {
+            double sum = 0.0;
+            for (int64_t n = 0; n < s->n; n++) sum += part[n * slot + k * (crs + 1) + t];
+            float *out = t < crs ? &dw[k * crs + t] : db ? &db[k] : NULL;
+            if (out) *out = (float)sum + (beta == 0.0f ? 0.0f : beta * *out);
+        }
+    free(part);
 }
 
 void rg_conv_forward_direct(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,

@@ -210,6 +210,13 @@ void rg_conv_chunks_free(rg_conv_chunks *ch);
 #define RG_CONV_DIRECT_MAX_CRS 32
 void rg_conv_forward_direct(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,
                             const float *w, const float *b, float *y);
+/* Its filter pass for the shapes it takes by output rows (stride 1, no padding, C*R*S <= 9;
+ * RG_CONV_DIRECT_ROWS=0 turns it off): dw = beta dw + the gradient, db likewise (db may be NULL),
+ * dy masked by s->relu_y when a ReLU was fused. A fused pool's gradient must be unpooled first
+ * (s->pool NULL). */
+bool rg_conv_filter_rows_applies(const rg_conv2d_shape *s);
+void rg_conv_backward_filter_rows(const rg_conv2d_shape *s, const float *x, const float *dy,
+                                  float beta, float *dw, float *db);
 
 /* 1x1 kernels without padding as OpenBLAS products on the NCHW data (conv2d_gemm.c): whether a
  * shape takes that path (RG_CONV_GEMM=0 turns it off), and its forward and backward passes, with

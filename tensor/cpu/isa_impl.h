@@ -61,6 +61,8 @@
 #define rg_cpu_conv2d_backward_filter RG_ISA_NAME(rg_cpu_conv2d_backward_filter)
 #define rg_cpu_conv2d_backward RG_ISA_NAME(rg_cpu_conv2d_backward)
 #define rg_conv_forward_direct RG_ISA_NAME(rg_conv_forward_direct)
+#define rg_conv_filter_rows_applies RG_ISA_NAME(rg_conv_filter_rows_applies)
+#define rg_conv_backward_filter_rows RG_ISA_NAME(rg_conv_backward_filter_rows)
 #define rg_conv_gemm_applies RG_ISA_NAME(rg_conv_gemm_applies)
 #define rg_conv_gemm_filter_applies RG_ISA_NAME(rg_conv_gemm_filter_applies)
 #define rg_conv_forward_gemm RG_ISA_NAME(rg_conv_forward_gemm)

@@ -272,11 +272,19 @@ Test(tensor_conv2d, with_rg_conv_winograd_0_the_direct_tiles_match_naive_loops_t
 /* The forward by output rows (conv2d_direct.c) against the panels it replaced
  * (RG_CONV_DIRECT_ROWS=0): the same sums in the same order, so the same bits, with and without the
  * fused ReLU, at 1 and 2 threads. */
+/* The shapes the rows take in every copy (vectors of 4, 8 or 16 floats). */
+static bool takes_rows(const conv_case *t) {
+    return t->c * t->r * t->s <= 9 && t->stride == 1 && t->pad == 0 && t->w - t->s + 1 >= 16;
+}
+
+static rg_tensor *conv_or_conv_relu(const conv_case *t, const conv_inputs *in, bool relu) {
+    return relu ? rg_conv2d_relu(in->x, in->w, in->b, t->stride, t->pad)
+                : rg_conv2d(in->x, in->w, in->b, t->stride, t->pad);
+}
+
 static void forward_bits(const conv_case *t, const conv_inputs *in, bool relu, float *y) {
     rg_scope_begin();
-    rg_tensor *out = relu ? rg_conv2d_relu(in->x, in->w, in->b, t->stride, t->pad)
-                          : rg_conv2d(in->x, in->w, in->b, t->stride, t->pad);
-    rg_tensor_copy_to_host(out, y);
+    rg_tensor_copy_to_host(conv_or_conv_relu(t, in, relu), y);
     rg_scope_end();
 }
 
@@ -284,8 +292,7 @@ Test(tensor_conv2d, forward_by_rows_equals_the_panels_bit_for_bit) {
     size_t checked = 0;
     for (size_t ci = 0; ci < NCASES; ci++) {
         const conv_case *t = &cases[ci];
-        if (t->c * t->r * t->s > 9 || t->stride != 1 || t->pad != 0 || t->w - t->s + 1 < 16)
-            continue; /* the shapes the rows take in every copy (vectors of 4, 8 or 16 floats) */
+        if (!takes_rows(t)) continue;
         rg_conv2d_shape s = shape_of(t);
         conv_inputs in = make_inputs(t, 500 + 10 * (uint64_t)ci, false);
         int64_t ny = s.n * s.k * s.p * s.q;
@@ -309,6 +316,50 @@ Test(tensor_conv2d, forward_by_rows_equals_the_panels_bit_for_bit) {
         rg_set_num_threads(1);
         free(rows), free(panels);
         free_inputs(&in);
+        checked++;
+    }
+    cr_assert(checked >= 4, "the table has %zu shapes for the rows", checked);
+}
+
+/* The filter pass by rows sums each image apart and adds the images in order: dw and db the same
+ * bits at 1 and 2 threads, with and without the fused ReLU's mask; with RG_CONV_DIRECT_ROWS=0 those
+ * shapes take the tiles again, which must stay right too. */
+static void filter_grads(const conv_case *t, const conv_inputs *in, const rg_tensor *dy, bool relu,
+                         float *dw, float *db) {
+    rg_zero_grad(in->w);
+    if (in->b) rg_zero_grad(in->b);
+    rg_scope_begin();
+    rg_backward(rg_sum(rg_mul(conv_or_conv_relu(t, in, relu), (rg_tensor *)dy)));
+    rg_tensor_copy_to_host(in->w->grad, dw);
+    if (in->b) rg_tensor_copy_to_host(in->b->grad, db);
+    rg_scope_end();
+}
+
+Test(tensor_conv2d, filter_pass_by_rows_does_not_depend_on_the_thread_count) {
+    size_t checked = 0;
+    for (size_t ci = 0; ci < NCASES; ci++) {
+        const conv_case *t = &cases[ci];
+        if (!takes_rows(t)) continue;
+        rg_conv2d_shape s = shape_of(t);
+        conv_inputs in = make_inputs(t, 700 + 10 * (uint64_t)ci, true);
+        rg_tensor *dy = rgt_uniform(RG_SHAPE(s.n, s.k, s.p, s.q), -1, 1, 7000 + (uint64_t)ci);
+        int64_t nw = s.k * s.c * s.r * s.s, n = nw + s.k;
+        float *one = calloc((size_t)n, sizeof(float)), *two = calloc((size_t)n, sizeof(float));
+        for (int relu = 0; relu <= 1; relu++) {
+            rg_set_num_threads(1);
+            filter_grads(t, &in, dy, relu, one, one + nw);
+            rg_set_num_threads(2);
+            filter_grads(t, &in, dy, relu, two, two + nw);
+            rg_set_num_threads(1);
+            cr_assert(memcmp(one, two, (size_t)n * sizeof(float)) == 0,
+                      "case %zu, relu %d: dw or db changed with the thread count", ci, relu);
+        }
+        free(one), free(two);
+        rg_tensor_free(dy);
+        free_inputs(&in);
+        setenv("RG_CONV_DIRECT_ROWS", "0", 1);
+        check_backward(t, (int)ci);
+        unsetenv("RG_CONV_DIRECT_ROWS");
         checked++;
     }
     cr_assert(checked >= 4, "the table has %zu shapes for the rows", checked);
