@@ -182,6 +182,8 @@ static void forward_rows(const rg_conv2d_shape *s, int64_t crs, const float *x, 
  * masked by the ReLU, then transposed it and x to channels-last for the tile: conv1's filter pass
  * took 3.7 ms of the CNN step at one thread, 2.1 this way (1.7-2.1 and 1.2 at two threads). Each
  * step is 9 multiply-adds on 9 accumulators, one each, so the loop runs at about their latency. */
+#define ROW_BLOCK 256 /* images whose sums are kept apart at a time (a block of doubles each) */
+
 bool rg_conv_filter_rows_applies(const rg_conv2d_shape *s) {
     return rows_apply(s, s->c * s->r * s->s);
 }
@@ -230,25 +232,32 @@ void rg_conv_backward_filter_rows(const rg_conv2d_shape *s, const float *x, cons
     bool three_by_three = s->c == 1 && s->r == 3 && s->s == 3;
     for (int64_t t = 0; t < crs; t++)
         tap[t] = (t / (s->r * s->s) * s->h + t / s->s % s->r) * s->w + t % s->s;
-    double *part = rg_xcalloc((size_t)(s->n > 0 ? s->n : 1) * (size_t)slot, sizeof(double),
+    int64_t block = s->n < ROW_BLOCK ? (s->n > 0 ? s->n : 1) : ROW_BLOCK;
+    double *part = rg_xcalloc((size_t)block * (size_t)slot, sizeof(double),
                               "conv2d: the filter pass's per-image sums");
-#pragma omp parallel for schedule(static) if (s->n > 1)
-    for (int64_t n = 0; n < s->n; n++) {
-        const float *ry = s->relu_y ? s->relu_y + n * kpq : NULL;
-        if (three_by_three)
-            filter_rows_image(ROW_TAPS, true, s, tap, x + n * chw, dy + n * kpq, ry,
-                              part + n * slot);
-        else
-            filter_rows_image(crs, false, s, tap, x + n * chw, dy + n * kpq, ry, part + n * slot);
+    double *sum = rg_xcalloc((size_t)slot, sizeof(double), "conv2d: the filter pass's sums");
+    for (int64_t n0 = 0; n0 < s->n; n0 += block) {
+        int64_t nb = s->n - n0 < block ? s->n - n0 : block;
+#pragma omp parallel for schedule(static) if (nb > 1)
+        for (int64_t i = 0; i < nb; i++) {
+            int64_t n = n0 + i;
+            const float *ry = s->relu_y ? s->relu_y + n * kpq : NULL;
+            if (three_by_three)
+                filter_rows_image(ROW_TAPS, true, s, tap, x + n * chw, dy + n * kpq, ry,
+                                  part + i * slot);
+            else
+                filter_rows_image(crs, false, s, tap, x + n * chw, dy + n * kpq, ry,
+                                  part + i * slot);
+        }
+        for (int64_t i = 0; i < nb; i++) /* image after image, whatever the threads */
+            for (int64_t j = 0; j < slot; j++) sum[j] += part[i * slot + j];
     }
     for (int64_t k = 0; k < s->k; k++)
         for (int64_t t = 0; t <= crs; t++) {
-            double sum = 0.0;
-            for (int64_t n = 0; n < s->n; n++) sum += part[n * slot + k * (crs + 1) + t];
             float *out = t < crs ? &dw[k * crs + t] : db ? &db[k] : NULL;
-            if (out) *out = (float)sum + (beta == 0.0f ? 0.0f : beta * *out);
+            if (out) *out = (float)sum[k * (crs + 1) + t] + (beta == 0.0f ? 0.0f : beta * *out);
         }
-    free(part);
+    free(sum), free(part);
 }
 
 void rg_conv_forward_direct(const rg_conv2d_shape *s, const rg_conv_geom *g, const float *x,

@@ -335,34 +335,39 @@ static void filter_grads(const conv_case *t, const conv_inputs *in, const rg_ten
     rg_scope_end();
 }
 
+static void check_rows_filter(const conv_case *t, int ci) {
+    rg_conv2d_shape s = shape_of(t);
+    conv_inputs in = make_inputs(t, 700 + 10 * (uint64_t)ci, true);
+    rg_tensor *dy = rgt_uniform(RG_SHAPE(s.n, s.k, s.p, s.q), -1, 1, 7000 + (uint64_t)ci);
+    int64_t nw = s.k * s.c * s.r * s.s, n = nw + s.k;
+    float *one = calloc((size_t)n, sizeof(float)), *two = calloc((size_t)n, sizeof(float));
+    for (int relu = 0; relu <= 1; relu++) {
+        rg_set_num_threads(1);
+        filter_grads(t, &in, dy, relu, one, one + nw);
+        rg_set_num_threads(2);
+        filter_grads(t, &in, dy, relu, two, two + nw);
+        rg_set_num_threads(1);
+        cr_assert(memcmp(one, two, (size_t)n * sizeof(float)) == 0,
+                  "case %d, relu %d: dw or db changed with the thread count", ci, relu);
+    }
+    free(one), free(two);
+    rg_tensor_free(dy);
+    free_inputs(&in);
+    setenv("RG_CONV_DIRECT_ROWS", "0", 1);
+    check_backward(t, ci);
+    unsetenv("RG_CONV_DIRECT_ROWS");
+}
+
 Test(tensor_conv2d, filter_pass_by_rows_does_not_depend_on_the_thread_count) {
     size_t checked = 0;
-    for (size_t ci = 0; ci < NCASES; ci++) {
-        const conv_case *t = &cases[ci];
-        if (!takes_rows(t)) continue;
-        rg_conv2d_shape s = shape_of(t);
-        conv_inputs in = make_inputs(t, 700 + 10 * (uint64_t)ci, true);
-        rg_tensor *dy = rgt_uniform(RG_SHAPE(s.n, s.k, s.p, s.q), -1, 1, 7000 + (uint64_t)ci);
-        int64_t nw = s.k * s.c * s.r * s.s, n = nw + s.k;
-        float *one = calloc((size_t)n, sizeof(float)), *two = calloc((size_t)n, sizeof(float));
-        for (int relu = 0; relu <= 1; relu++) {
-            rg_set_num_threads(1);
-            filter_grads(t, &in, dy, relu, one, one + nw);
-            rg_set_num_threads(2);
-            filter_grads(t, &in, dy, relu, two, two + nw);
-            rg_set_num_threads(1);
-            cr_assert(memcmp(one, two, (size_t)n * sizeof(float)) == 0,
-                      "case %zu, relu %d: dw or db changed with the thread count", ci, relu);
-        }
-        free(one), free(two);
-        rg_tensor_free(dy);
-        free_inputs(&in);
-        setenv("RG_CONV_DIRECT_ROWS", "0", 1);
-        check_backward(t, (int)ci);
-        unsetenv("RG_CONV_DIRECT_ROWS");
-        checked++;
-    }
+    for (size_t ci = 0; ci < NCASES; ci++)
+        if (takes_rows(&cases[ci])) check_rows_filter(&cases[ci], (int)ci), checked++;
     cr_assert(checked >= 4, "the table has %zu shapes for the rows", checked);
+    /* more images than the pass keeps apart at a time (256): two blocks of sums */
+    const conv_case many = {300, 1, 18, 18, 3, 3, 3, 1, 0, true};
+    cr_assert(takes_rows(&many));
+    check_rows_filter(&many, 99);
+    check_backward(&many, 99);
 }
 
 Test(tensor_conv2d, results_do_not_depend_on_the_thread_count) {
