@@ -242,8 +242,7 @@ static float *unfused_dy(const rg_conv2d_shape *s, const float *dy, int64_t *len
 }
 
 /* A fused max-pool on passes that do not fuse it (1x1 products, the filter pass of small planes
- * and the one by output rows, conv2d_direct.c):
- * the plain passes on unfused_dy. */
+ * and the one by output rows of conv2d_direct.c): the plain passes on unfused_dy. */
 static void backward_unpooled(const rg_conv2d_shape *s, const float *x, const float *dy,
                               const float *w, float beta_x, float *dx, float beta_w, float *dw,
                               float *db) {

@@ -269,10 +269,8 @@ Test(tensor_conv2d, with_rg_conv_winograd_0_the_direct_tiles_match_naive_loops_t
     unsetenv("RG_CONV_WINOGRAD");
 }
 
-/* The forward by output rows (conv2d_direct.c) against the panels it replaced
- * (RG_CONV_DIRECT_ROWS=0): the same sums in the same order, so the same bits, with and without the
- * fused ReLU, at 1 and 2 threads. */
-/* The shapes the rows take in every copy (vectors of 4, 8 or 16 floats). */
+/* The shapes that run by output rows (conv2d_direct.c) in every copy (vectors of 4, 8 or 16
+ * floats). */
 static bool takes_rows(const conv_case *t) {
     return t->c * t->r * t->s <= 9 && t->stride == 1 && t->pad == 0 && t->w - t->s + 1 >= 16;
 }
@@ -288,6 +286,8 @@ static void forward_bits(const conv_case *t, const conv_inputs *in, bool relu, f
     rg_scope_end();
 }
 
+/* The forward by output rows against the panels it replaced (RG_CONV_DIRECT_ROWS=0): the same
+ * sums in the same order, so the same bits, with and without the fused ReLU, at 1 and 2 threads. */
 Test(tensor_conv2d, forward_by_rows_equals_the_panels_bit_for_bit) {
     size_t checked = 0;
     for (size_t ci = 0; ci < NCASES; ci++) {
