@@ -107,11 +107,23 @@ static bool rows_apply(const rg_conv2d_shape *s, int64_t crs) {
 
 typedef int32_t rows_ivec __attribute__((vector_size(VL * sizeof(int32_t))));
 
-/* Where tap t reads, from the vector's first pixel: from the table, or with k3 (a 3x3 kernel on one
- * channel, a constant after inlining) t / 3 rows and t % 3 pixels on, so that once the loop over t
- * is unrolled each load is one of three row pointers plus a constant. */
-#define TAP_PTR(xq, t)                                                                             \
-    (k3 ? ((t) < 3 ? (xq) : (t) < 6 ? (xq) + xw : (xq) + 2 * xw) + (t) % 3 : (xq) + tap[t])
+/* tap[t] for the taps t = (c, r, u) of a row-path shape: where each reads, from the output pixel
+ * (0, 0) in the image x (C, H, W). Returns whether the shape is one channel's 3x3, which
+ * tap_vector then computes with constants. */
+static bool row_taps(const rg_conv2d_shape *s, int64_t tap[ROW_TAPS]) {
+    for (int64_t t = 0; t < s->c * s->r * s->s; t++)
+        tap[t] = (t / (s->r * s->s) * s->h + t / s->s % s->r) * s->w + t % s->s;
+    return s->c == 1 && s->r == 3 && s->s == 3;
+}
+
+/* The input vector tap t reads for the output pixels starting at xq's: from the table, or with
+ * k3 (a constant after inlining) t / 3 rows of xw floats and t % 3 floats on, so that once the loop
+ * over t is unrolled each load is one of three row pointers plus a constant. */
+static inline __attribute__((always_inline)) rg_convvec
+tap_vector(const float *xq, int64_t t, bool k3, int64_t xw, const int64_t *tap) {
+    const float *p = k3 ? (t < 3 ? xq : t < 6 ? xq + xw : xq + 2 * xw) + t % 3 : xq + tap[t];
+    return *(const rg_convvec *)p; /* aligned(4): any float's address */
+}
 
 /* Filters a step: each output is a chain of crs dependent multiply-adds, so four run side by side
  * (with 9 input vectors, 4 sums and a broadcast: 14 of AVX2's 16 registers). */
@@ -137,7 +149,7 @@ rows_image(const int64_t crs, const bool k3, const rg_conv2d_shape *s, const int
             int64_t q = q0 + VL <= s->q ? q0 : s->q - VL;
             const float *xq = x + p * s->w + q;
             rg_convvec in[ROW_TAPS];
-            for (int64_t t = 0; t < crs; t++) in[t] = *(const rg_convvec *)TAP_PTR(xq, t);
+            for (int64_t t = 0; t < crs; t++) in[t] = tap_vector(xq, t, k3, xw, tap);
             float *yq = y + p * s->q + q;
             int64_t k = 0;
             for (; k + ROW_FILTERS <= s->k; k += ROW_FILTERS) { /* independent sums interleaved */
@@ -160,10 +172,8 @@ rows_image(const int64_t crs, const bool k3, const rg_conv2d_shape *s, const int
 static void forward_rows(const rg_conv2d_shape *s, int64_t crs, const float *x, const float *w,
                          const float *b, float *y) {
     int64_t chw = s->c * s->h * s->w, kpq = s->k * s->p * s->q;
-    int64_t tap[ROW_TAPS]; /* tap t = (c, r, u): where it reads, from output pixel (0, 0) */
-    bool three_by_three = s->c == 1 && s->r == 3 && s->s == 3;
-    for (int64_t t = 0; t < crs; t++)
-        tap[t] = (t / (s->r * s->s) * s->h + t / s->s % s->r) * s->w + t % s->s;
+    int64_t tap[ROW_TAPS];
+    bool three_by_three = row_taps(s, tap);
 #pragma omp parallel for schedule(static) if (s->n > 1)
     for (int64_t n = 0; n < s->n; n++) {
         if (three_by_three) /* one channel's 3x3: the taps' loop unrolled, constant offsets */
@@ -216,7 +226,7 @@ filter_rows_image(const int64_t crs, const bool k3, const rg_conv2d_shape *s, co
                     g = (rg_convvec)((rows_ivec)g & (lane >= (rows_ivec){0} + (int32_t)(q0 - q)));
                 const float *xq = x + p * s->w + q;
                 accb += g;
-                for (int64_t t = 0; t < crs; t++) acc[t] += g * *(const rg_convvec *)TAP_PTR(xq, t);
+                for (int64_t t = 0; t < crs; t++) acc[t] += g * tap_vector(xq, t, k3, xw, tap);
             }
         for (int64_t t = 0; t < crs; t++) part[k * (crs + 1) + t] = lanes_sum(acc[t]);
         part[k * (crs + 1) + crs] = lanes_sum(accb);
@@ -229,9 +239,7 @@ void rg_conv_backward_filter_rows(const rg_conv2d_shape *s, const float *x, cons
     int64_t crs = s->c * s->r * s->s, chw = s->c * s->h * s->w, kpq = s->k * s->p * s->q;
     int64_t slot = s->k * (crs + 1);
     int64_t tap[ROW_TAPS];
-    bool three_by_three = s->c == 1 && s->r == 3 && s->s == 3;
-    for (int64_t t = 0; t < crs; t++)
-        tap[t] = (t / (s->r * s->s) * s->h + t / s->s % s->r) * s->w + t % s->s;
+    bool three_by_three = row_taps(s, tap);
     int64_t block = s->n < ROW_BLOCK ? (s->n > 0 ? s->n : 1) : ROW_BLOCK;
     double *part = rg_xcalloc((size_t)block * (size_t)slot, sizeof(double),
                               "conv2d: the filter pass's per-image sums");

@@ -354,14 +354,13 @@ static inline void keep_or_zero_v(pfvec v[4], pvec wa, pvec wb, pvec T, unsigned
     uint32_t m =
         (uint32_t)_mm256_movemask_epi8(_mm256_permute4x64_epi64(_mm256_packs_epi16(ka, kb), 0xD8));
     memcpy(bits, &m, 4);
-    v[0] =
-        _mm256_and_ps(v[0], _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(ka))));
-    v[1] = _mm256_and_ps(
-        v[1], _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(ka, 1))));
-    v[2] =
-        _mm256_and_ps(v[2], _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(kb))));
-    v[3] = _mm256_and_ps(
-        v[3], _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(kb, 1))));
+    /* each 16-bit keep widened to its element's 32 bits, as the AND's mask */
+#define RG_KEEP_MASK(k16) _mm256_castsi256_ps(_mm256_cvtepi16_epi32(k16))
+    v[0] = _mm256_and_ps(v[0], RG_KEEP_MASK(_mm256_castsi256_si128(ka)));
+    v[1] = _mm256_and_ps(v[1], RG_KEEP_MASK(_mm256_extracti128_si256(ka, 1)));
+    v[2] = _mm256_and_ps(v[2], RG_KEEP_MASK(_mm256_castsi256_si128(kb)));
+    v[3] = _mm256_and_ps(v[3], RG_KEEP_MASK(_mm256_extracti128_si256(kb, 1)));
+#undef RG_KEEP_MASK
 #endif
 }
 #define HAVE_FUSED 1
