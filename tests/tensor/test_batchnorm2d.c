@@ -185,9 +185,11 @@ static void bn_against_doubles(int64_t n, int64_t c, int64_t h, int64_t w, bool 
 
 Test(tensor_batchnorm2d, every_plane_size_matches_doubles_and_the_threads_agree) {
     /* small planes: batches of 4k + 1..3 images (the reductions take four rows a pass), 2x2 and
-     * 4x4 (their loops specialised) and others, 300 images of 2x2 (two blocks of 256, folded) */
+     * 4x4 (their loops specialised) and others, 300 images of 2x2 (two blocks of 256, folded);
+     * 7x7, whose statistics go as small planes and the rest as planes, 130 images (blocks of 64) */
     const int64_t shapes[][4] = {{40, 1000, 1, 1}, {9, 1100, 2, 2}, {7, 300, 4, 4}, {8, 150, 5, 6},
-                                 {3, 5, 5, 6},     {8, 60, 9, 9},   {300, 5, 2, 2}, {6, 70, 4, 4}};
+                                 {3, 5, 5, 6},     {8, 60, 9, 9},   {300, 5, 2, 2}, {6, 70, 4, 4},
+                                 {130, 7, 7, 7},   {9, 70, 7, 7}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
         for (int relu = 0; relu < 2; relu++) {
             const int64_t *sh = shapes[k];
@@ -208,10 +210,11 @@ Test(tensor_batchnorm2d, every_plane_size_matches_doubles_and_the_threads_agree)
 /* Channels whose mean is 10^3 and 10^4 times their spread (an uncentred input, as raw sensor
  * values): sums of x and x^2 kept nothing of the variance in float (the running variance came out
  * 3.3 times too large at 10^4); the statistics about each channel's first value keep it. Small
- * planes (2x2) and large ones (10x10), forward and backward. */
+ * planes (2x2), 7x7 (statistics as small planes, the rest as planes) and large ones (10x10),
+ * forward and backward. */
 Test(tensor_batchnorm2d, channels_far_from_zero_keep_their_variance) {
-    const int64_t hws[2][2] = {{2, 2}, {10, 10}};
-    for (int t = 0; t < 2; t++) {
+    const int64_t hws[3][2] = {{2, 2}, {7, 7}, {10, 10}};
+    for (int t = 0; t < 3; t++) {
         int64_t n = 16, c = 3, h = hws[t][0], w = hws[t][1], hw = h * w;
         rg_tensor *x = rgt_uniform(RG_SHAPE(n, c, h, w), -1.7320508, 1.7320508, 50); /* var ~1 */
         float *xp = rg_tensor_f32(x);
@@ -314,8 +317,8 @@ Test(tensor_avgpool, global_mean_and_gradient) {
  * replaces: the same y, mean/var/count, running statistics and batch count, bit for bit, with
  * and without the residual add and the ReLU, at one and two threads. */
 Test(tensor_batchnorm2d, the_one_call_forward_equals_the_three_calls) {
-    const int64_t shapes[][4] = {{32, 2048, 2, 2}, {7, 300, 4, 4}, {300, 5, 2, 2},
-                                 {9, 1100, 1, 1},  {3, 5, 5, 6},   {8, 60, 9, 9}};
+    const int64_t shapes[][4] = {{32, 2048, 2, 2}, {7, 300, 4, 4}, {300, 5, 2, 2}, {9, 1100, 1, 1},
+                                 {3, 5, 5, 6},     {8, 60, 9, 9},  {130, 7, 7, 7}, {8, 60, 7, 7}};
     const rg_backend *be = &rg_cpu_backend;
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
         for (int v = 0; v < 3; v++)
@@ -370,8 +373,8 @@ Test(tensor_batchnorm2d, the_one_call_forward_equals_the_three_calls) {
  * accumulating into gradients that already hold values (beta 1; the bias's beta differs from the
  * weight's in the ReLU case), at one and two threads. */
 Test(tensor_batchnorm2d, the_one_call_backward_equals_the_two_calls) {
-    const int64_t shapes[][4] = {{32, 2048, 2, 2}, {7, 300, 4, 4}, {300, 5, 2, 2},
-                                 {9, 1100, 1, 1},  {3, 5, 5, 6},   {8, 60, 9, 9}};
+    const int64_t shapes[][4] = {{32, 2048, 2, 2}, {7, 300, 4, 4}, {300, 5, 2, 2}, {9, 1100, 1, 1},
+                                 {3, 5, 5, 6},     {8, 60, 9, 9},  {130, 7, 7, 7}, {8, 60, 7, 7}};
     const rg_backend *be = &rg_cpu_backend;
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
         for (int v = 0; v < 3; v++)
