@@ -155,12 +155,15 @@ static inline bn_dx_coef dx_coef_of(int64_t c, int64_t ch, const float *mean, co
  * images, in the same order whatever the run, so the result still does not depend on the
  * threads), and the element-wise passes read each channel's coefficients from copies spread over
  * the row (expanded once per run and thread).
- * The statistics (and so training's forward in one call) take rows up to SMALL_HW_STATS: at 7x7
- * (64 channels, batch 128, Zen 3, one thread) the forward then took 0.29 ns a float instead of
- * 0.36-0.39 with x in cache, 5-10% less with x farther away; the backward took 0.72-0.91 against
- * 0.73-0.74 (its rows hold x and dy, so a run is half as many channels) and stays on planes. */
+ * The reductions (the statistics, and so training's forward in one call, and backward's sums)
+ * take rows up to SMALL_HW_REDUCE floats a plane. At 7x7 (64 channels, batch 128, Zen 3, one
+ * thread, callgrind) the statistics ran 1.22 instructions a float as rows against 3.0 as planes,
+ * and the forward 0.29 ns a float instead of 0.36-0.39 with x in cache (5-10% less with x
+ * farther away); backward's sums likewise, 0.23-0.29 ns against 0.24-0.37. Backward's dx stays
+ * on planes there: as rows it ran 1.42 instructions a float against 3.03 and was still 1.1-1.5x
+ * slower, six loads a vector (x, dy and four rows of coefficients) against two. */
 #define SMALL_HW 32
-#define SMALL_HW_STATS 64
+#define SMALL_HW_REDUCE 64
 #define SMALL_RUN 1024
 #define BN_FIN 256 /* channels finalised a block (finalize_run) */
 
@@ -327,7 +330,7 @@ static void stats_begin(int64_t n, int64_t c, int64_t hw, const float *x, const 
 void rg_cpu_batchnorm_stats(int64_t n, int64_t c, int64_t hw, const float *x, const float *shift,
                             float *stats) {
     stats_begin(n, c, hw, x, shift, stats);
-    if (hw < SMALL_HW_STATS) {
+    if (hw < SMALL_HW_REDUCE) {
         int64_t cpr = small_run_channels(n, c, hw);
 #pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
         for (int64_t c0 = 0; c0 < c; c0 += cpr)
@@ -490,7 +493,7 @@ void rg_cpu_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, co
  * batchnorm_train_forward is batchnorm_stats (no shift), _finalize and _apply, bit for bit. On
  * small planes it takes a run of channels at a time through all three, so that the run's rows
  * (n * cn * hw floats, kept under FUSE_FLOATS) are still in the core's cache when they are
- * normalised: x is read from farther away once instead of twice. Planes of SMALL_HW_STATS floats
+ * normalised: x is read from farther away once instead of twice. Planes of SMALL_HW_REDUCE floats
  * and more go through the three passes: there a chunk of channels is short runs of hw floats, one
  * per image, c * hw floats apart, which the prefetchers followed worse than the passes' walk in
  * memory order, and the chunked version was 5-30% slower (docs/PERFORMANCE.md, eighteenth
@@ -509,7 +512,7 @@ void rg_cpu_batchnorm_train_forward(int64_t n, int64_t c, int64_t hw, const floa
                                     const float *bias, const float *residual, bool relu,
                                     float *stats, float *meanvar, float *running_mean,
                                     float *running_var, int64_t *num_batches, float *y) {
-    if (hw >= SMALL_HW_STATS || n <= 0) {
+    if (hw >= SMALL_HW_REDUCE || n <= 0) {
         rg_cpu_batchnorm_stats(n, c, hw, x, NULL, stats);
         rg_cpu_batchnorm_finalize(c, momentum, stats, meanvar, running_mean, running_var,
                                   num_batches);
@@ -534,7 +537,7 @@ void rg_cpu_batchnorm_train_forward(int64_t n, int64_t c, int64_t hw, const floa
     if (num_batches) ++*num_batches;
 }
 
-/* The same reduction on planes of at least SMALL_HW floats. */
+/* The same reduction on planes of at least SMALL_HW_REDUCE floats. */
 static void backward_reduce_planes(int64_t n, int64_t c, int64_t hw, const float *x,
                                    const float *dy, const float *relu_y, const float *mean,
                                    const float *var, float eps, float *sums) {
@@ -573,7 +576,7 @@ void rg_cpu_batchnorm_backward_reduce(int64_t n, int64_t c, int64_t hw, const fl
                                       const float *dy, const float *relu_y, const float *mean,
                                       const float *var, float eps, float *sums, float beta_w,
                                       float *dweight, float beta_b, float *dbias) {
-    if (hw < SMALL_HW) {
+    if (hw < SMALL_HW_REDUCE) {
         int64_t cpr = small_run_channels(n, c, hw);
 #pragma omp parallel for BN_PAR(n, c, hw) schedule(static)
         for (int64_t c0 = 0; c0 < c; c0 += cpr)
@@ -707,7 +710,8 @@ void rg_cpu_batchnorm_backward_data(int64_t n, int64_t c, int64_t hw, const floa
  * first wrote), bit for bit: training's backward without SyncBatchNorm, whose allreduce of the
  * sums must come between the two. As training's forward, on small planes it takes a run of
  * channels at a time through both passes, so that the run's rows of x and dy (n * cn * hw floats
- * each, kept under FUSE_FLOATS together) are still in the core's cache for their second read. */
+ * each, kept under FUSE_FLOATS together) are still in the core's cache for their second read.
+ * Planes of SMALL_HW to SMALL_HW_REDUCE floats take the two calls: sums as rows, dx as planes. */
 void rg_cpu_batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float *x, const float *dy,
                                const float *relu_y, const float *mean, const float *var, float eps,
                                const float *weight, float *sums, float beta_w, float *dweight,
