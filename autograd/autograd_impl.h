@@ -64,6 +64,15 @@ static inline bool rg_needs_grad(const rg_tensor *t) {
  * A gradient has its tensor's lifetime: scoped for op results, long-lived for parameters. */
 float rg_grad_begin(rg_tensor *t);
 
+/* For ops whose input gradient is their output gradient g unchanged (reshape): makes x's
+ * gradient a view of g itself, in x's shape, instead of a copy, and returns true, when that is
+ * safe: x is an op result of this scope whose gradient has not been started, and no op between
+ * x's and n on the tape consumes x (backward runs in reverse, so none would add to it after n;
+ * an op after n that consumes x has started x's gradient already). Returns false otherwise, and
+ * the caller copies. As PyTorch, whose view ops hand back a view of the gradient: g is not
+ * written to again, so both read the same values after backward. */
+bool rg_grad_alias(rg_tensor *x, rg_tensor *g, const rg_node *n);
+
 /* ---- hooks (hooks.c) ---- */
 /* Runs param's gradient-ready hooks, if it has any. */
 void rg_grad_hooks_fire(rg_tensor *param);

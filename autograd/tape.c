@@ -76,6 +76,21 @@ rg_node *rg_tape_record(const char *op, rg_backward_fn backward, rg_tensor *out,
     out->flags |= RG_TENSOR_REQUIRES_GRAD;
     return n;
 }
+bool rg_grad_alias(rg_tensor *x, rg_tensor *g, const rg_node *n) {
+    if (x->grad || !x->grad_fn || !(x->flags & RG_TENSOR_SCOPED) || !rg_scope_owns(x) ||
+        x->dtype != g->dtype || x->numel != g->numel || !rg_device_eq(x->device, g->device))
+        return false;
+    int64_t count;
+    rg_node **nodes = rg_tape_nodes(&count);
+    int64_t from = x->grad_fn->index, to = n->index;
+    if (to >= count || nodes[to] != n || from >= to || nodes[from] != x->grad_fn) return false;
+    for (int64_t i = from + 1; i < to; i++) /* another consumer, whose backward runs after n's */
+        for (int j = 0; j < nodes[i]->n_in; j++)
+            if (nodes[i]->in[j] == x) return false;
+    x->grad = rg_tensor_view(g, x->ndim, x->shape);
+    return true;
+}
+
 float rg_grad_begin(rg_tensor *t) {
     /* A scoped tensor's gradient is made in the current scope, so it must be the tensor's own:
      * one from an outer scope would keep a gradient freed by this scope's end (and the next

@@ -1,9 +1,13 @@
 /* reshape.c — reshape and flatten: views that share the input's data (storage is contiguous, so
- * any shape with the same element count is a view). Backward hands the gradient straight back. */
+ * any shape with the same element count is a view). Backward hands the gradient straight back:
+ * as a view of the same storage where it can (rg_grad_alias), else as a copy. */
 #include "ops/op_impl.h"
 
 static void reshape_backward(rg_node *n) { /* dx = dy, seen in x's shape */
     rg_tensor *x = n->in[0], *dy = n->out->grad;
+    /* dy itself where nothing else adds to x's gradient (the CNN's flatten: a 4.7 MB copy, 0.9
+     * ms of its step at one thread) */
+    if (rg_grad_alias(x, dy, n)) return;
     float beta = rg_grad_begin(x);
     rg_backend_for(dy->device)->axpby(dy->numel, 1.0f, dy->data, beta, x->grad->data);
 }

@@ -50,6 +50,45 @@ Test(autograd_backward, gradients_of_scoped_leaves_live_in_the_scope) {
     rg_scope_end();
 }
 
+/* A reshape's input gradient is its output gradient: as a view of it (no copy) where nothing else
+ * adds to the input's gradient, as a copy where something does, and the values are right both
+ * ways, also after a second backward in the same scope. */
+Test(autograd_backward, a_reshape_hands_its_gradient_back_without_a_copy_when_it_can) {
+    rg_tensor *w = rgt_param(RG_SHAPE(2, 3, 2), -1, 1, 5);
+    const float *wp = rg_tensor_f32(w);
+    rg_scope_begin();
+    /* h = 3w (an op result); y = flatten(h); L = sum(y * y): dL/dy = 2y, dL/dh = 2h, dL/dw = 6h */
+    rg_tensor *h = rg_scale(w, 3.0f), *y = rg_flatten(h);
+    rg_tensor *loss = rg_sum(rg_mul(y, y));
+    for (int rep = 1; rep <= 2; rep++) {
+        rg_backward(loss);
+        cr_assert(h->grad && y->grad);
+        cr_assert_eq(h->grad->data, y->grad->data, "backward %d: h's gradient was copied", rep);
+        cr_assert_eq(h->grad->ndim, 3);
+        cr_assert_eq(h->grad->shape[2], 2);
+        for (int i = 0; i < 12; i++) {
+            cr_assert_float_eq(rg_tensor_f32(h->grad)[i], 6.0f * wp[i], 1e-5);
+            cr_assert_float_eq(rg_tensor_f32(w->grad)[i], rep * 18.0f * wp[i], 1e-4);
+        }
+    }
+    rg_scope_end();
+    rg_scope_begin();
+    /* h consumed by the reshape and by an op between the two: L = sum(y * y) + sum(2h), so
+     * dL/dh = 2h + 2, and y's gradient stays 2y = 2h */
+    h = rg_scale(w, 3.0f);
+    rg_tensor *side = rg_sum(rg_scale(h, 2.0f));
+    y = rg_flatten(h);
+    loss = rg_add(rg_sum(rg_mul(y, y)), side);
+    rg_backward(loss);
+    cr_assert_neq(h->grad->data, y->grad->data, "h's gradient shares y's though another op adds");
+    for (int i = 0; i < 12; i++) {
+        cr_assert_float_eq(rg_tensor_f32(h->grad)[i], 6.0f * wp[i] + 2.0f, 1e-5);
+        cr_assert_float_eq(rg_tensor_f32(y->grad)[i], 6.0f * wp[i], 1e-5);
+    }
+    rg_scope_end();
+    rg_tensor_free(w);
+}
+
 /* ---- misuse ---- */
 
 Test(autograd_backward, loss_from_an_outer_scope_stops, .signal = SIGABRT) {
