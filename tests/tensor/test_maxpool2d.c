@@ -107,7 +107,12 @@ Test(tensor_maxpool2d, gradients_match_finite_differences) {
 /* The 3x3, stride-2 rows run as selects over the nine taps: ties (values on a coarse grid) and
  * NaNs (the last NaN in the window wins, as in the scan) must come out as in the naive loops. */
 Test(tensor_maxpool2d, stem_pool_ties_and_nans_match_naive_loops) {
-    static const pool_case ts[] = {{2, 3, 16, 15, 3, 2, 1}, {1, 2, 17, 40, 3, 2, 1}};
+    /* rows of 8 outputs (no whole vector inside), 20 (two vectors of 8 and three after), 32
+     * (three and seven), and an unpadded one of 18 (two and one) */
+    static const pool_case ts[] = {{2, 3, 16, 15, 3, 2, 1},
+                                   {1, 2, 17, 40, 3, 2, 1},
+                                   {1, 2, 9, 64, 3, 2, 1},
+                                   {2, 1, 7, 37, 3, 2, 0}};
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
         const pool_case *t = &ts[k];
         rg_tensor *x = rgt_param(RG_SHAPE(t->n, t->c, t->h, t->w), -1, 1, 70 + k);
