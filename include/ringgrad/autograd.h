@@ -20,8 +20,9 @@ extern "C" {
 
 /* Computes d loss / d t for every tensor t that requires a gradient and led to `loss` (one
  * float32 element), adding it into t->grad: gradients accumulate across calls until zeroed.
- * Gradients of op results made in this scope are recomputed from scratch on each call. Hooks fire
- * as each parameter's gradient becomes final. `loss` must come from the current scope.
+ * Gradients of op results made in this scope are recomputed from scratch on each call (a
+ * reshape's input and output may share one gradient buffer: the same values). Hooks fire as each
+ * parameter's gradient becomes final. `loss` must come from the current scope.
  * Not thread-safe over shared parameters: two threads may not run backward into the same
  * gradients at once (nor may one run backward while another reads those gradients). */
 RG_API void rg_backward(rg_tensor *loss);
