@@ -76,6 +76,9 @@ rg_node *rg_tape_record(const char *op, rg_backward_fn backward, rg_tensor *out,
     out->flags |= RG_TENSOR_REQUIRES_GRAD;
     return n;
 }
+
+/* (autograd_impl.h) The tape between x's node and n: any node there that reads x would add to
+ * x's gradient after n's backward. */
 bool rg_grad_alias(rg_tensor *x, rg_tensor *g, const rg_node *n) {
     if (x->grad || !x->grad_fn || !(x->flags & RG_TENSOR_SCOPED) || !rg_scope_owns(x) ||
         x->dtype != g->dtype || x->numel != g->numel || !rg_device_eq(x->device, g->device))

@@ -158,10 +158,11 @@ static inline bn_dx_coef dx_coef_of(int64_t c, int64_t ch, const float *mean, co
  * The reductions (the statistics, and so training's forward in one call, and backward's sums)
  * take rows up to SMALL_HW_REDUCE floats a plane. At 7x7 (64 channels, batch 128, Zen 3, one
  * thread, callgrind) the statistics ran 1.22 instructions a float as rows against 3.0 as planes,
- * and the forward 0.29 ns a float instead of 0.36-0.39 with x in cache (5-10% less with x
- * farther away); backward's sums likewise, 0.23-0.29 ns against 0.24-0.37. Backward's dx stays
- * on planes there: as rows it ran 1.42 instructions a float against 3.03 and was still 1.1-1.5x
- * slower, six loads a vector (x, dy and four rows of coefficients) against two. */
+ * and the forward 0.29 ns a float instead of 0.36-0.39 with x in cache (the same with x in L3,
+ * where the short runs of 7x7 planes bound it); backward's sums likewise, 0.23-0.29 ns against
+ * 0.24-0.37. Backward's dx stays on planes there: as rows it ran 1.42 instructions a float
+ * against 3.03 and was still 1.1-1.5x slower, six loads a vector (x, dy and four rows of
+ * coefficients) against two. */
 #define SMALL_HW 32
 #define SMALL_HW_REDUCE 64
 #define SMALL_RUN 1024
@@ -500,8 +501,9 @@ void rg_cpu_batchnorm_apply(int64_t n, int64_t c, int64_t hw, const float *x, co
  * session). */
 #define FUSE_FLOATS 65536
 
-/* Channels a run of the one-call passes: small_run_channels', cut so that the run's rows of the
- * `tensors` inputs read twice (x; x and dy) stay under FUSE_FLOATS floats together. */
+/* Channels a run of the one-call passes: at most SMALL_RUN floats a row, and few enough that the
+ * run's rows of the `tensors` inputs read twice (x; x and dy) stay under FUSE_FLOATS floats
+ * together; in runs the threads share evenly (even_runs). */
 static int64_t fused_run_channels(int64_t n, int64_t c, int64_t hw, int tensors) {
     int64_t cpr = SMALL_RUN / hw, fit = FUSE_FLOATS / (tensors * n * hw);
     return even_runs(n, c, hw, fit < cpr ? fit : cpr);

@@ -219,10 +219,9 @@ static inline __m256 odds8(__m256 a, __m256 b) {
 }
 
 /* Outputs q0 ... q1 - 1 of row_max, all inside, 8 at a time (the last 8 overlapping the ones
- * before, when there are at least 8); returns where it stopped. Output
- * q + i reads columns c + 2i, + 1, + 2 (c = 2q - pad): the even and odd floats of c ... c + 15
- * and the odd ones of c + 1 ... c + 16, which is the last column of output q + 7, so no load
- * reads past the row. */
+ * before, when there are at least 8); returns where it stopped. Output q + i reads columns
+ * c + 2i, + 1, + 2 (c = 2q - pad): the even and odd floats of c ... c + 15 and the odd ones of
+ * c + 1 ... c + 16, which is the last column of output q + 7, so no load reads past the row. */
 static int64_t row_max8(const rg_pool2d_shape *s, const float *restrict xr, int64_t q0, int64_t q1,
                         float *restrict hb, int32_t *restrict hc) {
     const __m256i two = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
