@@ -3,6 +3,7 @@
 # PyTorch, interleaved in one run.
 #
 #   bench/cnn_step.sh [--threads "1 2"] [--rounds 3] [--iters 5] [--clock wall|cpu]
+#                   [--torch-malloc keep|default]   (see bench/common.sh)
 #
 # Each round runs `ringgrad-bench --only cnn` (which also times the step's GEMM floor) and then
 # bench/torch_cnn_step.py at the same thread count; prints the median over rounds of each side's
@@ -19,13 +20,13 @@ set -eu
 . "$(dirname "$0")/common.sh"
 while [ $# -gt 0 ]; do
     case $1 in
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) common_option "$1" "${2-}" || { echo "cnn_step.sh: unknown option $1" >&2; exit 2; }
        shift 2 ;;
     esac
 done
 common_start cnn_step.sh
-echo "CNN training step, batch 128, Adam: ringgrad vs PyTorch $torch_version, $rounds interleaved rounds of $iters steps, $clock clock, $(date -u '+%Y-%m-%d %H:%M') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "CNN training step, batch 128, Adam: ringgrad vs PyTorch $torch_version, $rounds interleaved rounds of $iters steps, $clock clock, PyTorch malloc $torch_malloc, $(date -u '+%Y-%m-%d %H:%M') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
 # Thread counts alternate within each round (1, 2, 1, 2, ...), so that the machine's slow drifts
 # reach both sides of the "vs 1 thr" ratio alike: it is the median of each round's own ratio.
 r=1
@@ -33,7 +34,7 @@ while [ "$r" -le "$rounds" ]; do
     for t in $threads; do
         "$bench" --only cnn --raw --threads "$t" --iters "$iters" --clock "$clock" | grep '^raw' |
             sed "s/\$/ round=$r/" >>"$raw"
-        /usr/bin/python3 "$here/torch_cnn_step.py" --threads "$t" --iters "$iters" --clock "$clock" |
+        $torch_python "$here/torch_cnn_step.py" --threads "$t" --iters "$iters" --clock "$clock" |
             sed "s/\$/ round=$r/" >>"$raw"
     done
     r=$((r + 1))

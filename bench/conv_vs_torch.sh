@@ -2,7 +2,7 @@
 # conv_vs_torch.sh — ringgrad's conv2d kernels against PyTorch's (oneDNN), interleaved.
 #
 #   bench/conv_vs_torch.sh [--threads "1 2"] [--rounds 3] [--iters 5] [--batch 16] [--layer NAME]
-#                          [--clock wall|cpu]
+#                          [--clock wall|cpu] [--torch-malloc keep|default]
 #
 # For each thread count, each round and each layer, runs `ringgrad-bench --only conv` and then
 # bench/torch_conv.py on the same shapes, so both see the same machine load; prints the median
@@ -28,13 +28,13 @@ shapes=$(mktemp)
 trap 'rm -f "$shapes" "$raw"' EXIT
 "$bench" --shapes --batch "$batch" >"$shapes"
 [ -n "$layers" ] || layers=$(awk '{print $2}' "$shapes")
-echo "conv2d: ringgrad vs PyTorch $torch_version (oneDNN), $rounds interleaved rounds of $iters runs, ResNet batch $batch, $clock clock, $(date -u +%Y-%m-%d)"
+echo "conv2d: ringgrad vs PyTorch $torch_version (oneDNN), $rounds interleaved rounds of $iters runs, ResNet batch $batch, $clock clock, PyTorch malloc $torch_malloc, $(date -u +%Y-%m-%d)"
 for t in $threads; do
     r=1
     while [ "$r" -le "$rounds" ]; do
         for l in $layers; do
             "$bench" --only conv --raw --threads "$t" --iters "$iters" --clock "$clock" --batch "$batch" --layer "$l" | grep '^raw' >>"$raw"
-            /usr/bin/python3 "$here/torch_conv.py" --threads "$t" --iters "$iters" --clock "$clock" --layer "$l" --shapes "$shapes" >>"$raw"
+            $torch_python "$here/torch_conv.py" --threads "$t" --iters "$iters" --clock "$clock" --layer "$l" --shapes "$shapes" >>"$raw"
         done
         r=$((r + 1))
     done

@@ -3,6 +3,7 @@
 # ringgrad and in PyTorch (torchvision's model, oneDNN), interleaved in one run.
 #
 #   bench/resnet_step.sh [--threads "1 2"] [--rounds 3] [--iters 5] [--clock wall|cpu]
+#                        [--torch-malloc keep|default]   (see bench/common.sh)
 #                        [--model "resnet18 resnet50"] [--image-size "64 224"] [--batch 32]
 #                        [--also-env VAR=VALUE]
 #
@@ -17,7 +18,7 @@ set -eu
 models=resnet18 sizes=64 batch=32 also_env=""
 while [ $# -gt 0 ]; do
     case $1 in
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     --also-env) also_env=${2:?--also-env needs VAR=VALUE}; shift 2
         case $also_env in *=*) ;; *) echo "resnet_step.sh: --also-env needs VAR=VALUE" >&2; exit 2 ;; esac ;;
     --model) models=${2:?--model needs a value}; shift 2 ;;
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 common_start resnet_step.sh
-echo "ResNet training step, batch $batch: ringgrad vs PyTorch $torch_version, $rounds interleaved rounds of $iters steps, $clock clock, $(date -u '+%Y-%m-%d %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "ResNet training step, batch $batch: ringgrad vs PyTorch $torch_version, $rounds interleaved rounds of $iters steps, $clock clock, PyTorch malloc $torch_malloc, $(date -u '+%Y-%m-%d %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 r=1
 while [ "$r" -le "$rounds" ]; do
     for m in $models; do
@@ -41,7 +42,7 @@ while [ "$r" -le "$rounds" ]; do
                         --batch "$batch" --threads "$t" --iters "$iters" --clock "$clock" |
                         grep '^raw' | sed 's/^raw ringgrad /raw ringgrad_b /' >>"$raw"
                 fi
-                /usr/bin/python3 "$here/torch_resnet_step.py" --model "$m" --image-size "$s" \
+                $torch_python "$here/torch_resnet_step.py" --model "$m" --image-size "$s" \
                     --batch "$batch" --threads "$t" --iters "$iters" --clock "$clock" >>"$raw"
             done
         done
