@@ -20,6 +20,10 @@ function(rg_add_cuda target scope)
   # not know nvcc's C++20 flag, so it is passed directly.
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror,-Wno-unused-parameter>)
-  target_link_libraries(${target} ${scope} CUDA::cudart CUDA::cublas ${RG_CUDNN_LIB} ${RG_NCCL_LIB})
+  # cuBLAS is not linked: tensor/cuda/cublas_lazy.c loads it on first use (dlopen), from its
+  # soname or else from this toolkit's library folder.
+  target_compile_definitions(${target} PRIVATE RG_CUDA_LIBDIR="${CUDAToolkit_LIBRARY_DIR}")
+  target_link_libraries(${target} ${scope} CUDA::cudart ${RG_CUDNN_LIB} ${RG_NCCL_LIB}
+                        ${CMAKE_DL_LIBS})
   set_target_properties(${target} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
 endfunction()

@@ -38,7 +38,7 @@ install(FILES ${CMAKE_BINARY_DIR}/ringgradConfig.cmake ${CMAKE_BINARY_DIR}/ringg
 set(RG_PC_LIBS_PRIVATE "-lopenblas -lz -lm -lpthread")
 set(RG_PC_REQUIRES_PRIVATE "openblas ompi-c zlib")
 if(RG_HAVE_CUDA)
-  string(APPEND RG_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lcublas -lcudnn -lnccl")
+  string(APPEND RG_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lcudnn -lnccl -ldl")
 endif()
 string(APPEND RG_PC_LIBS_PRIVATE " ${OpenMP_C_FLAGS}")
 configure_file(${CMAKE_SOURCE_DIR}/cmake/ringgrad.pc.in ${CMAKE_BINARY_DIR}/ringgrad.pc @ONLY)
