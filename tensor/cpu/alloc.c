@@ -3,8 +3,16 @@
  * A training step allocates the same buffers every step. malloc would hand large blocks back to
  * the kernel (munmap) and fault them in again next step, costing a page fault per 4 KiB touched.
  * Instead, freed blocks are kept on per-size-class free lists and reused. Size classes are four
- * steps per power of two (at most 25% slack). RG_ALLOC_CACHE=0 disables caching (for valgrind
- * and ASan, which then see every allocation).
+ * steps per power of two (at most 25% slack). RG_ALLOC_CACHE=0 disables caching (for valgrind,
+ * which then sees every allocation).
+ *
+ * Under AddressSanitizer the cache tells ASan what is in use: a block's bytes past the size asked
+ * for (the class's slack) are poisoned, and so is a block while it waits in the cache (all but its
+ * first 8 bytes, the free list's link), so an overrun into the slack or a use after rg_cpu_free is
+ * reported as ASan reports one on malloc's blocks. The suite's sanitizer run keeps the cache on:
+ * with it off, every tensor was a fresh malloc, and on a VM where a page fault costs 11 us the
+ * sanitizer run spent 1.3-1.7x as long (tests/tensor/test_conv2d, tests/layers/test_layers;
+ * docs/PERFORMANCE.md, 2026-11-29).
  *
  * Running out of memory. Linux overcommits: malloc of more than the machine has succeeds, and the
  * kernel's OOM killer later ends the process with SIGKILL and no word of why (a --batch-size of
@@ -26,6 +34,27 @@
 #include <unistd.h>
 
 #include "tensor/cpu/cpu.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) && !defined(__SANITIZE_ADDRESS__)
+#define __SANITIZE_ADDRESS__ 1 /* clang's spelling of GCC's macro */
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+/* [p, p + size) off limits, then [p, p + bytes) usable again */
+#define ASAN_HAND_OUT(p, bytes, size)                                                              \
+    (ASAN_POISON_MEMORY_REGION((p), (size)), ASAN_UNPOISON_MEMORY_REGION((p), (bytes)))
+/* all but the link to the next cached block: LeakSanitizer does not follow pointers kept in
+ * poisoned memory, and would report every cached block after the first of its class as leaked */
+#define ASAN_TAKE_BACK(p, size)                                                                    \
+    ASAN_POISON_MEMORY_REGION((char *)(p) + sizeof(block), (size) - sizeof(block))
+#define ASAN_OPEN_LINK(p) ASAN_UNPOISON_MEMORY_REGION((p), sizeof(block))
+#else
+#define ASAN_HAND_OUT(p, bytes, size) ((void)(p), (void)(bytes), (void)(size))
+#define ASAN_TAKE_BACK(p, size) ((void)(p), (void)(size))
+#define ASAN_OPEN_LINK(p) ((void)(p))
+#endif
 
 #define NUM_CLASSES 128
 #define ALIGN 64
@@ -228,6 +257,7 @@ static bool fits(size_t size) {
 static void release_cached_locked(void) {
     for (int c = 0; c < NUM_CLASSES; c++) {
         for (block *b = cache.free[c], *next; b; b = next) {
+            ASAN_OPEN_LINK(b);
             next = b->next;
             free(b);
         }
@@ -245,6 +275,7 @@ void *rg_cpu_alloc(size_t bytes) {
     void *p = NULL;
     if (cache_enabled() && cache.free[c]) {
         block *b = cache.free[c];
+        ASAN_OPEN_LINK(b);
         cache.free[c] = b->next;
         cache.stats.cached -= size;
         cache.stats.reuses++;
@@ -257,6 +288,7 @@ void *rg_cpu_alloc(size_t bytes) {
         if (p) cache.stats.sys_allocs++;
     }
     if (p) {
+        ASAN_HAND_OUT(p, bytes, size);
         cache.stats.in_use += size;
         if (cache.stats.in_use > cache.stats.peak_in_use) cache.stats.peak_in_use = cache.stats.in_use;
     }
@@ -273,7 +305,9 @@ void rg_cpu_free(void *p, size_t bytes) {
     cache.stats.in_use -= size;
     if (cache_enabled()) {
         block *b = p;
+        ASAN_OPEN_LINK(b);
         b->next = cache.free[c];
+        ASAN_TAKE_BACK(b, size);
         cache.free[c] = b;
         cache.stats.cached += size;
         p = NULL;

@@ -306,3 +306,36 @@ Test(tensor_tensor, out_of_memory_returns_null_with_a_message) {
     rg_mem_stats after = rg_mem_stats_get(RG_CPU);
     cr_assert_eq(after.in_use, before.in_use);
 }
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) && !defined(__SANITIZE_ADDRESS__)
+#define __SANITIZE_ADDRESS__ 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+
+/* Under ASan the caching allocator marks what is not in use (tensor/cpu/alloc.c): a block's slack
+ * past the size asked for, and a cached block, so overruns and uses after free are reported even
+ * though the block itself stays allocated. (Only in sanitizer builds: elsewhere nothing is marked.)
+ */
+Test(tensor_tensor, asan_sees_the_cached_allocators_slack_and_freed_blocks) {
+    const rg_backend *cpu = rg_backend_for(RG_CPU);
+    char *p = cpu->alloc(1000); /* a class of 1024 bytes: 24 bytes of slack */
+    cr_assert_not_null(p);
+    cr_assert_null(__asan_region_is_poisoned(p, 1000), "the bytes asked for are usable");
+    cr_assert(__asan_address_is_poisoned(p + 1000), "the slack is off limits");
+    cr_assert(__asan_address_is_poisoned(p + 1023));
+    memset(p, 1, 1000);
+    cpu->free(p, 1000);
+    if (!getenv("RG_ALLOC_CACHE") || strcmp(getenv("RG_ALLOC_CACHE"), "0") != 0) {
+        cr_assert(__asan_address_is_poisoned(p + 8), "a cached block is off limits");
+        cr_assert(__asan_address_is_poisoned(p + 999));
+        char *q = cpu->alloc(900); /* the same class: the block comes back */
+        cr_assert_eq(q, p);
+        cr_assert_null(__asan_region_is_poisoned(q, 900));
+        cr_assert(__asan_address_is_poisoned(q + 900));
+        cpu->free(q, 900);
+    }
+}
+#endif
