@@ -2,7 +2,8 @@
 #   <test>/isa_<set>: the kernel tests, the gradient checks and the PyTorch reference test again
 #     with RG_ISA=<set>, for each set this build has (run_isa.sh: Skipped where the CPU lacks it,
 #     and for the CPU's default set, which the test's own run covers).
-#     test_isa.c compares the copies with each other directly.
+#     test_isa.c compares the copies with each other directly. Label isa-rerun: the sanitizer run of
+#     scripts/test.sh leaves these out (it checks the kernels of the CPU's default set).
 #   tensor/isa_objects: no wide vector instructions outside the dispatched kernels (check_isa.sh).
 #   tensor/isa_bad_env, tensor/isa_missing_set: an unknown RG_ISA, or one naming a set this build
 #     lacks, is a clear error listing the sets it runs.
@@ -20,7 +21,7 @@ foreach(isa ${RG_ISAS})
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_isa.sh ${isa} $<TARGET_FILE:ringgrad-bench>
                      $<TARGET_FILE:${_name}> --jobs 1)
     get_filename_component(_module ${t} DIRECTORY)
-    set_tests_properties(${t}/isa_${isa} PROPERTIES LABELS "${_module};isa" TIMEOUT 600
+    set_tests_properties(${t}/isa_${isa} PROPERTIES LABELS "${_module};isa;isa-rerun" TIMEOUT 600
                          SKIP_RETURN_CODE 77 ENVIRONMENT "${RG_TEST_ENV}")
   endforeach()
 endforeach()
