@@ -4,8 +4,11 @@
 # input in build-fuzz/crashes/<target>/; keep it as tests/fuzz/<target>/regressions/<name> (after
 # fixing the bug) so that the normal test suite replays it from then on. Exits non-zero on a crash.
 #   scripts/fuzz.sh [SECONDS]     default 60 per target; RG_FUZZ_TARGETS="idx" to pick targets
+#   scripts/fuzz.sh --build-only  only build them (scripts/test.sh does that beside other work)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build_only=0
+if [ "${1:-}" = --build-only ]; then build_only=1; shift; fi
 secs=${1:-60}
 if ! command -v clang >/dev/null; then
     echo "fuzz.sh: clang not found (scripts/install-deps.sh installs it); skipped"
@@ -21,6 +24,7 @@ CC=clang cmake -S . -B "$dir" -DRG_FUZZ=ON -DRG_SANITIZE=ON -DRG_CUDA=OFF -DRG_N
 # shellcheck disable=SC2046
 cmake --build "$dir" -j"$(nproc)" $(for t in $targets; do echo --target "fuzz_$t"; done) \
     >"$dir/fuzz-build.log" 2>&1 || { tail -n 40 "$dir/fuzz-build.log"; exit 1; }
+[ $build_only = 0 ] || exit 0
 # run_target T: one target for $secs on its corpus; its summary line, or its log's tail and a
 # non-zero exit on a crash.
 run_target() {

@@ -35,7 +35,7 @@ set_source_files_properties(${CMAKE_SOURCE_DIR}/tests/tensor/test_isa.c
                             PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
 
 add_test(NAME tensor/isa_objects COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_isa.sh ${CMAKE_BINARY_DIR})
-set_tests_properties(tensor/isa_objects PROPERTIES LABELS "tensor;isa" SKIP_RETURN_CODE 77)
+set_tests_properties(tensor/isa_objects PROPERTIES LABELS "tensor;isa;san-twin" SKIP_RETURN_CODE 77)
 
 add_test(NAME tensor/isa_bad_env COMMAND ${CMAKE_COMMAND} -E env RG_ISA=avx9000
                                          $<TARGET_FILE:ringgrad-bench> --only peak --iters 1)

@@ -170,14 +170,14 @@ rg_train_test(timeline_ps 3 "" "train;mpi" ${RG_TRAIN_SH}/timeline.sh ps)
 # --strategy pipeline: 2 stages == one process; 2 pipelines of 2 stages (4 ranks) == ddp on 2
 rg_train_test(pipeline_single 2 "" "train;mpi" ${RG_TRAIN_SH}/pipeline.sh single)
 rg_train_test(pipeline_dp 4 "" "train;mpi" ${RG_TRAIN_SH}/pipeline.sh dp)
-rg_train_test(lr_rules 1 "" train ${RG_TRAIN_SH}/lr.sh)
+rg_train_test(lr_rules 1 "" "train;san-twin" ${RG_TRAIN_SH}/lr.sh)
 rg_train_test(resume 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh)
 rg_train_test(resume_augment 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh augment --augment flip-crop
               --workers 2)
 # zero1's checkpoints hold the whole optimizer state (gathered from every rank's shard), so a
 # zero1 run resumes bit for bit too, with Adam's moments and SGD's momentum
 rg_train_test(resume_zero1 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh zero1 --strategy zero1)
-rg_train_test(resume_zero1_sgd 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh zero1_sgd --strategy zero1
+rg_train_test(resume_zero1_sgd 2 "" "train;mpi;san-twin" ${RG_TRAIN_SH}/resume.sh zero1_sgd --strategy zero1
               --optim sgd --momentum 0.9 --save-every 3)
 # so do the pipeline's (every stage's part gathered; the CNN's second dropout runs on stage 1),
 # with Adam's moments and SGD's momentum; and one process resumes them, and they resume one
@@ -189,7 +189,7 @@ rg_train_test(resume_zero1_sgd 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh zero1_s
 # ended 9.4e-6 apart, within the 1e-5, by chance.)
 rg_train_test(resume_pipeline 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh pipeline --same-only
               --strategy pipeline --model cnn --micro-batches 3)
-rg_train_test(resume_pipeline_sgd 2 "" "train;mpi" ${RG_TRAIN_SH}/resume.sh pipeline_sgd
+rg_train_test(resume_pipeline_sgd 2 "" "train;mpi;san-twin" ${RG_TRAIN_SH}/resume.sh pipeline_sgd
               --strategy pipeline --model cnn --micro-batches 3 --save-every 3 --optim sgd
               --momentum 0.9)
 # and the parameter servers' (the servers' shards of the weights and the state gathered on rank
