@@ -33,15 +33,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/sanitize.h"
 #include "tensor/cpu/cpu.h"
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) && !defined(__SANITIZE_ADDRESS__)
-#define __SANITIZE_ADDRESS__ 1 /* clang's spelling of GCC's macro */
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
+#if RG_ASAN /* core/sanitize.h, which includes <sanitizer/asan_interface.h> */
 /* [p, p + size) off limits, then [p, p + bytes) usable again */
 #define ASAN_HAND_OUT(p, bytes, size)                                                              \
     (ASAN_POISON_MEMORY_REGION((p), (size)), ASAN_UNPOISON_MEMORY_REGION((p), (bytes)))
@@ -49,6 +44,7 @@
  * poisoned memory, and would report every cached block after the first of its class as leaked */
 #define ASAN_TAKE_BACK(p, size)                                                                    \
     ASAN_POISON_MEMORY_REGION((char *)(p) + sizeof(block), (size) - sizeof(block))
+/* the link's bytes, which a block asked for with fewer bytes hands out poisoned */
 #define ASAN_OPEN_LINK(p) ASAN_UNPOISON_MEMORY_REGION((p), sizeof(block))
 #else
 #define ASAN_HAND_OUT(p, bytes, size) ((void)(p), (void)(bytes), (void)(size))
@@ -257,7 +253,6 @@ static bool fits(size_t size) {
 static void release_cached_locked(void) {
     for (int c = 0; c < NUM_CLASSES; c++) {
         for (block *b = cache.free[c], *next; b; b = next) {
-            ASAN_OPEN_LINK(b);
             next = b->next;
             free(b);
         }
@@ -275,7 +270,6 @@ void *rg_cpu_alloc(size_t bytes) {
     void *p = NULL;
     if (cache_enabled() && cache.free[c]) {
         block *b = cache.free[c];
-        ASAN_OPEN_LINK(b);
         cache.free[c] = b->next;
         cache.stats.cached -= size;
         cache.stats.reuses++;

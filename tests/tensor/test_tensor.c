@@ -307,14 +307,8 @@ Test(tensor_tensor, out_of_memory_returns_null_with_a_message) {
     cr_assert_eq(after.in_use, before.in_use);
 }
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) && !defined(__SANITIZE_ADDRESS__)
-#define __SANITIZE_ADDRESS__ 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-
+#include "core/sanitize.h"
+#if RG_ASAN
 /* Under ASan the caching allocator marks what is not in use (tensor/cpu/alloc.c): a block's slack
  * past the size asked for, and a cached block, so overruns and uses after free are reported even
  * though the block itself stays allocated. (Only in sanitizer builds: elsewhere nothing is marked.)
