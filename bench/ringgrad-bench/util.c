@@ -64,19 +64,27 @@ void rgb_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a
 
 void rgb_print_blas_core(void) {
     const char *core = openblas_get_corename(), *forced = getenv("OPENBLAS_CORETYPE");
+    const char *conv_blas = getenv("RG_CONV_BLAS");
     bool avx512 = !strcmp(rg_cpu_isa(), "avx512");
+    /* the AVX-512 copy's 1x1 convolutions: on its tile unless OpenBLAS runs AVX-512 kernels
+     * (tensor/cpu/conv2d_gemm.c), or as RG_CONV_BLAS says */
+    bool conv_on_tile =
+        avx512 && (conv_blas && *conv_blas ? !strcmp(conv_blas, "0") : !rg_cpu_blas_avx512());
     printf("ringgrad-bench: OpenBLAS %s kernels (%s)%s%s\n", core ? core : "?",
-           avx512 ? "1x1 convolutions, small products" : "the fully connected layers' products",
+           !avx512        ? "the fully connected layers' products"
+           : conv_on_tile ? "small products; 1x1 convolutions on ringgrad's tile"
+                          : "1x1 convolutions, small products",
            forced ? ", chosen by OPENBLAS_CORETYPE=" : "", forced ? forced : "");
     /* A CPU with AVX-512 held to OpenBLAS's AVX2 kernels: on a Zen 5 whose environment set
      * OPENBLAS_CORETYPE=Haswell, unsetting it (OpenBLAS then picked Cooperlake) made the CNN
      * step 5% faster (docs/PERFORMANCE.md, 2026-11-25), before the fully connected layers moved
-     * to ringgrad's own tile (tensor/cpu/gemm_tile.c); ResNet-50's 1x1 convolutions still run
-     * there. */
+     * to ringgrad's own tile (tensor/cpu/gemm_tile.c); since the 1x1 convolutions moved there too
+     * in that case, what is left is ResNet-50's step at 64 px 5% slower at one thread
+     * (2026-11-29). */
     if (core && avx512 && (!strcasecmp(core, "haswell") || !strcasecmp(core, "zen")))
         printf(
             "ringgrad-bench: note: this CPU has AVX-512 but OpenBLAS runs its %s (AVX2) kernels; "
-            "%s for its AVX-512 ones\n",
+            "%s for its AVX-512 ones (a few per cent on 1x1 convolutions)\n",
             core,
             forced ? "unset OPENBLAS_CORETYPE (or set it to SkylakeX)"
                    : "set OPENBLAS_CORETYPE=SkylakeX");

@@ -30,13 +30,21 @@
  * block's dy, which every slice's product reads whole, is copied once, shared out among them (each
  * thread copying all of it took 5% of ResNet-50's 7x7 1x1 filter passes at two threads). A fused
  * ReLU is applied to each block's output after its product, and its mask to a copy of dy before the
- * backward products. These products call OpenBLAS directly, not rg_cpu_gemm: on ResNet-50's 1x1
- * shapes the register tile of gemm_tile.c took 1.0-1.5x OpenBLAS's time in the forward and data
- * passes (it re-reads all of A, the weights, for each panel of 64 columns, where OpenBLAS keeps
- * a packed block of A in L2), when called as OpenBLAS is, once an image. The exceptions are in
- * the AVX-512 copy, on small planes with many channels: there the tile runs over the whole
- * batch's columns at once, which OpenBLAS cannot do on NCHW data without a copy (run_tile_pass
- * and backward_filter_tiles, below). */
+ * backward products.
+ *
+ * Whose product: OpenBLAS's (rg_cpu_gemm_blas), except in the AVX-512 copy when OpenBLAS runs no
+ * AVX-512 kernels itself (tile_products): there rg_cpu_gemm runs them on the register tile of
+ * gemm_tile.c (and the data pass reads a copy of w^T, made once a pass). OpenBLAS's AVX2 kernels,
+ * which OPENBLAS_CORETYPE=Haswell selects (as this project's Zen 5 VMs set it) and which an
+ * OpenBLAS that predates the CPU falls back to, took 1.6-1.9x the tile's time on ResNet-50's 1x1
+ * shapes, and the ResNet-50 step at 64 px 1.18x (one thread) and 1.16x (two); OpenBLAS's AVX-512
+ * kernels are the faster ones by a few per cent at one thread (the step: 420 against 441 ms; the
+ * same at two threads), so they keep the products when they run (Zen 5, 2026-11-29,
+ * docs/PERFORMANCE.md). On the tile each output is the same in-order sum whichever images share
+ * its product, so a batch split across ranks gives the same bits. In the AVX-512 copy, small planes
+ * with many channels take neither: the tile runs over the whole batch's columns at once, which a
+ * product an image cannot do on NCHW data without a copy (run_tile_pass and backward_filter_tiles,
+ * below). */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -482,6 +490,28 @@ static void backward_filter_tiles(const rg_conv2d_shape *s, const float *x, cons
 }
 #endif
 
+/* Where this pass's products run: rg_cpu_gemm (gemm_tile.c), or OpenBLAS (see the top of the
+ * file for both). RG_CONV_BLAS=1 keeps OpenBLAS, RG_CONV_BLAS=0 the tile (to compare). */
+static bool tile_products(void) {
+#if defined(__AVX512F__)
+    if (!rg_conv_switch_on("RG_GEMM_TILE")) return false;
+    const char *v = getenv("RG_CONV_BLAS");
+    if (v && *v) return strcmp(v, "0") == 0;
+    return !rg_cpu_blas_avx512();
+#else
+    return false;
+#endif
+}
+
+static void product(bool tile, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                    int64_t ldc) {
+    if (tile)
+        rg_cpu_gemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    else
+        rg_cpu_gemm_blas(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+
 void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float *w, const float *b,
                           float *y) {
 #if defined(__AVX512F__)
@@ -493,6 +523,7 @@ void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float 
     int64_t pq = s->p * s->q, chw = s->c * s->h * s->w;
     image_blocks ib = blocks_of(s, omp_get_max_threads(), BLOCK_COLUMNS);
     int32_t *off = ib.in_place ? NULL : tap_table(s);
+    bool tile = tile_products();
 #pragma omp parallel if (ib.count > 1)
     {
         float *xb = ib.in_place ? NULL : rg_conv_scratch(s->c * ib.cols);
@@ -503,8 +534,8 @@ void rg_conv_forward_gemm(const rg_conv2d_shape *s, const float *x, const float 
             float *yn = y + n0 * s->k * pq, *out = yb ? yb : yn;
             for (int64_t i = 0; xb && i < gi; i++)
                 im2col(s, off, x + (n0 + i) * chw, 0, s->c, xb + i * pq, len);
-            rg_cpu_gemm_blas(false, false, s->k, len, s->c, 1.0f, w, s->c, xb ? xb : x + n0 * chw,
-                             len, 0.0f, out, len);
+            product(tile, false, false, s->k, len, s->c, w, s->c, xb ? xb : x + n0 * chw, len, 0.0f,
+                    out, len);
             finish_output(s, b, out, len);
             if (yb) block_copy(gi, s->k, s->k, pq, yb, yn, true);
         }
@@ -541,6 +572,15 @@ static void backward_data(const rg_conv2d_shape *s, const float *dy, const float
 #endif
     int64_t pq = s->p * s->q, chw = s->c * s->h * s->w;
     image_blocks ib = blocks_of(s, omp_get_max_threads(), BLOCK_COLUMNS);
+    /* w^T (C x K) for the tile, copied once: it reads its rows' steps t*C apart otherwise, which
+     * cost up to 1.2x the time on the strided passes (ResNet-50's 1x1f) */
+    float *wt = tile_products() ? rg_conv_scratch(s->c * s->k) : NULL;
+    if (wt) {
+#pragma omp parallel for schedule(static)
+        for (int64_t k0 = 0; k0 < s->k; k0 += RG_CONV_NR) /* filters k0.. become columns k0.. */
+            rg_conv_transpose(s->k - k0 < RG_CONV_NR ? s->k - k0 : RG_CONV_NR, s->c, w + k0 * s->c,
+                              s->c, wt + k0, s->k, NULL, 0.0f);
+    }
 #pragma omp parallel if (ib.count > 1)
     {
         float *dcol = ib.in_place ? NULL : rg_conv_scratch(s->c * ib.cols);
@@ -550,19 +590,20 @@ static void backward_data(const rg_conv2d_shape *s, const float *dy, const float
             int64_t n0 = bi * ib.g, gi = s->n - n0 < ib.g ? s->n - n0 : ib.g, len = gi * pq;
             const float *dyn = dy + n0 * s->k * pq;
             if (ib.in_place) {
-                rg_cpu_gemm_blas(true, false, s->c, pq, s->k, 1.0f, w, s->c, dyn, pq, beta,
-                                 dx + n0 * chw, pq);
+                product(wt != NULL, !wt, false, s->c, pq, s->k, wt ? wt : w, wt ? s->k : s->c, dyn,
+                        pq, beta, dx + n0 * chw, pq);
                 continue;
             }
             if (dyb) block_copy(gi, s->k, s->k, pq, dyn, dyb, false);
-            rg_cpu_gemm_blas(true, false, s->c, len, s->k, 1.0f, w, s->c, dyb ? dyb : dyn, len,
-                             0.0f, dcol, len);
+            product(wt != NULL, !wt, false, s->c, len, s->k, wt ? wt : w, wt ? s->k : s->c,
+                    dyb ? dyb : dyn, len, 0.0f, dcol, len);
             for (int64_t i = 0; i < gi; i++)
                 write_dx(s, dcol + i * pq, len, beta, dx + (n0 + i) * chw);
         }
         if (dyb) rg_conv_scratch_free(dyb, s->k * ib.cols);
         if (dcol) rg_conv_scratch_free(dcol, s->c * ib.cols);
     }
+    if (wt) rg_conv_scratch_free(wt, s->c * s->k);
 }
 
 /* The sum of row[0..len): in SUM_LANES float partial sums (which vectorise; one double summed
@@ -617,6 +658,7 @@ static void backward_filter(const rg_conv2d_shape *s, const float *x, const floa
     int32_t *off = ib.in_place ? NULL : tap_table(s);
     /* the block's dy, which every thread's product reads whole: copied once, by all of them */
     float *dyb = ib.g > 1 ? rg_conv_scratch(s->k * ib.cols) : NULL;
+    bool tile = tile_products();
 #pragma omp parallel num_threads(parts)
     {
         int64_t t0 = omp_get_thread_num() * step, tn = crs - t0 < step ? crs - t0 : step;
@@ -633,9 +675,9 @@ static void backward_filter(const rg_conv2d_shape *s, const float *x, const floa
                     block_copy_row(gi, s->k, s->k, pq, dyn, dyb, false, ir);
             }
             if (tn > 0)
-                rg_cpu_gemm_blas(false, true, s->k, tn, len, 1.0f, dyb ? dyb : dyn, len,
-                                 col ? col : x + n0 * chw + t0 * pq, len, n0 == 0 ? beta : 1.0f,
-                                 dw + t0, crs);
+                product(tile, false, true, s->k, tn, len, dyb ? dyb : dyn, len,
+                        col ? col : x + n0 * chw + t0 * pq, len, n0 == 0 ? beta : 1.0f, dw + t0,
+                        crs);
         }
         if (col) rg_conv_scratch_free(col, tn * ib.cols);
     }

@@ -49,6 +49,11 @@ static const conv_case cases[] = {
     {2, 6, 16, 17, 20, 1, 1, 1, 0, true},  /* straight from x and dy, no copies */
     {5, 4, 9, 9, 18, 1, 1, 1, 0, true},    /* blocks of 4 images, the last short */
     {22, 3, 7, 7, 5, 1, 1, 1, 0, true},    /* forward: blocks of 21, 1; filter: of 6, 4 last */
+    /* ... and products large enough for the AVX-512 copy's register tile (gemm_tile.c), which
+     * takes them unless OpenBLAS runs AVX-512 kernels (RG_CONV_BLAS, below) */
+    {2, 64, 24, 24, 72, 1, 1, 1, 0, true},  /* one image a product, in place */
+    {2, 48, 30, 30, 70, 1, 1, 2, 0, false}, /* strided: gathered, dx scattered */
+    {12, 40, 7, 7, 96, 1, 1, 1, 0, true},   /* 7x7: the batch in one block */
     /* small planes and C*R*S >= 2048: the filter pass through im2col and a product */
     {2, 240, 8, 8, 20, 3, 3, 2, 1, true}, /* stride 2, 4x4 outputs */
     {3, 230, 7, 7, 17, 3, 3, 1, 1, true}, /* 7x7 outputs, padding */
@@ -237,6 +242,26 @@ Test(tensor_conv2d, with_rg_conv_gemm_0_the_tiles_match_naive_loops_too) {
     }
     rg_set_num_threads(1);
     unsetenv("RG_CONV_GEMM");
+}
+
+/* RG_CONV_BLAS=1 runs conv2d_gemm.c's products on OpenBLAS, RG_CONV_BLAS=0 on ringgrad's own
+ * tile (AVX-512; the other copies always use OpenBLAS); by default the tile runs them unless
+ * OpenBLAS has AVX-512 kernels. Both must be right whichever this machine picks. */
+Test(tensor_conv2d, with_rg_conv_blas_0_or_1_the_products_match_naive_loops_too) {
+    for (int blas = 0; blas <= 1; blas++) {
+        setenv("RG_CONV_BLAS", blas ? "1" : "0", 1);
+        for (int threads = 1; threads <= 2; threads++) {
+            rg_set_num_threads(threads);
+            for (size_t ci = 0; ci < NCASES; ci++)
+                if ((cases[ci].r == 1 && cases[ci].s == 1 && cases[ci].pad == 0) ||
+                    cases[ci].c * cases[ci].r * cases[ci].s >= 2048) {
+                    check_forward(ci);
+                    check_backward(&cases[ci], (int)ci);
+                }
+        }
+    }
+    rg_set_num_threads(1);
+    unsetenv("RG_CONV_BLAS");
 }
 
 /* RG_CONV_DATA_AS_FORWARD=0 sends the data pass of stride-1 "same" shapes back to the tiles'
