@@ -11,9 +11,11 @@
 # step faults its activations in again, page by page. Where a page fault is slow that, not the
 # kernels, sets PyTorch's time: on the Zen 5 VM of 2026-11-29 a fault took 11 us a 4 KiB page
 # (0.4 GB/s of first touch) and the CNN step took 265-440 ms instead of 104. "keep" runs PyTorch
-# with MALLOC_MMAP_THRESHOLD_=32 MiB (glibc's largest) and MALLOC_TRIM_THRESHOLD_ at 64 GiB, so
-# that glibc keeps and reuses freed memory, as ringgrad's arena does; "default" measures PyTorch as
-# it comes.
+# with MALLOC_MMAP_MAX_=0 (no block from mmap: every one from the heap, reused once freed) and
+# MALLOC_TRIM_THRESHOLD_ at 64 GiB (the heap never handed back), so that glibc keeps and reuses
+# freed memory, as ringgrad's arena does; "default" measures PyTorch as it comes. Raising the mmap
+# threshold instead (to 32 MiB, glibc's largest) was enough for the CNN's tensors, not for
+# ResNet-50's at 224 px (100 MB activations): its step took 17.7-21.3 s, and 7.0-7.2 s this way.
 here=$(cd "$(dirname "$0")" && pwd)
 bench=${RINGGRAD_BENCH:-$here/../build/bin/ringgrad-bench}
 threads="1 2" rounds=3 iters=5 clock=wall torch_malloc=keep
@@ -41,5 +43,5 @@ common_start() {
     torch_version=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')
     torch_python=/usr/bin/python3
     [ "$torch_malloc" = default ] ||
-        torch_python="env MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=68719476736 /usr/bin/python3"
+        torch_python="env MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 /usr/bin/python3"
 }
