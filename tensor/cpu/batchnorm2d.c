@@ -240,6 +240,16 @@ static void small_spread(int64_t cn, int64_t hw, const float *v, float *row) {
 #undef SPREAD
 }
 
+/* Rows of at most this many floats (a run's channels of one image: 8 channels of 7x7 in
+ * ResNet-20's last stage, 392 floats) have the next pass's four rows prefetched: each is a
+ * separate stretch of 1.5 KB, c * hw floats from the one before, too short for the hardware's
+ * prefetchers to ramp up. The forward of 128 x 64 x 7x7 (`ringgrad-bench --only membw`, Zen 5,
+ * five alternated runs each) went from a median 64% to 69% of a copy at one thread and 61% to 63%
+ * at two (58% to 68% in three runs before); ResNet-50's 4x4 and 2x2 rows (1,024 floats) lost with
+ * it (85% to 76% at one thread), and the backward's reduction (two rows a pass, x and dy) gained
+ * nothing (84-85% either way), so neither has it. */
+#define PREFETCH_ROW_MAX 512
+
 /* batchnorm_stats on small planes; the shifts are already in stats[2C+1 ...]. */
 static void stats_small_run(int64_t n, int64_t c, int64_t hw, const float *x, int64_t c0,
                             int64_t cn, float *stats) {
@@ -256,6 +266,9 @@ static void stats_small_run(int64_t n, int64_t c, int64_t hw, const float *x, in
         for (; i + 3 < i1; i += 4) { /* four rows a pass over the accumulators */
             const float *p = x + (i * c + c0) * hw, *q = p + c * hw; /* (cn, HW) each */
             const float *u = q + c * hw, *v = u + c * hw;
+            if (len <= PREFETCH_ROW_MAX && i + 7 < n) /* the next pass's four rows */
+                for (int64_t r = 4; r < 8; r++)
+                    for (int64_t j = 0; j < len; j += 16) __builtin_prefetch(p + r * c * hw + j);
             for (int64_t j = 0; j < len; j++) {
                 float d = p[j] - kr[j], e = q[j] - kr[j], f = u[j] - kr[j], g = v[j] - kr[j];
                 a1[j] += (d + e) + (f + g), a2[j] += (d * d + e * e) + (f * f + g * g);
