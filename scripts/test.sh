@@ -57,7 +57,8 @@ if [ $sanitize = 1 ]; then
   # and scripts/valgrind.sh runs the generic kernels): those reruns were a fifth of its time.
   # Label san-twin: a test whose twin runs the same code under the sanitizers (the SGD variants of
   # the resume tests, whose Adam variants run; the optimizers' kernels have tests of their own),
-  # or that checks arithmetic on the main path (the learning-rate rules), or the build's objects.
+  # or that checks arithmetic on the main path (the learning-rate rules, the evaluation batch's
+  # bound on large images), or the build's objects.
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE 'nosan|isa-rerun|san-twin'
   # (a failed prebuild is reported by fuzz.sh's own build below)
   if [ $fuzz = 1 ]; then wait "$fuzz_build" || true; fi

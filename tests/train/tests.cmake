@@ -151,7 +151,8 @@ rg_train_test(equiv/resnet20_no_syncbn_control 2 rg_train_ref_resnet20_syncbn "t
 rg_train_test(shape 1 "" train ${RG_TRAIN_SH}/shape.sh)
 # The evaluation's batch: bounded on large images, never below --batch-size, and the accuracy
 # independent of it on 1 and 2 ranks
-rg_train_test(eval_batch 2 "" "train;mpi" ${RG_TRAIN_SH}/eval_batch.sh)
+rg_train_test(eval_batch 2 "" "train;mpi" ${RG_TRAIN_SH}/eval_batch.sh small)
+rg_train_test(eval_batch_large 1 "" "train;san-twin" ${RG_TRAIN_SH}/eval_batch.sh large)
 # header.sh: the two lines rank 0 prints before training (model, data, layout of the run)
 rg_train_test(header 3 "" "train;mpi" ${RG_TRAIN_SH}/header.sh)
 # BatchNorm's batches: one image per channel is exit 1 (or a dropped last batch), --sync-bn
