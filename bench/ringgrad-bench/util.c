@@ -64,12 +64,8 @@ void rgb_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a
 
 void rgb_print_blas_core(void) {
     const char *core = openblas_get_corename(), *forced = getenv("OPENBLAS_CORETYPE");
-    const char *conv_blas = getenv("RG_CONV_BLAS");
     bool avx512 = !strcmp(rg_cpu_isa(), "avx512");
-    /* the AVX-512 copy's 1x1 convolutions: on its tile unless OpenBLAS runs AVX-512 kernels
-     * (tensor/cpu/conv2d_gemm.c), or as RG_CONV_BLAS says */
-    bool conv_on_tile =
-        avx512 && (conv_blas && *conv_blas ? !strcmp(conv_blas, "0") : !rg_cpu_blas_avx512());
+    bool conv_on_tile = avx512 && !rg_cpu_conv_products_on_blas(); /* tensor/cpu/conv2d_gemm.c */
     printf("ringgrad-bench: OpenBLAS %s kernels (%s)%s%s\n", core ? core : "?",
            !avx512        ? "the fully connected layers' products"
            : conv_on_tile ? "small products; 1x1 convolutions on ringgrad's tile"

@@ -219,6 +219,18 @@ static void finish_output(const rg_conv2d_shape *s, const float *b, float *out, 
     }
 }
 
+/* w^T (C x K) of a 1x1 kernel's w (K x C), from the scratch pool (free with
+ * rg_conv_scratch_free(wt, C * K)): the tile reads its rows' reduction steps one after the other
+ * (reading w's columns in place, C floats apart, cost up to 1.2x the time of a data pass). */
+static float *transposed_weights(const rg_conv2d_shape *s, const float *w) {
+    float *wt = rg_conv_scratch(s->c * s->k);
+#pragma omp parallel for schedule(static)
+    for (int64_t k0 = 0; k0 < s->k; k0 += RG_CONV_NR) /* filters k0.. become columns k0.. */
+        rg_conv_transpose(s->k - k0 < RG_CONV_NR ? s->k - k0 : RG_CONV_NR, s->c, w + k0 * s->c,
+                          s->c, wt + k0, s->k, NULL, 0.0f);
+    return wt;
+}
+
 #if defined(__AVX512F__)
 /* ---- 1x1 passes on the register tile, for deep channels on small planes (AVX-512) ----
  *
@@ -410,11 +422,7 @@ static void forward_tiles(const rg_conv2d_shape *s, const float *x, const float 
 static void backward_data_tiles(const rg_conv2d_shape *s, const float *dy, const float *w,
                                 float beta, float *dx) {
     int64_t pq = s->p * s->q;
-    float *wt = rg_conv_scratch(s->c * s->k);
-#pragma omp parallel for schedule(static)
-    for (int64_t k0 = 0; k0 < s->k; k0 += RG_CONV_NR) /* filters k0.. become columns k0.. */
-        rg_conv_transpose(s->k - k0 < RG_CONV_NR ? s->k - k0 : RG_CONV_NR, s->c, w + k0 * s->c,
-                          s->c, wt + k0, s->k, NULL, 0.0f);
+    float *wt = transposed_weights(s, w);
     tile_pass tp = {.rows = s->c,
                     .red = s->k,
                     .a = wt,
@@ -491,13 +499,10 @@ static void backward_filter_tiles(const rg_conv2d_shape *s, const float *x, cons
 #endif
 
 /* Where this pass's products run: rg_cpu_gemm (gemm_tile.c), or OpenBLAS (see the top of the
- * file for both). RG_CONV_BLAS=1 keeps OpenBLAS, RG_CONV_BLAS=0 the tile (to compare). */
+ * file for both, and rg_cpu_conv_products_on_blas). */
 static bool tile_products(void) {
 #if defined(__AVX512F__)
-    if (!rg_conv_switch_on("RG_GEMM_TILE")) return false;
-    const char *v = getenv("RG_CONV_BLAS");
-    if (v && *v) return strcmp(v, "0") == 0;
-    return !rg_cpu_blas_avx512();
+    return rg_conv_switch_on("RG_GEMM_TILE") && !rg_cpu_conv_products_on_blas();
 #else
     return false;
 #endif
@@ -572,15 +577,7 @@ static void backward_data(const rg_conv2d_shape *s, const float *dy, const float
 #endif
     int64_t pq = s->p * s->q, chw = s->c * s->h * s->w;
     image_blocks ib = blocks_of(s, omp_get_max_threads(), BLOCK_COLUMNS);
-    /* w^T (C x K) for the tile, copied once: it reads its rows' steps t*C apart otherwise, which
-     * cost up to 1.2x the time on the strided passes (ResNet-50's 1x1f) */
-    float *wt = tile_products() ? rg_conv_scratch(s->c * s->k) : NULL;
-    if (wt) {
-#pragma omp parallel for schedule(static)
-        for (int64_t k0 = 0; k0 < s->k; k0 += RG_CONV_NR) /* filters k0.. become columns k0.. */
-            rg_conv_transpose(s->k - k0 < RG_CONV_NR ? s->k - k0 : RG_CONV_NR, s->c, w + k0 * s->c,
-                              s->c, wt + k0, s->k, NULL, 0.0f);
-    }
+    float *wt = tile_products() ? transposed_weights(s, w) : NULL; /* the tile reads w^T */
 #pragma omp parallel if (ib.count > 1)
     {
         float *dcol = ib.in_place ? NULL : rg_conv_scratch(s->c * ib.cols);

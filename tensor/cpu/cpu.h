@@ -17,11 +17,11 @@ void rg_cpu_gemm_blas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                       float *c, int64_t ldc);
 
-/* Whether OpenBLAS runs AVX-512 kernels in this process (its core, openblas_get_corename():
- * SkylakeX, Cooperlake or SapphireRapids), which OPENBLAS_CORETYPE or its CPU detection decide
- * when the library loads (gemm.c): the AVX-512 copy of the convolution's products (conv2d_gemm.c)
- * keeps OpenBLAS only then. */
-bool rg_cpu_blas_avx512(void);
+/* Whether the AVX-512 copy's convolution products (conv2d_gemm.c) stay on OpenBLAS rather than
+ * ringgrad's tile: RG_CONV_BLAS=1 yes, RG_CONV_BLAS=0 no (to compare); otherwise when OpenBLAS runs
+ * AVX-512 kernels in this process (its core, which OPENBLAS_CORETYPE or its CPU detection picks
+ * when the library loads, is SkylakeX, Cooperlake or SapphireRapids). gemm.c. */
+bool rg_cpu_conv_products_on_blas(void);
 
 /* The 2x2, stride-2, unpadded max-pool (the CNN's), which the pooling kernels (maxpool2d.c) and
  * the convolution's fused pool (conv2d.c, conv2d_backward.c) take on loops of their own. */

@@ -8,7 +8,8 @@
  * its CPU time to the two pools' waiting (sched_yield, libgomp spinning; docs/PERFORMANCE.md). */
 #include <cblas.h>
 #include <omp.h>
-#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "tensor/cpu/cpu.h"
@@ -59,18 +60,15 @@ void rg_cpu_gemm_blas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
     sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-/* OpenBLAS's cores with AVX-512 kernels (driver/others/dynamic.c's names); any other name, or one
- * this list does not know yet, counts as without, which at worst costs the few per cent by which
- * OpenBLAS's AVX-512 kernels beat the tile (conv2d_gemm.c). */
-bool rg_cpu_blas_avx512(void) {
-    static atomic_int known; /* 0: not looked up yet; 1: no; 2: yes (the same answer every time) */
-    int k = atomic_load_explicit(&known, memory_order_relaxed);
-    if (k) return k == 2;
+/* OpenBLAS's cores with AVX-512 kernels are the names driver/others/dynamic.c gives them; any
+ * other name, or one this list does not know yet, counts as without, which at worst costs the few
+ * per cent by which OpenBLAS's AVX-512 kernels beat the tile (conv2d_gemm.c). */
+bool rg_cpu_conv_products_on_blas(void) {
+    const char *v = getenv("RG_CONV_BLAS");
+    if (v && *v) return strcmp(v, "0") != 0;
     static const char *const avx512[] = {"skylakex", "cooperlake", "sapphirerapids"};
     const char *core = openblas_get_corename();
-    bool yes = false;
     for (size_t i = 0; core && i < sizeof avx512 / sizeof *avx512; i++)
-        yes = yes || !strcasecmp(core, avx512[i]);
-    atomic_store_explicit(&known, yes ? 2 : 1, memory_order_relaxed);
-    return yes;
+        if (!strcasecmp(core, avx512[i])) return true;
+    return false;
 }
