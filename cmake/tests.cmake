@@ -27,11 +27,15 @@ if(RG_SANITIZE)
        "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/lsan.supp:print_suppressions=0"
        "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
 endif()
-# MPI programs: Open MPI's plugins have no frame pointers, so ASan's fast unwinder loses the
-# stacks of their allocations and lsan.supp cannot match them. Unwind slowly there (only there:
-# it slows every malloc).
-string(REPLACE "abort_on_error=0" "abort_on_error=0:fast_unwind_on_malloc=0" RG_MPI_TEST_ENV
-       "${RG_TEST_ENV}")
+# MPI programs. Open MPI's plugins, and libc, have no frame pointers, so ASan's fast unwinder
+# stops in them; a leak's stack then holds only the frames up to the first of those, often
+# enough for lsan.supp (a plugin calls malloc directly: its module is frame 1). The exception,
+# Open MPI's strings from asprintf, whose stack ends in libc's vasprintf: lsan.supp names that
+# (ringgrad itself never calls asprintf; tests/architecture checks). The slow unwinder
+# (fast_unwind_on_malloc=0) walks every such stack to its end instead, but at every malloc: it
+# took 2.4x the CPU time of a 2-rank run (4.8 s against 2.0 s for one step of the CNN,
+# 2026-11-29), and the MPI tests are most of the sanitizer run.
+set(RG_MPI_TEST_ENV ${RG_TEST_ENV})
 if(RG_SANITIZE)
   # And keep the plugins loaded until exit (tests/keep_plugins.c): their frames then have module
   # names for lsan.supp, instead of "<unknown module>"s that made LSan reread /proc/self/maps at
@@ -79,3 +83,44 @@ file(GLOB RG_TEST_EXTRA CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/*/tests.cmak
 foreach(f ${RG_TEST_EXTRA})
   include(${f})
 endforeach()
+
+# The tests' python3 (for their helper scripts and checks; they need only its standard library):
+# the system's, /usr/bin/python3 (scripts/install-deps.sh installs it), ahead of any python3
+# earlier in PATH. A version manager's shim there costs: pyenv's runs bash scripts to choose a
+# version before it starts Python, 0.7 s of CPU a call against 0.09 s (2026-11-29, 2 cores busy
+# with the suite), and the suite calls python3 hundreds of times. Every test's PATH starts with a
+# folder that holds only a link to it.
+find_program(RG_TEST_PYTHON python3 PATHS /usr/bin /bin NO_DEFAULT_PATH)
+if(NOT RG_TEST_PYTHON)
+  find_program(RG_TEST_PYTHON python3)
+endif()
+if(RG_TEST_PYTHON)
+  set(rg_test_path ${CMAKE_BINARY_DIR}/tests/python)
+  file(MAKE_DIRECTORY ${rg_test_path})
+  file(CREATE_LINK ${RG_TEST_PYTHON} ${rg_test_path}/python3 SYMBOLIC)
+  get_property(rg_all_tests DIRECTORY PROPERTY TESTS)
+  set_property(TEST ${rg_all_tests} APPEND PROPERTY ENVIRONMENT_MODIFICATION
+               "PATH=path_list_prepend:${rg_test_path}")
+endif()
+
+# The order of a parallel run: ctest -j starts the tests in descending COST, and a fresh build has
+# no timings of its own (CTest keeps them in Testing/Temporary once it has run). tests/costs.txt
+# (scripts/test-costs.sh) holds each test's seconds in the last Release and sanitizer runs, so
+# that the long tests start first and the short ones fill the gaps, instead of the tests of
+# tests/train, declared last, running at the end while a core idles.
+if(EXISTS ${CMAKE_SOURCE_DIR}/tests/costs.txt)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/costs.txt)
+  file(STRINGS ${CMAKE_SOURCE_DIR}/tests/costs.txt rg_cost_lines REGEX "^[^#]")
+  foreach(line ${rg_cost_lines})
+    string(REPLACE " " ";" fields "${line}")
+    list(GET fields 0 name)
+    if(RG_SANITIZE)
+      list(GET fields 2 cost)
+    else()
+      list(GET fields 1 cost)
+    endif()
+    if(TEST ${name} AND NOT cost STREQUAL "-")
+      set_tests_properties(${name} PROPERTIES COST ${cost})
+    endif()
+  endforeach()
+endif()

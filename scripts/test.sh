@@ -11,6 +11,8 @@ cd "$(dirname "$0")/.."
 # tests ran one at a time and the cores sat half idle. Measured on 2 cores: 2x instead of 1x,
 # Release 222 s -> 152 s and ASan 357 s -> 277 s (2026-11-25, Zen 5); 3x instead of 2x, ASan
 # 469 s -> 420 s (2026-11-28, Zen 3).
+# ctest starts the longest tests first, by the seconds tests/costs.txt holds for each
+# (scripts/test-costs.sh refreshes it after a run).
 jobs=$(( $(nproc) * 3 ))
 sanitize=1
 [ "${RG_TEST_SKIP_SANITIZE:-0}" != 1 ] || sanitize=0
