@@ -22,10 +22,13 @@ scripts/build.sh build
 if [ $sanitize = 1 ]; then
   # The sanitizer build runs beside the Release tests, at the lowest priority: it takes only the
   # CPU time the tests leave idle (about a quarter of 2 cores), so that it is mostly done when
-  # they are. Its output goes to a file; it is shown if it fails.
+  # they are. Its output goes to a file; it is shown if it fails. -g1: line tables and functions,
+  # no variables: the sanitizers' reports read the same (inlined frames too), and the build took
+  # 117 s instead of 146 s alone on 2 cores (2026-11-29).
   mkdir -p build-asan
   nice -n 19 scripts/build.sh build-asan -DRG_SANITIZE=ON -DRG_CUDA=OFF \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo >build-asan/test-build.log 2>&1 &
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1" \
+    >build-asan/test-build.log 2>&1 &
   asan_build=$!
 fi
 echo "== tests (Release)"
