@@ -58,22 +58,23 @@
 #define BIG_BLOCK ((size_t)64 << 20)
 #define HUGE_PAGE ((size_t)2 << 20)
 
-/* Blocks of HUGE_PAGE bytes or more start on a 2 MiB boundary and ask for transparent huge pages
- * (MADV_HUGEPAGE; THP's "madvise" mode, Debian's default, gives them only to regions that ask;
- * PyTorch 2's THP_MEM_ALLOC_ENABLE does the same). The first touch of such a block then faults in
- * 2 MiB at once instead of 4 KiB at a time: on the VM of 2026-11-29, where a fault costs 11 us,
- * 512 faults per 2 MiB cost 5.6 ms against one fault that zeroes 2 MiB. That is what a process's
- * first steps cost: ResNet-50's first two steps at 224 px, batch 32, 2 threads, took 10.5-14.4 s
- * a step with 4 KiB pages and 3.5-3.6 s with huge ones; a one-step run of the CNN on the test
- * suite's data, 0.41 s and 0.12 s. Later steps reuse the cached blocks and fault no more. The
- * price: where a class's slack (up to a quarter of a block) shares a huge page with used bytes,
- * it takes memory. RG_HUGEPAGES=0 turns it off. */
+/* RG_HUGEPAGES=1: blocks of HUGE_PAGE bytes or more start on a 2 MiB boundary and ask for
+ * transparent huge pages (MADV_HUGEPAGE; THP's "madvise" mode, Debian's default, gives them only
+ * to regions that ask; PyTorch 2's THP_MEM_ALLOC_ENABLE does the same). The first touch of such a
+ * block then faults in 2 MiB at once instead of 4 KiB at a time: on the VM of 2026-11-29, where a
+ * fault costs 11 us, ResNet-50's first two steps at 224 px, batch 32, 2 threads, took 3.5-3.6 s
+ * a step instead of 10.5-14.4 s, and a one-step run of the CNN on the test suite's data 0.12 s
+ * instead of 0.41 s. It is off by default because the later steps, which fault no more (the
+ * cache reuses its blocks), ran slower on huge pages: ResNet-50 at 64 px, one thread, 486-504 ms
+ * against 452-473 ms, three rounds alternated. The 2 MiB alignment alone changed nothing, so it
+ * is the pages; probably the cache sets: a huge page is 2 MiB of contiguous physical memory, so
+ * strides of a power of two meet in the same sets, which 4 KiB pages scatter. */
 static int hugepages_enabled = -1;
 
 static bool want_hugepages(void) {
     if (hugepages_enabled < 0) {
         const char *e = getenv("RG_HUGEPAGES");
-        hugepages_enabled = !(e && strcmp(e, "0") == 0);
+        hugepages_enabled = e && strcmp(e, "1") == 0;
     }
     return hugepages_enabled;
 }

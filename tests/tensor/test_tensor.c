@@ -2,6 +2,7 @@
  * rg_tensor_item, dtypes, device names, shape strings, and the shape checks that must stop. */
 #include "rgtest.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static bool all_zero(const void *p, size_t n) {
@@ -31,6 +32,30 @@ Test(tensor_tensor, new_is_zero_filled_long_lived_and_freeable) {
         cr_assert(((uintptr_t)t->data & 63) == 0, "data is 64-byte aligned");
         rg_tensor_free(t);
     }
+}
+
+/* RG_HUGEPAGES=1 (tensor/cpu/alloc.c): a block of 2 MiB or more starts on a 2 MiB boundary (and
+ * asks for huge pages, which the host may or may not grant), is zero-filled, usable to its end,
+ * and cached for the next tensor of its size; smaller ones are as before. */
+Test(tensor_tensor, with_rg_hugepages_1_large_blocks_are_2_mib_aligned_and_reused) {
+    setenv("RG_HUGEPAGES", "1", 1);     /* read at this process's first system allocation */
+    const int64_t n = (int64_t)3 << 18; /* 3 MiB of floats: a 3.75 MiB class */
+    rg_tensor *t = rg_tensor_new(RG_F32, RG_SHAPE(n), RG_CPU);
+    cr_assert(t, "%s", rg_last_error());
+    cr_assert(((uintptr_t)t->data & ((2u << 20) - 1)) == 0, "3 MiB tensor at %p", t->data);
+    cr_assert(all_zero(t->data, rg_tensor_nbytes(t)));
+    float *x = t->data;
+    for (int64_t i = 0; i < n; i++) x[i] = (float)i;
+    cr_assert_eq(x[n - 1], (float)(n - 1));
+    void *first = t->data;
+    rg_tensor_free(t);
+    t = rg_tensor_new(RG_F32, RG_SHAPE(n), RG_CPU);
+    cr_assert_eq(t->data, first, "the cached block is reused");
+    cr_assert(all_zero(t->data, rg_tensor_nbytes(t)), "and zero-filled again");
+    rg_tensor *small = rg_tensor_new(RG_F32, RG_SHAPE(1000), RG_CPU);
+    cr_assert(((uintptr_t)small->data & 63) == 0);
+    rg_tensor_free(small);
+    rg_tensor_free(t);
 }
 
 Test(tensor_tensor, new_works_without_a_scope_and_for_empty_and_scalar_shapes) {
