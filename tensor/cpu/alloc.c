@@ -65,8 +65,9 @@
  * fault costs 11 us, ResNet-50's first two steps at 224 px, batch 32, 2 threads, took 3.5-3.6 s
  * a step instead of 10.5-14.4 s, and a one-step run of the CNN on the test suite's data 0.12 s
  * instead of 0.41 s. It is off by default because the later steps, which fault no more (the
- * cache reuses its blocks), ran slower on huge pages: ResNet-50 at 64 px, one thread, 486-504 ms
- * against 452-473 ms, three rounds alternated. The 2 MiB alignment alone changed nothing, so it
+ * cache reuses its blocks), ran slower on huge pages: ResNet-50 at 64 px, one thread, a median 7%
+ * over ten alternated rounds (486-504 ms against 452-473 ms in the last three). The 2 MiB
+ * alignment alone changed nothing, so it
  * is the pages; probably the cache sets: a huge page is 2 MiB of contiguous physical memory, so
  * strides of a power of two meet in the same sets, which 4 KiB pages scatter. */
 static int hugepages_enabled = -1;
