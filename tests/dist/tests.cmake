@@ -71,8 +71,13 @@ set_tests_properties(dist/sim_cluster_collectives PROPERTIES LABELS "dist;mpi;si
 
 # Collectives and DDP on GPUs (mpi_nccl.c, mpi_nccl_ddp.c): without a GPU for every rank of a
 # host they print "SKIPPED ...: no CUDA device ..." and exit 77, which CTest reports as skipped.
+# In a build without the CUDA backend they can do nothing else, and are disabled (as the GPU
+# programs of tests/cuda are).
 foreach(t mpi_nccl mpi_nccl_ddp)
   foreach(np 2 3)
     set_tests_properties(dist/${t}/np${np} PROPERTIES SKIP_RETURN_CODE 77)
+    if(NOT RG_HAVE_CUDA)
+      set_tests_properties(dist/${t}/np${np} PROPERTIES DISABLED TRUE)
+    endif()
   endforeach()
 endforeach()
