@@ -67,9 +67,9 @@
  * instead of 0.41 s. It is off by default because the later steps, which fault no more (the
  * cache reuses its blocks), ran slower on huge pages: ResNet-50 at 64 px, one thread, a median 7%
  * over ten alternated rounds (486-504 ms against 452-473 ms in the last three). The 2 MiB
- * alignment alone changed nothing, so it
- * is the pages; probably the cache sets: a huge page is 2 MiB of contiguous physical memory, so
- * strides of a power of two meet in the same sets, which 4 KiB pages scatter. */
+ * alignment alone changed nothing, so it is the pages; probably the cache sets: a huge page is
+ * 2 MiB of contiguous physical memory, so strides of a power of two meet in the same sets, which
+ * 4 KiB pages scatter. */
 static int hugepages_enabled = -1;
 
 static bool want_hugepages(void) {
