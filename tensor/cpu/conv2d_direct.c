@@ -191,7 +191,8 @@ static void forward_rows(const rg_conv2d_shape *s, int64_t crs, const float *x, 
  * result does not depend on the thread count. The general path (conv2d_backward.c) first wrote dy
  * masked by the ReLU, then transposed it and x to channels-last for the tile: conv1's filter pass
  * took 3.7 ms of the CNN step at one thread, 2.1 this way (1.7-2.1 and 1.2 at two threads). Each
- * step is 9 multiply-adds on 9 accumulators, one each, so the loop runs at about their latency. */
+ * step is 9 multiply-adds on 9 accumulators, one each, and nine unaligned input loads: with
+ * AVX-512 the loads bound it, and one channel's 3x3 goes down columns instead (below). */
 #define ROW_BLOCK 256 /* images whose sums are kept apart at a time (a block of doubles each) */
 
 bool rg_conv_filter_rows_applies(const rg_conv2d_shape *s) {
@@ -233,6 +234,73 @@ filter_rows_image(const int64_t crs, const bool k3, const rg_conv2d_shape *s, co
     }
 }
 
+/* One channel's 3x3 with 32 vector registers (AVX-512), by columns of vectors: down a column, the
+ * three input rows a step reads are the step before's lower two and one new row, so the nine input
+ * vectors stay in registers and a step loads three, not nine; and each step serves two filters
+ * (9 inputs, 18 sums, 2 bias sums, 2 gradients: 31 registers). By rows, each step's nine
+ * unaligned 64-byte input loads (most straddle two cache lines) held the loop to about 15 cycles a
+ * step; the same loop compiled for constant shapes kept the rows in registers this way and ran in
+ * half the time. conv1's filter pass at batch 128 took 1.2-1.3 ms at one thread, 0.5-0.7 by
+ * columns (Zen 5, docs/PERFORMANCE.md).
+ * With AVX2's 16 registers the sums alone fill the file, and this order spilled (1.7 against
+ * 1.2 ms), so those builds keep the rows above. */
+#define K3_COLUMNS (VL == 16)
+#define K3_FILTERS 2
+
+static inline __attribute__((always_inline)) void
+filter_rows_k3_block(const int nf, const rg_conv2d_shape *s, const float *x, const float *dy,
+                     const float *relu_y, int64_t k0, double *part) {
+    int64_t pq = s->p * s->q, xw = s->w;
+    rows_ivec lane;
+    for (int l = 0; l < VL; l++) lane[l] = l;
+    rg_convvec acc[K3_FILTERS][ROW_TAPS] = {{{0}}}, accb[K3_FILTERS] = {{0}};
+    for (int64_t q0 = 0; q0 < s->q; q0 += VL) {
+        int64_t q = q0 + VL <= s->q ? q0 : s->q - VL;
+        rows_ivec keep = lane >= (rows_ivec){0} + (int32_t)(q0 - q); /* the overlap's new pixels */
+        const float *xq = x + q;
+        rg_convvec r0[3], r1[3], r2[3];
+        for (int u = 0; u < 3; u++)
+            r0[u] = *(const rg_convvec *)(xq + u), r1[u] = *(const rg_convvec *)(xq + xw + u);
+        for (int64_t p = 0; p < s->p; p++) {
+            /* two lines a step of the next filters' dy (and y): a column's steps are Q floats
+             * apart, a stride the prefetchers did not run ahead of (0.85-0.93 ms without) */
+            int64_t ahead = (k0 + nf) * pq + ((q0 / VL) * s->p + p) * 2 * 16;
+            __builtin_prefetch(dy + ahead), __builtin_prefetch(dy + ahead + 16);
+            if (relu_y) __builtin_prefetch(relu_y + ahead), __builtin_prefetch(relu_y + ahead + 16);
+            for (int u = 0; u < 3; u++) r2[u] = *(const rg_convvec *)(xq + (p + 2) * xw + u);
+            for (int f = 0; f < nf; f++) {
+                int64_t off = (k0 + f) * pq + p * s->q + q;
+                rg_convvec g = *(const rg_convvec *)(dy + off);
+                if (relu_y) /* rg_k_relu_grad: 0 where y <= 0, dy elsewhere (NaN in y included) */
+                    g = (rg_convvec)((rows_ivec)g &
+                                     ~(rows_ivec)(*(const rg_convvec *)(relu_y + off) <=
+                                                  (rg_convvec){0}));
+                g = (rg_convvec)((rows_ivec)g & keep);
+                accb[f] += g;
+                for (int u = 0; u < 3; u++) {
+                    acc[f][u] += g * r0[u];
+                    acc[f][3 + u] += g * r1[u];
+                    acc[f][6 + u] += g * r2[u];
+                }
+            }
+            for (int u = 0; u < 3; u++) r0[u] = r1[u], r1[u] = r2[u];
+        }
+    }
+    for (int f = 0; f < nf; f++) {
+        double *out = part + (k0 + f) * (ROW_TAPS + 1);
+        for (int64_t t = 0; t < ROW_TAPS; t++) out[t] = lanes_sum(acc[f][t]);
+        out[ROW_TAPS] = lanes_sum(accb[f]);
+    }
+}
+
+static void filter_rows_k3_image(const rg_conv2d_shape *s, const float *x, const float *dy,
+                                 const float *relu_y, double *part) {
+    int64_t k = 0;
+    for (; k + K3_FILTERS <= s->k; k += K3_FILTERS)
+        filter_rows_k3_block(K3_FILTERS, s, x, dy, relu_y, k, part);
+    for (; k < s->k; k++) filter_rows_k3_block(1, s, x, dy, relu_y, k, part);
+}
+
 void rg_conv_backward_filter_rows(const rg_conv2d_shape *s, const float *x, const float *dy,
                                   float beta, float *dw, float *db) {
     RG_CHECK(!s->pool, "conv2d: the filter pass by rows takes a pool's gradient unpooled");
@@ -250,7 +318,9 @@ void rg_conv_backward_filter_rows(const rg_conv2d_shape *s, const float *x, cons
         for (int64_t i = 0; i < nb; i++) {
             int64_t n = n0 + i;
             const float *ry = s->relu_y ? s->relu_y + n * kpq : NULL;
-            if (three_by_three)
+            if (three_by_three && K3_COLUMNS)
+                filter_rows_k3_image(s, x + n * chw, dy + n * kpq, ry, part + i * slot);
+            else if (three_by_three)
                 filter_rows_image(ROW_TAPS, true, s, tap, x + n * chw, dy + n * kpq, ry,
                                   part + i * slot);
             else
