@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "ringgrad/idx.h"
+#include "data/dataset_impl.h"
 
 #define FMNIST_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
 #define FMNIST_CLASSES 10
@@ -62,9 +63,6 @@ rg_dataset *rg_dataset_new(int64_t n, int64_t c, int64_t h, int64_t w, int num_c
     return ds;
 }
 
-/* A lazy dataset: labels and a table of n file names (filled by the caller), no pixels. Internal
- * to data/ (declared in data/image_folder.c). */
-rg_dataset *rg_dataset_new_lazy(int64_t n, int64_t c, int64_t h, int64_t w, int num_classes);
 rg_dataset *rg_dataset_new_lazy(int64_t n, int64_t c, int64_t h, int64_t w, int num_classes) {
     rg_dataset *ds = dataset_header(n, c, h, w, num_classes);
     if (ds && !(ds->files = calloc((size_t)n, sizeof *ds->files))) {
@@ -74,17 +72,41 @@ rg_dataset *rg_dataset_new_lazy(int64_t n, int64_t c, int64_t h, int64_t w, int 
     return ds;
 }
 
+rg_dataset *rg_dataset_new_generated(int64_t n, int64_t c, int64_t h, int64_t w, int num_classes,
+                                     struct rg_dataset_gen *gen) {
+    rg_dataset *ds = dataset_header(n, c, h, w, num_classes);
+    if (!ds) {
+        gen->release(gen);
+        return NULL;
+    }
+    ds->gen = gen;
+    return ds;
+}
+
 rg_status rg_dataset_item(const rg_dataset *ds, int64_t i, rg_image *img) {
     RG_CHECK(ds && img && i >= 0 && i < ds->n, "rg_dataset_item: item %" PRId64 " of %" PRId64, i,
              ds ? ds->n : 0);
     if (ds->files) return rg_image_load(ds->files[i], (int)ds->c, img);
+    if (ds->gen) {
+        *img = (rg_image){.px = malloc((size_t)rg_dataset_image_size(ds)),
+                          .c = (int)ds->c,
+                          .h = (int)ds->h,
+                          .w = (int)ds->w};
+        if (!img->px)
+            return rg_error(RG_ENOMEM, "dataset: out of memory for an image of %" PRId64 " bytes",
+                            rg_dataset_image_size(ds));
+        rg_status st = ds->gen->make(ds->gen, i, img->px);
+        if (st != RG_OK) rg_image_deinit(img);
+        return st;
+    }
     *img = (rg_image){.px = ds->images + i * rg_dataset_image_size(ds), .c = (int)ds->c,
                       .h = (int)ds->h, .w = (int)ds->w};
     return RG_OK;
 }
 
 void rg_dataset_item_release(const rg_dataset *ds, rg_image *img) {
-    if (ds->files) rg_image_deinit(img);
+    if (ds->files || ds->gen)
+        rg_image_deinit(img);
     else *img = (rg_image){0};
 }
 
@@ -100,6 +122,7 @@ void rg_dataset_free(rg_dataset *ds) {
     free_names(ds);
     for (int64_t i = 0; ds->files && i < ds->n; i++) free(ds->files[i]);
     free(ds->files);
+    if (ds->gen) ds->gen->release(ds->gen);
     free(ds->images);
     free(ds->labels);
     free(ds);

@@ -20,8 +20,7 @@
 
 #include "ringgrad/dataset.h"
 #include "ringgrad/image.h"
-
-rg_dataset *rg_dataset_new_lazy(int64_t n, int64_t c, int64_t h, int64_t w, int num_classes);
+#include "data/dataset_impl.h"
 
 #define MAX_CLASSES 100000
 /* Decoded images of an eager folder beyond this are refused (use lazy). */

@@ -13,6 +13,7 @@
 
 #include "ringgrad/dataset.h"
 #include "core/kernels.h"
+#include "data/dataset_impl.h"
 
 /* Independent Philox streams for the three uses. */
 #define STREAM_CLASS 0x636C617373ULL /* "class" */
@@ -36,17 +37,18 @@ static void class_pattern(uint64_t seed, int k, int num_classes, int64_t ch, int
                 0.5f + 0.5f * sinf(2 * pi * (fx * (float)x + fy * (float)y) + 2 * pi * u2);
 }
 
-/* Item i: a label, then each byte mixes the class pattern with a uniform number. One Philox call
- * gives four numbers, so item i uses counters i * ceil(size / 4) onwards. */
-static void make_item(rg_dataset *ds, const float *patterns, uint64_t seed, float noise,
-                      int64_t i) {
-    int64_t size = rg_dataset_image_size(ds);
+/* Item i's label. */
+static int32_t item_label(uint64_t seed, int num_classes, int64_t i) {
     rg_philox4 r = rg_philox(seed ^ STREAM_LABEL, (uint64_t)i);
-    int k = (int)(r.v[0] % (uint32_t)ds->num_classes);
-    ds->labels[i] = k;
-    const float *pat = patterns + k * size;
-    uint8_t *img = ds->images + i * size;
+    return (int32_t)(r.v[0] % (uint32_t)num_classes);
+}
+
+/* Item i's pixels (size bytes): each byte mixes its class's pattern pat with a uniform number.
+ * One Philox call gives four numbers, so item i uses counters i * ceil(size / 4) onwards. */
+static void item_pixels(const float *pat, int64_t size, uint64_t seed, float noise, int64_t i,
+                        uint8_t *img) {
     uint64_t ctr = (uint64_t)i * (uint64_t)((size + 3) / 4);
+    rg_philox4 r;
     for (int64_t p = 0; p < size; p += 4) {
         r = rg_philox(seed ^ STREAM_PIXEL, ctr++);
         for (int64_t j = 0; j < 4 && p + j < size; j++) {
@@ -55,6 +57,51 @@ static void make_item(rg_dataset *ds, const float *patterns, uint64_t seed, floa
             img[p + j] = (uint8_t)lrintf(v * 255.0f);
         }
     }
+}
+
+/* The class patterns, (num_classes, C, H, W) floats. */
+static float *all_patterns(const rg_synthetic_opts *o) {
+    int64_t plane = o->h * o->w;
+    float *patterns = malloc((size_t)(o->num_classes * o->c * plane) * sizeof *patterns);
+    for (int k = 0; patterns && k < o->num_classes; k++)
+        for (int64_t ch = 0; ch < o->c; ch++)
+            class_pattern(o->seed, k, o->num_classes, ch, o->h, o->w,
+                          patterns + (k * o->c + ch) * plane);
+    return patterns;
+}
+
+/* The lazy set's generator: the options, and the class patterns when they are small. */
+typedef struct {
+    struct rg_dataset_gen gen; /* first: the dataset holds a pointer to it */
+    rg_synthetic_opts o;
+    float *patterns; /* NULL: each item computes its class's pattern */
+} synthetic_gen;
+
+/* The most pattern bytes a lazy set keeps (10 classes of 3x224x224 take 6 MB, 1000 classes 602). */
+#define LAZY_PATTERNS_MAX (INT64_C(64) << 20)
+
+static rg_status synthetic_make(const struct rg_dataset_gen *g, int64_t i, uint8_t *px) {
+    const synthetic_gen *sg = (const synthetic_gen *)g;
+    const rg_synthetic_opts *o = &sg->o;
+    int64_t plane = o->h * o->w, size = o->c * plane;
+    int32_t k = item_label(o->seed, o->num_classes, i);
+    if (sg->patterns) {
+        item_pixels(sg->patterns + k * size, size, o->seed, o->noise, i, px);
+        return RG_OK;
+    }
+    float *pat = malloc((size_t)size * sizeof *pat);
+    if (!pat) return rg_error(RG_ENOMEM, "synthetic dataset: out of memory for a class pattern");
+    for (int64_t ch = 0; ch < o->c; ch++)
+        class_pattern(o->seed, k, o->num_classes, ch, o->h, o->w, pat + ch * plane);
+    item_pixels(pat, size, o->seed, o->noise, i, px);
+    free(pat);
+    return RG_OK;
+}
+
+static void synthetic_release(struct rg_dataset_gen *g) {
+    synthetic_gen *sg = (synthetic_gen *)g;
+    free(sg->patterns);
+    free(sg);
 }
 
 rg_status rg_dataset_synthetic(const rg_synthetic_opts *opts, rg_dataset **out) {
@@ -69,27 +116,42 @@ rg_status rg_dataset_synthetic(const rg_synthetic_opts *opts, rg_dataset **out) 
              (double)o.noise);
     RG_CHECK(o.c <= 1024, "rg_dataset_synthetic: %lld channels (at most 1024)", (long long)o.c);
     *out = NULL;
-    rg_dataset *ds = rg_dataset_new(o.n, o.c, o.h, o.w, o.num_classes);
-    if (!ds) return RG_ENOMEM;
-    int64_t plane = o.h * o.w;
-    float *patterns = malloc((size_t)(o.num_classes * o.c * plane) * sizeof *patterns);
-    if (!patterns)
-        return rg_dataset_free(ds), rg_error(RG_ENOMEM, "synthetic dataset: out of memory");
-    for (int k = 0; k < o.num_classes; k++)
-        for (int64_t ch = 0; ch < o.c; ch++)
-            class_pattern(o.seed, k, o.num_classes, ch, o.h, o.w,
-                          patterns + (k * o.c + ch) * plane);
+    RG_CHECK(o.n > 0 && o.c > 0 && o.h > 0 && o.w > 0,
+             "rg_dataset_synthetic: %lld items of (%lld,%lld,%lld)", (long long)o.n, (long long)o.c,
+             (long long)o.h, (long long)o.w);
+    int64_t size = o.c * o.h * o.w;
+    bool keep = !o.lazy || o.num_classes * size * (int64_t)sizeof(float) <= LAZY_PATTERNS_MAX;
+    float *patterns = keep ? all_patterns(&o) : NULL;
+    if (keep && !patterns) return rg_error(RG_ENOMEM, "synthetic dataset: out of memory");
+    rg_dataset *ds;
+    if (o.lazy) {
+        synthetic_gen *g = malloc(sizeof *g);
+        if (!g) return free(patterns), rg_error(RG_ENOMEM, "synthetic dataset: out of memory");
+        *g = (synthetic_gen){.gen = {.make = synthetic_make, .release = synthetic_release},
+                             .o = o,
+                             .patterns = patterns};
+        ds = rg_dataset_new_generated(o.n, o.c, o.h, o.w, o.num_classes, &g->gen);
+        if (!ds) return RG_ENOMEM; /* g and the patterns released */
+        for (int64_t i = 0; i < o.n; i++) ds->labels[i] = item_label(o.seed, o.num_classes, i);
+    } else {
+        ds = rg_dataset_new(o.n, o.c, o.h, o.w, o.num_classes);
+        if (!ds) return free(patterns), RG_ENOMEM;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < o.n; i++) make_item(ds, patterns, o.seed, o.noise, i);
-    free(patterns);
+        for (int64_t i = 0; i < o.n; i++) {
+            int32_t k = item_label(o.seed, o.num_classes, i);
+            ds->labels[i] = k;
+            item_pixels(patterns + k * size, size, o.seed, o.noise, i, ds->images + i * size);
+        }
+        free(patterns);
+    }
     *out = ds;
     return RG_OK;
 }
 
-rg_status rg_dataset_synthetic_split(rg_split split, int64_t c, int64_t h, int64_t w,
-                                     int num_classes, rg_dataset **out) {
+rg_synthetic_opts rg_synthetic_split_opts(rg_split split, int64_t c, int64_t h, int64_t w,
+                                          int num_classes) {
     RG_CHECK(c > 0 && h > 0 && w > 0 && c <= 1024 && h <= 65536 && w <= 65536,
-             "rg_dataset_synthetic_split: shape (%lld,%lld,%lld)", (long long)c, (long long)h,
+             "rg_synthetic_split_opts: shape (%lld,%lld,%lld)", (long long)c, (long long)h,
              (long long)w);
     /* 60000/10000 as Fashion-MNIST, capped at 512 MiB of training images (and a sixth of
      * that for the test split), so ImageNet-shaped benchmarks fit in memory; at least 64 images
@@ -99,9 +161,16 @@ rg_status rg_dataset_synthetic_split(rg_split split, int64_t c, int64_t h, int64
     floor = floor > 64 ? 64 : floor < 1 ? 1 : floor;
     if (train > 60000) train = 60000;
     if (train < floor) train = floor;
-    int64_t n = split == RG_SPLIT_TRAIN ? train : (train + 5) / 6;
-    return rg_dataset_synthetic(&(rg_synthetic_opts){.n = n, .c = c, .h = h, .w = w,
-                                                      .num_classes = num_classes,
-                                                      .seed = split == RG_SPLIT_TRAIN ? 1 : 2},
-                                out);
+    return (rg_synthetic_opts){.n = split == RG_SPLIT_TRAIN ? train : (train + 5) / 6,
+                               .c = c,
+                               .h = h,
+                               .w = w,
+                               .num_classes = num_classes,
+                               .seed = split == RG_SPLIT_TRAIN ? 1 : 2};
+}
+
+rg_status rg_dataset_synthetic_split(rg_split split, int64_t c, int64_t h, int64_t w,
+                                     int num_classes, rg_dataset **out) {
+    rg_synthetic_opts o = rg_synthetic_split_opts(split, c, h, w, num_classes);
+    return rg_dataset_synthetic(&o, out);
 }

@@ -306,6 +306,7 @@ static void print_header(const trainer *t) {
                with_commas(d->n, ntrain, sizeof ntrain),
                with_commas(t->test_ds ? t->test_ds->n : 0, ntest, sizeof ntest), (long long)d->c,
                (long long)d->h, (long long)d->w, d->num_classes);
+    if (d && d->gen) printf(" (each made as the loader reads it)");
     printf("\nringgrad-train: %d rank%s x %d thread%s, %s", t->world, t->world == 1 ? "" : "s",
            t->threads, t->threads == 1 ? "" : "s", rg_device_str(t->dev, dev, sizeof dev));
     if (t->dev.type == RG_DEV_CPU) printf(" (%s kernels)", rg_cpu_isa());

@@ -7,7 +7,8 @@
  * Sources: Fashion-MNIST (or MNIST) IDX files, a synthetic generator for tests and benchmarks,
  * and an image folder (root/<class>/<image>.png), either decoded at once or *lazy*: indexed at
  * load time and decoded batch by batch by the loader's workers (ds->images is NULL then and
- * ds->files names each item's file; read items through rg_dataset_item()). All loaders return an rg_status and say in
+ * ds->files names each item's file; read items through rg_dataset_item()). The synthetic set can
+ * be lazy too: each item generated when it is read. All loaders return an rg_status and say in
  * rg_last_error() which file is wrong and how. */
 #ifndef RG_DATASET_H
 #define RG_DATASET_H
@@ -35,6 +36,8 @@ typedef struct rg_dataset {
     int32_t *labels;    /* (N); owned */
     char **class_names; /* num_classes names, or NULL when the source has none; owned */
     char **files;       /* lazy datasets: item i's image file; NULL otherwise; owned */
+    struct rg_dataset_gen *gen; /* lazy generated datasets: how item i is made (opaque); NULL
+                                   otherwise; owned */
 } rg_dataset;
 
 /* ---- building and freeing ---- */
@@ -98,11 +101,19 @@ typedef struct {
     int num_classes; /* 0 means 10 */
     uint64_t seed;   /* the same seed gives the same data */
     float noise;     /* 0..1: weight of the per-pixel noise; 0 means 0.5 */
+    bool lazy;       /* keep no pixels: rg_dataset_item() (the loader's workers) makes each item,
+                        the same bytes, when it is read; labels are made at once */
 } rg_synthetic_opts;
 
-/* The synthetic set ringgrad-train uses for its --data synthetic: `n` items (0: 60000 for the
- * training split, 10000 for the test split, fewer when (c,h,w) images are large: at most 512 MiB of
- * training images) of the given shape, with seeds 1 (train) and 2 (test). */
+/* The options of the synthetic set ringgrad-train uses for its --data synthetic: 60000 items for
+ * the training split and 10000 for the test split, fewer when (c,h,w) images are large (at most
+ * 512 MiB of training images, and a sixth of that for the test split), with seeds 1 (train) and
+ * 2 (test); not lazy. Stops (RG_CHECK) on a shape that is not positive or over (1024, 65536,
+ * 65536). */
+RG_API rg_synthetic_opts rg_synthetic_split_opts(rg_split split, int64_t c, int64_t h, int64_t w,
+                                                 int num_classes);
+
+/* rg_dataset_synthetic() of rg_synthetic_split_opts(split, c, h, w, num_classes): in memory. */
 RG_API RG_NODISCARD rg_status rg_dataset_synthetic_split(rg_split split, int64_t c, int64_t h,
                                                          int64_t w, int num_classes,
                                                          rg_dataset **out);

@@ -81,6 +81,36 @@ Test(dataset_loader, batches_are_the_sampled_items_in_order) {
     rg_dataset_free(ds);
 }
 
+/* A lazy synthetic set, its items made by the loader's workers, gives the batches of the same set
+ * in memory, bit for bit, over epochs and with several workers. */
+Test(dataset_loader, lazy_synthetic_set_gives_the_in_memory_batches) {
+    rg_synthetic_opts so = {.n = 333, .c = 3, .h = 11, .w = 10, .seed = 17};
+    rg_dataset *mem, *lazy;
+    cr_assert_eq(rg_dataset_synthetic(&so, &mem), RG_OK);
+    so.lazy = true;
+    cr_assert_eq(rg_dataset_synthetic(&so, &lazy), RG_OK);
+    rg_loader_opts o = {.batch = 32, .shuffle = true, .seed = 8, .workers = 3};
+    rg_loader *a = rg_loader_new(mem, &o), *b = rg_loader_new(lazy, &o);
+    cr_assert(a && b, "%s", rg_last_error());
+    int64_t size = rg_dataset_image_size(mem), steps = 0;
+    for (int e = 0; e < 2; e++) {
+        rg_batch x, y;
+        while (rg_loader_next(a, &x)) {
+            cr_assert(rg_loader_next(b, &y), "the lazy loader ends early");
+            cr_assert_eq(x.size, y.size);
+            cr_assert_arr_eq(x.x->data, y.x->data, (size_t)(x.size * size) * sizeof(float),
+                             "epoch %d step %lld", e, (long long)x.step);
+            cr_assert_arr_eq(x.y->data, y.y->data, (size_t)x.size * sizeof(int64_t));
+            steps++;
+        }
+        cr_assert(!rg_loader_next(b, &y), "the lazy loader runs on");
+    }
+    cr_assert_eq(steps, 2 * 11);
+    cr_assert_eq(rg_loader_status(b), RG_OK);
+    rg_loader_free(a), rg_loader_free(b);
+    rg_dataset_free(mem), rg_dataset_free(lazy);
+}
+
 Test(dataset_loader, no_shuffle_batch_i_holds_items_iB_to_iB_plus_B) {
     rg_dataset *ds = synthetic(300, 1, 28, 28);
     rg_loader *l = rg_loader_new(ds, &(rg_loader_opts){.batch = 128});

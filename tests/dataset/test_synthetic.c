@@ -1,6 +1,7 @@
-/* Tests for the synthetic dataset: determinism from the seed, independence from n, label range
- * and balance, and that it is learnable (a nearest-class-mean classifier trained on some items
- * labels unseen items far better than chance). */
+/* Tests for the synthetic dataset: determinism from the seed, independence from n, the lazy set's
+ * items equal to the in-memory set's bytes, label range and balance, and that it is learnable (a
+ * nearest-class-mean classifier trained on some items labels unseen items far better than chance).
+ */
 #include <string.h>
 
 #include "rgtest.h"
@@ -94,10 +95,13 @@ Test(dataset_synthetic, is_learnable_but_noisy) {
 /* ringgrad-train's --data synthetic: Fashion-MNIST's split sizes at 28x28, capped at 512 MiB of
  * training images for ImageNet shapes, any channel and class count, train and test unlike. */
 Test(dataset_synthetic, splits_for_any_shape) {
-    /* the test split only (a sixth of the 3,566 capped training images): the training split
-     * at this shape would take 512 MiB, too much for a unit test under ASan */
+    /* lazy (the lazy_items tests show a lazy set the same bytes): in memory, the training split
+     * at this shape would take 512 MiB and its 1000 class patterns 602 MB, too much for a unit
+     * test under ASan */
     rg_dataset *te, *tr;
-    cr_assert_eq(rg_dataset_synthetic_split(RG_SPLIT_TEST, 3, 224, 224, 1000, &te), RG_OK);
+    rg_synthetic_opts o = rg_synthetic_split_opts(RG_SPLIT_TEST, 3, 224, 224, 1000);
+    o.lazy = true;
+    cr_assert_eq(rg_dataset_synthetic(&o, &te), RG_OK);
     cr_assert(te->n == 595, "%lld test images", (long long)te->n);
     cr_assert(te->c == 3 && te->h == 224 && te->w == 224 && te->num_classes == 1000);
     int64_t max_label = 0;
@@ -109,4 +113,67 @@ Test(dataset_synthetic, splits_for_any_shape) {
     cr_assert(tr->n == 60000 && te->n == 10000);
     cr_assert(memcmp(tr->images, te->images, 784) != 0, "train and test differ");
     rg_dataset_free(tr), rg_dataset_free(te);
+}
+
+/* The lazy set keeps no pixels, and makes each item's bytes, and the labels, as the in-memory set
+ * holds them: images whose size is not a multiple of the four numbers a Philox call gives, read
+ * in any order. */
+Test(dataset_synthetic, lazy_items_are_the_in_memory_bytes) {
+    rg_synthetic_opts o = {.n = 200, .c = 3, .h = 7, .w = 9, .num_classes = 13, .seed = 5};
+    rg_dataset *mem, *lazy;
+    cr_assert_eq(rg_dataset_synthetic(&o, &mem), RG_OK, "%s", rg_last_error());
+    o.lazy = true;
+    cr_assert_eq(rg_dataset_synthetic(&o, &lazy), RG_OK, "%s", rg_last_error());
+    cr_assert(lazy->images == NULL && lazy->files == NULL && lazy->gen != NULL);
+    cr_assert(lazy->n == 200 && lazy->c == 3 && lazy->h == 7 && lazy->w == 9 &&
+              lazy->num_classes == 13);
+    cr_assert_arr_eq(lazy->labels, mem->labels, 200 * sizeof(int32_t));
+    int64_t size = rg_dataset_image_size(mem);
+    for (int64_t j = 0; j < 200; j++) {
+        int64_t i = (j * 37) % 200; /* out of order */
+        rg_image a, b;
+        cr_assert_eq(rg_dataset_item(lazy, i, &a), RG_OK, "%s", rg_last_error());
+        cr_assert_eq(rg_dataset_item(mem, i, &b), RG_OK);
+        cr_assert(a.c == 3 && a.h == 7 && a.w == 9 && a.px != b.px);
+        cr_assert_arr_eq(a.px, b.px, (size_t)size, "item %lld", (long long)i);
+        rg_dataset_item_release(lazy, &a), rg_dataset_item_release(mem, &b);
+        cr_assert_null(a.px);
+    }
+    rg_dataset_free(lazy), rg_dataset_free(mem);
+}
+
+/* The split's options are what rg_dataset_synthetic_split makes, lazy or not: ImageNet's shape
+ * and classes without their 512 MiB of images and 602 MB of class patterns. */
+Test(dataset_synthetic, lazy_split_of_imagenet_shape) {
+    rg_synthetic_opts o = rg_synthetic_split_opts(RG_SPLIT_TRAIN, 3, 224, 224, 1000);
+    cr_assert(o.n == 3566 && o.seed == 1 && !o.lazy, "%lld images", (long long)o.n);
+    o.lazy = true;
+    rg_dataset *lazy;
+    cr_assert_eq(rg_dataset_synthetic(&o, &lazy), RG_OK, "%s", rg_last_error());
+    cr_assert(lazy->images == NULL && lazy->n == 3566 && lazy->num_classes == 1000);
+    rg_image a;
+    cr_assert_eq(rg_dataset_item(lazy, 3565, &a), RG_OK);
+    cr_assert(a.c == 3 && a.h == 224 && a.w == 224);
+    rg_dataset_item_release(lazy, &a);
+    rg_dataset_free(lazy);
+    o = rg_synthetic_split_opts(RG_SPLIT_TEST, 3, 224, 224, 1000);
+    cr_assert(o.n == 595 && o.seed == 2);
+}
+
+/* Class patterns over the lazy set's limit (17 classes of 1x1024x1024, 68 MB) are made item by
+ * item, and give the same bytes. */
+Test(dataset_synthetic, lazy_items_without_stored_patterns) {
+    rg_synthetic_opts o = {.n = 3, .h = 1024, .w = 1024, .num_classes = 17, .seed = 9};
+    rg_dataset *mem, *lazy;
+    cr_assert_eq(rg_dataset_synthetic(&o, &mem), RG_OK);
+    o.lazy = true;
+    cr_assert_eq(rg_dataset_synthetic(&o, &lazy), RG_OK);
+    for (int64_t i = 0; i < 3; i++) {
+        rg_image a;
+        cr_assert_eq(rg_dataset_item(lazy, i, &a), RG_OK);
+        cr_assert_arr_eq(a.px, mem->images + i * 1024 * 1024, 1024 * 1024, "item %lld",
+                         (long long)i);
+        rg_dataset_item_release(lazy, &a);
+    }
+    rg_dataset_free(lazy), rg_dataset_free(mem);
 }

@@ -38,6 +38,9 @@ large() {
     # 1x256x256 images: 4 Mi / 65536 = 64 images per batch, or --batch-size when larger
     big=(--data synthetic --image-size 256 --model mlp --max-steps 0 --json)
     run_logged "$out.big.log" 1 "${big[@]}" --batch-size 16
+    # 8,192 training images of 64 KiB: over the 64 MiB kept in memory, so made as they are read
+    grep -qF "synthetic: 8,192 training and 1,366 test images of 1x256x256, 10 classes (each made as the loader reads it)" "$out.big.log" ||
+        fail "256x256 synthetic images: not the lazy set in: $(head -2 "$out.big.log")"
     [ "$(field "$out.big.log" eval_batch_size)" = 64 ] ||
         fail "256x256 images: evaluation batch $(field "$out.big.log" eval_batch_size), want 64"
     run_logged "$out.big100.log" 1 "${big[@]}" --batch-size 100

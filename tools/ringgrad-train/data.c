@@ -92,13 +92,22 @@ RG_NODISCARD static rg_status parse_normalize(trainer *t, int64_t c) {
     return RG_OK;
 }
 
+/* The largest synthetic training split kept in memory, bytes. */
+#define SYNTHETIC_IN_MEMORY (INT64_C(64) << 20)
+
 rg_status trainer_setup_data(trainer *t) {
     rg_status st;
     if (strcmp(t->a.data, "synthetic") == 0) {
         int64_t c = t->a.channels ? t->a.channels : 1, s = t->a.image_size ? t->a.image_size : 28;
         int k = t->a.num_classes ? t->a.num_classes : 10;
-        st = rg_dataset_synthetic_split(RG_SPLIT_TRAIN, c, s, s, k, &t->train_ds);
-        if (st == RG_OK) st = rg_dataset_synthetic_split(RG_SPLIT_TEST, c, s, s, k, &t->test_ds);
+        rg_synthetic_opts tr = rg_synthetic_split_opts(RG_SPLIT_TRAIN, c, s, s, k),
+                          te = rg_synthetic_split_opts(RG_SPLIT_TEST, c, s, s, k);
+        /* Large images are made as the loader reads them, not all at start: a 224 px set is
+         * 512 MiB a rank and took most of a short run's start-up. Small ones (Fashion-MNIST's
+         * shape: 47 MB) stay in memory, made once rather than every epoch. */
+        tr.lazy = te.lazy = tr.n * c * s * s > SYNTHETIC_IN_MEMORY;
+        st = rg_dataset_synthetic(&tr, &t->train_ds);
+        if (st == RG_OK) st = rg_dataset_synthetic(&te, &t->test_ds);
     } else if (strcmp(t->a.data, "imagefolder") == 0) {
         st = load_image_folder(t);
     } else {
@@ -120,7 +129,7 @@ rg_loader_opts trainer_loader_opts(const trainer *t, bool train) {
                                                             : RG_AUGMENT_NONE;
     int workers = t->a.workers;
     if (!workers) {
-        bool busy = aug != RG_AUGMENT_NONE || t->train_ds->files;
+        bool busy = aug != RG_AUGMENT_NONE || !t->train_ds->images;
         workers = !busy ? 1 : t->threads < 4 ? t->threads : 4;
     }
     return (rg_loader_opts){.seed = (uint64_t)t->a.seed, .workers = workers > 0 ? workers : 1,
