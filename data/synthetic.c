@@ -120,7 +120,7 @@ rg_status rg_dataset_synthetic(const rg_synthetic_opts *opts, rg_dataset **out) 
              "rg_dataset_synthetic: %lld items of (%lld,%lld,%lld)", (long long)o.n, (long long)o.c,
              (long long)o.h, (long long)o.w);
     int64_t size = o.c * o.h * o.w;
-    bool keep = !o.lazy || o.num_classes * size * (int64_t)sizeof(float) <= LAZY_PATTERNS_MAX;
+    bool keep = !o.lazy || size <= LAZY_PATTERNS_MAX / (int64_t)sizeof(float) / o.num_classes;
     float *patterns = keep ? all_patterns(&o) : NULL;
     if (keep && !patterns) return rg_error(RG_ENOMEM, "synthetic dataset: out of memory");
     rg_dataset *ds;

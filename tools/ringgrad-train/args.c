@@ -33,7 +33,7 @@ static const opt options[] = {
     {"num-classes", "K", "classifier outputs (default: the dataset's classes); with --data synthetic, how many to generate (default 10); 0: the default", OPT_INT, F(num_classes), 0, 1000000, NULL},
     {"augment", "NAME", "training augmentation: flip-crop = pad 4, random crop, flip (CIFAR); rrc = RandomResizedCrop + flip, evaluated on Resize(S*8/7) + CenterCrop(S) (ImageNet)", OPT_STR, F(augment), 0, 0, "none|flip-crop|rrc"},
     {"normalize", "SPEC", "per-channel (x/255 - mean)/std: none, imagenet, fmnist, MEAN,STD (every channel) or M1,..,MC,S1,..,SC", OPT_STR, F(normalize), 0, 0, NULL},
-    {"workers", "N", "threads per rank that decode and augment batches (default: threads per rank, at most 4, for imagefolder or --augment; else 1; 0: that default)", OPT_INT, F(workers), 0, 256, NULL},
+    {"workers", "N", "threads per rank that decode and augment batches (default: threads per rank, at most 4, for imagefolder, synthetic sets made as read, or --augment; else 1; 0: that default)", OPT_INT, F(workers), 0, 256, NULL},
     {"device", "DEV", "cpu, cuda or cuda:N (with CUDA, each rank takes the GPU of its local rank)", OPT_STR, F(device), 0, 0, NULL},
     {"epochs", "N", "passes over the training set", OPT_INT, F(epochs), 1, 1e6, NULL},
     {"max-steps", "N", "stop after N optimizer steps (0 allowed: evaluate only)", OPT_I64, F(max_steps), 0, 1e15, NULL},
