@@ -169,6 +169,55 @@ rows_image(const int64_t crs, const bool k3, const rg_conv2d_shape *s, const int
         }
 }
 
+/* One channel's 3x3 with 32 vector registers (AVX-512), both passes, by columns of vectors: down
+ * a column, the three input rows a step reads are the step before's lower two and one new row, so
+ * the nine input vectors stay in registers and a step loads three, not nine; and each step serves
+ * two filters. By rows, each step's nine unaligned 64-byte input loads (most straddle two cache
+ * lines) held the filter pass to about 15 cycles a step; the same loop compiled for constant
+ * shapes kept the rows in registers this way and ran in half the time. With AVX2's 16 registers
+ * the filter pass's sums alone fill the file, and the column order spilled (1.7 against 1.2 ms),
+ * so those builds keep the rows. Zen 5, batch 128, one thread (docs/PERFORMANCE.md): conv1's
+ * forward 0.73-0.80 -> 0.60-0.61 ms, its filter pass 1.2-1.3 -> 0.5-0.7 ms. */
+#define K3_COLUMNS (VL == 16)
+#define K3_FILTERS 2
+
+/* The outputs of filters k0 .. k0 + nf - 1 (nf <= K3_FILTERS, a constant after inlining) by
+ * columns: the filters' 18 weights broadcast once into registers (18 + 9 inputs + 2 sums: 29
+ * registers). Each output is the rows' sum in the rows' order, so the same bits. */
+static inline __attribute__((always_inline)) void
+k3_columns_block(const int nf, const rg_conv2d_shape *s, const float *x, const float *w,
+                 const float *b, int64_t k0, float *y) {
+    int64_t pq = s->p * s->q, xw = s->w;
+    rg_convvec wt[K3_FILTERS][ROW_TAPS];
+    for (int f = 0; f < nf; f++)
+        for (int t = 0; t < ROW_TAPS; t++) wt[f][t] = (rg_convvec){0} + w[(k0 + f) * ROW_TAPS + t];
+    for (int64_t q0 = 0; q0 < s->q; q0 += VL) {
+        int64_t q = q0 + VL <= s->q ? q0 : s->q - VL;
+        const float *xq = x + q;
+        rg_convvec r0[3], r1[3], r2[3];
+        for (int u = 0; u < 3; u++)
+            r0[u] = *(const rg_convvec *)(xq + u), r1[u] = *(const rg_convvec *)(xq + xw + u);
+        for (int64_t p = 0; p < s->p; p++) {
+            for (int u = 0; u < 3; u++) r2[u] = *(const rg_convvec *)(xq + (p + 2) * xw + u);
+            for (int f = 0; f < nf; f++) {
+                rg_convvec acc = {0};
+                for (int u = 0; u < 3; u++) acc += wt[f][u] * r0[u];
+                for (int u = 0; u < 3; u++) acc += wt[f][3 + u] * r1[u];
+                for (int u = 0; u < 3; u++) acc += wt[f][6 + u] * r2[u];
+                row_store(s, b, k0 + f, acc, y + (k0 + f) * pq + p * s->q + q);
+            }
+            for (int u = 0; u < 3; u++) r0[u] = r1[u], r1[u] = r2[u];
+        }
+    }
+}
+
+static void k3_columns_image(const rg_conv2d_shape *s, const float *x, const float *w,
+                             const float *b, float *y) {
+    int64_t k = 0;
+    for (; k + K3_FILTERS <= s->k; k += K3_FILTERS) k3_columns_block(K3_FILTERS, s, x, w, b, k, y);
+    for (; k < s->k; k++) k3_columns_block(1, s, x, w, b, k, y);
+}
+
 static void forward_rows(const rg_conv2d_shape *s, int64_t crs, const float *x, const float *w,
                          const float *b, float *y) {
     int64_t chw = s->c * s->h * s->w, kpq = s->k * s->p * s->q;
@@ -176,7 +225,9 @@ static void forward_rows(const rg_conv2d_shape *s, int64_t crs, const float *x, 
     bool three_by_three = row_taps(s, tap);
 #pragma omp parallel for schedule(static) if (s->n > 1)
     for (int64_t n = 0; n < s->n; n++) {
-        if (three_by_three) /* one channel's 3x3: the taps' loop unrolled, constant offsets */
+        if (three_by_three && K3_COLUMNS)
+            k3_columns_image(s, x + n * chw, w, b, y + n * kpq);
+        else if (three_by_three) /* one channel's 3x3: the taps' loop unrolled, constant offsets */
             rows_image(ROW_TAPS, true, s, tap, x + n * chw, w, b, y + n * kpq);
         else
             rows_image(crs, false, s, tap, x + n * chw, w, b, y + n * kpq);
@@ -192,7 +243,8 @@ static void forward_rows(const rg_conv2d_shape *s, int64_t crs, const float *x, 
  * masked by the ReLU, then transposed it and x to channels-last for the tile: conv1's filter pass
  * took 3.7 ms of the CNN step at one thread, 2.1 this way (1.7-2.1 and 1.2 at two threads). Each
  * step is 9 multiply-adds on 9 accumulators, one each, and nine unaligned input loads: with
- * AVX-512 the loads bound it, and one channel's 3x3 goes down columns instead (below). */
+ * AVX-512 the loads bound it, and one channel's 3x3 goes down columns instead (K3_COLUMNS, above).
+ */
 #define ROW_BLOCK 256 /* images whose sums are kept apart at a time (a block of doubles each) */
 
 bool rg_conv_filter_rows_applies(const rg_conv2d_shape *s) {
@@ -234,19 +286,8 @@ filter_rows_image(const int64_t crs, const bool k3, const rg_conv2d_shape *s, co
     }
 }
 
-/* One channel's 3x3 with 32 vector registers (AVX-512), by columns of vectors: down a column, the
- * three input rows a step reads are the step before's lower two and one new row, so the nine input
- * vectors stay in registers and a step loads three, not nine; and each step serves two filters
- * (9 inputs, 18 sums, 2 bias sums, 2 gradients: 31 registers). By rows, each step's nine
- * unaligned 64-byte input loads (most straddle two cache lines) held the loop to about 15 cycles a
- * step; the same loop compiled for constant shapes kept the rows in registers this way and ran in
- * half the time. conv1's filter pass at batch 128 took 1.2-1.3 ms at one thread, 0.5-0.7 by
- * columns (Zen 5, docs/PERFORMANCE.md).
- * With AVX2's 16 registers the sums alone fill the file, and this order spilled (1.7 against
- * 1.2 ms), so those builds keep the rows above. */
-#define K3_COLUMNS (VL == 16)
-#define K3_FILTERS 2
-
+/* The filter pass of one channel's 3x3 by columns (K3_COLUMNS, above): 9 inputs, 18 sums, 2 bias
+ * sums, 2 gradients: 31 registers. */
 static inline __attribute__((always_inline)) void
 filter_rows_k3_block(const int nf, const rg_conv2d_shape *s, const float *x, const float *dy,
                      const float *relu_y, int64_t k0, double *part) {
