@@ -59,14 +59,17 @@ static void item_pixels(const float *pat, int64_t size, uint64_t seed, float noi
     }
 }
 
-/* The class patterns, (num_classes, C, H, W) floats. */
+/* Class k's pattern in every channel: (C, H, W) floats into pat. */
+static void class_planes(const rg_synthetic_opts *o, int k, float *pat) {
+    for (int64_t ch = 0; ch < o->c; ch++)
+        class_pattern(o->seed, k, o->num_classes, ch, o->h, o->w, pat + ch * o->h * o->w);
+}
+
+/* The class patterns, (num_classes, C, H, W) floats; NULL when memory runs out. */
 static float *all_patterns(const rg_synthetic_opts *o) {
-    int64_t plane = o->h * o->w;
-    float *patterns = malloc((size_t)(o->num_classes * o->c * plane) * sizeof *patterns);
-    for (int k = 0; patterns && k < o->num_classes; k++)
-        for (int64_t ch = 0; ch < o->c; ch++)
-            class_pattern(o->seed, k, o->num_classes, ch, o->h, o->w,
-                          patterns + (k * o->c + ch) * plane);
+    int64_t size = o->c * o->h * o->w;
+    float *patterns = malloc((size_t)(o->num_classes * size) * sizeof *patterns);
+    for (int k = 0; patterns && k < o->num_classes; k++) class_planes(o, k, patterns + k * size);
     return patterns;
 }
 
@@ -83,7 +86,7 @@ typedef struct {
 static rg_status synthetic_make(const struct rg_dataset_gen *g, int64_t i, uint8_t *px) {
     const synthetic_gen *sg = (const synthetic_gen *)g;
     const rg_synthetic_opts *o = &sg->o;
-    int64_t plane = o->h * o->w, size = o->c * plane;
+    int64_t size = o->c * o->h * o->w;
     int32_t k = item_label(o->seed, o->num_classes, i);
     if (sg->patterns) {
         item_pixels(sg->patterns + k * size, size, o->seed, o->noise, i, px);
@@ -91,8 +94,7 @@ static rg_status synthetic_make(const struct rg_dataset_gen *g, int64_t i, uint8
     }
     float *pat = malloc((size_t)size * sizeof *pat);
     if (!pat) return rg_error(RG_ENOMEM, "synthetic dataset: out of memory for a class pattern");
-    for (int64_t ch = 0; ch < o->c; ch++)
-        class_pattern(o->seed, k, o->num_classes, ch, o->h, o->w, pat + ch * plane);
+    class_planes(o, k, pat);
     item_pixels(pat, size, o->seed, o->noise, i, px);
     free(pat);
     return RG_OK;

@@ -185,8 +185,8 @@ rows_image(const int64_t crs, const bool k3, const rg_conv2d_shape *s, const int
  * columns: the filters' 18 weights broadcast once into registers (18 + 9 inputs + 2 sums: 29
  * registers). Each output is the rows' sum in the rows' order, so the same bits. */
 static inline __attribute__((always_inline)) void
-k3_columns_block(const int nf, const rg_conv2d_shape *s, const float *x, const float *w,
-                 const float *b, int64_t k0, float *y) {
+k3_columns_forward_block(const int nf, const rg_conv2d_shape *s, const float *x, const float *w,
+                         const float *b, int64_t k0, float *y) {
     int64_t pq = s->p * s->q, xw = s->w;
     rg_convvec wt[K3_FILTERS][ROW_TAPS];
     for (int f = 0; f < nf; f++)
@@ -211,11 +211,12 @@ k3_columns_block(const int nf, const rg_conv2d_shape *s, const float *x, const f
     }
 }
 
-static void k3_columns_image(const rg_conv2d_shape *s, const float *x, const float *w,
-                             const float *b, float *y) {
+static void k3_columns_forward_image(const rg_conv2d_shape *s, const float *x, const float *w,
+                                     const float *b, float *y) {
     int64_t k = 0;
-    for (; k + K3_FILTERS <= s->k; k += K3_FILTERS) k3_columns_block(K3_FILTERS, s, x, w, b, k, y);
-    for (; k < s->k; k++) k3_columns_block(1, s, x, w, b, k, y);
+    for (; k + K3_FILTERS <= s->k; k += K3_FILTERS)
+        k3_columns_forward_block(K3_FILTERS, s, x, w, b, k, y);
+    for (; k < s->k; k++) k3_columns_forward_block(1, s, x, w, b, k, y);
 }
 
 static void forward_rows(const rg_conv2d_shape *s, int64_t crs, const float *x, const float *w,
@@ -226,7 +227,7 @@ static void forward_rows(const rg_conv2d_shape *s, int64_t crs, const float *x, 
 #pragma omp parallel for schedule(static) if (s->n > 1)
     for (int64_t n = 0; n < s->n; n++) {
         if (three_by_three && K3_COLUMNS)
-            k3_columns_image(s, x + n * chw, w, b, y + n * kpq);
+            k3_columns_forward_image(s, x + n * chw, w, b, y + n * kpq);
         else if (three_by_three) /* one channel's 3x3: the taps' loop unrolled, constant offsets */
             rows_image(ROW_TAPS, true, s, tap, x + n * chw, w, b, y + n * kpq);
         else
@@ -289,8 +290,8 @@ filter_rows_image(const int64_t crs, const bool k3, const rg_conv2d_shape *s, co
 /* The filter pass of one channel's 3x3 by columns (K3_COLUMNS, above): 9 inputs, 18 sums, 2 bias
  * sums, 2 gradients: 31 registers. */
 static inline __attribute__((always_inline)) void
-filter_rows_k3_block(const int nf, const rg_conv2d_shape *s, const float *x, const float *dy,
-                     const float *relu_y, int64_t k0, double *part) {
+k3_columns_filter_block(const int nf, const rg_conv2d_shape *s, const float *x, const float *dy,
+                        const float *relu_y, int64_t k0, double *part) {
     int64_t pq = s->p * s->q, xw = s->w;
     rows_ivec lane;
     for (int l = 0; l < VL; l++) lane[l] = l;
@@ -304,7 +305,9 @@ filter_rows_k3_block(const int nf, const rg_conv2d_shape *s, const float *x, con
             r0[u] = *(const rg_convvec *)(xq + u), r1[u] = *(const rg_convvec *)(xq + xw + u);
         for (int64_t p = 0; p < s->p; p++) {
             /* two lines a step of the next filters' dy (and y): a column's steps are Q floats
-             * apart, a stride the prefetchers did not run ahead of (0.85-0.93 ms without) */
+             * apart, a stride the prefetchers did not run ahead of (0.85-0.93 ms without). After
+             * the last filters this reaches the next image's, or past the end (a prefetch never
+             * faults). */
             int64_t ahead = (k0 + nf) * pq + ((q0 / VL) * s->p + p) * 2 * 16;
             __builtin_prefetch(dy + ahead), __builtin_prefetch(dy + ahead + 16);
             if (relu_y) __builtin_prefetch(relu_y + ahead), __builtin_prefetch(relu_y + ahead + 16);
@@ -334,12 +337,12 @@ filter_rows_k3_block(const int nf, const rg_conv2d_shape *s, const float *x, con
     }
 }
 
-static void filter_rows_k3_image(const rg_conv2d_shape *s, const float *x, const float *dy,
-                                 const float *relu_y, double *part) {
+static void k3_columns_filter_image(const rg_conv2d_shape *s, const float *x, const float *dy,
+                                    const float *relu_y, double *part) {
     int64_t k = 0;
     for (; k + K3_FILTERS <= s->k; k += K3_FILTERS)
-        filter_rows_k3_block(K3_FILTERS, s, x, dy, relu_y, k, part);
-    for (; k < s->k; k++) filter_rows_k3_block(1, s, x, dy, relu_y, k, part);
+        k3_columns_filter_block(K3_FILTERS, s, x, dy, relu_y, k, part);
+    for (; k < s->k; k++) k3_columns_filter_block(1, s, x, dy, relu_y, k, part);
 }
 
 void rg_conv_backward_filter_rows(const rg_conv2d_shape *s, const float *x, const float *dy,
@@ -360,7 +363,7 @@ void rg_conv_backward_filter_rows(const rg_conv2d_shape *s, const float *x, cons
             int64_t n = n0 + i;
             const float *ry = s->relu_y ? s->relu_y + n * kpq : NULL;
             if (three_by_three && K3_COLUMNS)
-                filter_rows_k3_image(s, x + n * chw, dy + n * kpq, ry, part + i * slot);
+                k3_columns_filter_image(s, x + n * chw, dy + n * kpq, ry, part + i * slot);
             else if (three_by_three)
                 filter_rows_image(ROW_TAPS, true, s, tap, x + n * chw, dy + n * kpq, ry,
                                   part + i * slot);
