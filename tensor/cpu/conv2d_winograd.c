@@ -321,18 +321,22 @@ static void winograd_filter_chunk(const rg_conv2d_shape *s, const rg_conv_geom *
                 GRAD_TRANSFORM(rg_convvec, y00, y01, y10, y11, d, ds);
             }
         }
-        for (int xi = 0; xi < XI; xi++) /* dU_xi += V_xi^T dM_xi */
+        for (int xi = 0; xi < XI; xi++) { /* dU_xi += V_xi^T dM_xi */
             for (int64_t n0 = 0; n0 < s->k; n0 += NR)
                 rg_conv_panel_product(rg_conv_panel_vectors(s->k, n0), c, v + xi * tb * c, NULL, 1,
                                       toff, rows, dm + xi * kpad * tb + n0 * tb,
                                       cdu + xi * crow * kpad + n0, kpad, t0 > 0);
-    }
-    for (int xi = 0; xi < XI; xi++)
-        for (int64_t ci = 0; ci < c; ci++) {
-            const float *src = cdu + (xi * crow + ci) * kpad;
-            double *dst = du + (xi * c + ci) * s->k;
-            for (int64_t k = 0; k < s->k; k++) dst[k] += src[k];
+            if (t0 + tb < ntiles) continue;
+            /* the chunk's last block: point xi's sums, still in cache, added to du in double
+             * (after all 16 points, cdu (XI * C * K floats, 4 MB at 256 x 256) came back from L3:
+             * a fifth of the time of ResNet-18's stage-3 filter pass, docs/PERFORMANCE.md) */
+            for (int64_t ci = 0; ci < c; ci++) {
+                const float *src = cdu + (xi * crow + ci) * kpad;
+                double *dst = du + (xi * c + ci) * s->k;
+                for (int64_t k = 0; k < s->k; k++) dst[k] += src[k];
+            }
         }
+    }
 }
 
 void rg_conv_winograd_filter(const rg_conv2d_shape *s, const float *x, const float *dy, float beta,
@@ -373,10 +377,14 @@ void rg_conv_winograd_filter(const rg_conv2d_shape *s, const float *x, const flo
             winograd_filter_chunk(s, &g, images, xpad, dyc, kpad, crow, cdu, mine->du, v, dm, zeros,
                                   toff);
         }
-        /* the implicit barrier above: every partial is complete; filters shared out */
+        /* the implicit barrier above: every partial is complete; input channels shared out. For
+         * one channel ci, filter k's 16 sums lie in 16 rows (xi, ci) of K doubles, read in order
+         * as k runs; with k outer (filters shared out) each read jumped K doubles and missed the
+         * cache, 8 MB of partials at 256 x 256 channels: a tenth of ResNet-18's stage-3 filter
+         * pass (docs/PERFORMANCE.md). The same sums in the same order either way. */
 #pragma omp for schedule(static)
-        for (int64_t k = 0; k < s->k; k++) {
-            for (int64_t ci = 0; ci < c; ci++) {
+        for (int64_t ci = 0; ci < c; ci++)
+            for (int64_t k = 0; k < s->k; k++) {
                 double du[XI], gk[9];
                 for (int xi = 0; xi < XI; xi++) {
                     int64_t at = (xi * c + ci) * s->k + k;
@@ -390,7 +398,9 @@ void rg_conv_winograd_filter(const rg_conv2d_shape *s, const float *x, const flo
                 for (int i = 0; i < 9; i++)
                     out[i] = (float)gk[i] + (beta == 0.0f ? 0.0f : beta * out[i]);
             }
-            if (db) {
+        if (db) {
+#pragma omp for schedule(static)
+            for (int64_t k = 0; k < s->k; k++) {
                 double sum = 0.0;
                 for (int t = 0; t < nthreads; t++) sum += part[t].db ? part[t].db[k] : 0.0;
                 db[k] = (float)sum + (beta == 0.0f ? 0.0f : beta * db[k]);
