@@ -51,6 +51,9 @@
 
 #include "tensor/cpu/conv2d_impl.h"
 #include "core/kernels.h"
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 static bool one_by_one(const rg_conv2d_shape *s) {
     return s->r == 1 && s->s == 1 && s->pad_h == 0 && s->pad_w == 0;
@@ -135,10 +138,62 @@ static int64_t tap_table_len(const rg_conv2d_shape *s) {
     return s->r * s->s * s->p * s->q;
 }
 
-/* Whether im2col reads the table: not for a 1x1 kernel at stride 1 or 2 (plain copies). */
-static bool reads_tap_table(const rg_conv2d_shape *s) {
-    return !(one_by_one(s) && (!strided(s) || s->stride_w == 2));
+/* Whether im2col copies shifted planes (im2col_shifted): stride 1 with the output plane the input's
+ * size (a 3x3 kernel with padding 1), small enough for its masks. */
+#define SHIFTED_MAX_PIXELS 64
+#define SHIFTED_MAX_TAPS 64
+static bool shifted_planes(const rg_conv2d_shape *s) {
+#if defined(__AVX512F__)
+    return s->stride_h == 1 && s->stride_w == 1 && s->p == s->h && s->q == s->w &&
+           s->p * s->q <= SHIFTED_MAX_PIXELS && s->r * s->s <= SHIFTED_MAX_TAPS;
+#else
+    (void)s;
+    return false;
+#endif
 }
+
+/* Whether im2col reads the table: not for a 1x1 kernel at stride 1 or 2 (plain copies), nor
+ * for shifted planes. */
+static bool reads_tap_table(const rg_conv2d_shape *s) {
+    return !(one_by_one(s) && (!strided(s) || s->stride_w == 2)) && !shifted_planes(s);
+}
+
+#if defined(__AVX512F__)
+/* im2col (below) where the output plane is the input's (stride 1, H x W both): tap (r, u) of
+ * output pixel j = p W + q reads input pixel j + (r - pad_h) W + (u - pad_w), so a row of the
+ * matrix is the channel's plane shifted, with the pixels whose window falls in the padding set
+ * to 0. Each vector of 16 is one load under a mask of the pixels that read inside the plane
+ * (the load reads nothing in the lanes it leaves out, so nothing before x or past it, and they
+ * read as 0) and one store, masked only at the plane's end. Through the table, one element at a
+ * time, this copy was 15% of ResNet-18's stage-4 3x3 filter pass (docs/PERFORMANCE.md). */
+static void im2col_shifted(const rg_conv2d_shape *s, const float *x, int64_t t0, int64_t t1,
+                           float *col, int64_t ld) {
+    const int64_t rs = s->r * s->s, hw = s->h * s->w, nv = (hw + 15) / 16;
+    __mmask16 mask[SHIFTED_MAX_TAPS * (SHIFTED_MAX_PIXELS / 16)] = {0};
+    for (int64_t tap = 0; tap < rs; tap++)
+        for (int64_t j = 0; j < hw; j++) {
+            int64_t h = j / s->w + tap / s->s - s->pad_h, w = j % s->w + tap % s->s - s->pad_w;
+            if (h >= 0 && h < s->h && w >= 0 && w < s->w)
+                mask[tap * nv + j / 16] |= (__mmask16)(1u << (j % 16));
+        }
+    const __mmask16 tail = (__mmask16)(hw % 16 ? (1u << (hw % 16)) - 1u : 0xffffu);
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t tap = t % rs;
+        const int64_t delta = (tap / s->s - s->pad_h) * s->w + (tap % s->s - s->pad_w);
+        /* may lie a pixel or a row before x (delta < 0) in lanes the masks leave out: an
+         * address, not a C pointer into x */
+        const uintptr_t src = (uintptr_t)(x + t / rs * hw) + (uintptr_t)(delta * 4);
+        float *dst = col + (t - t0) * ld;
+        for (int64_t v = 0; v < nv; v++) {
+            __m512 val = _mm512_maskz_loadu_ps(mask[tap * nv + v], (const void *)(src + 64 * v));
+            if (v < nv - 1)
+                _mm512_storeu_ps(dst + 16 * v, val);
+            else
+                _mm512_mask_storeu_ps(dst + 16 * v, tail, val);
+        }
+    }
+}
+#endif
 
 static int32_t *tap_table(const rg_conv2d_shape *s) {
     if (!reads_tap_table(s)) return NULL;
@@ -162,16 +217,18 @@ static int32_t *tap_table(const rg_conv2d_shape *s) {
  * kernel has no bounds to test: at stride 1 a row is a copy of the channel, at stride 2 every
  * other pixel of every other input row, a constant stride the compiler vectorises with shuffles.
  * Through the table's gathers those took 0.5-0.8 ms of ResNet-50's 7x7 1x1 passes (8 ms, the
- * whole batch in one block) and 7% of ResNet-18's 1x1/2 ones (docs/PERFORMANCE.md). */
+ * whole batch in one block) and 7% of ResNet-18's 1x1/2 ones (docs/PERFORMANCE.md). With
+ * AVX-512, a kernel whose output plane is its input's (3x3, padding 1) copies shifted planes under
+ * masks (im2col_shifted). */
 static void im2col(const rg_conv2d_shape *s, const int32_t *off, const float *x, int64_t t0,
                    int64_t t1, float *col, int64_t ld) {
     int64_t rs = s->r * s->s, pq = s->p * s->q, hw = s->h * s->w;
-    if (!reads_tap_table(s) && !strided(s)) { /* the identity table: whole rows */
+    if (one_by_one(s) && !strided(s)) { /* the identity table: whole rows */
         for (int64_t t = t0; t < t1; t++)
             memcpy(col + (t - t0) * ld, x + t * hw, (size_t)pq * sizeof(float));
         return;
     }
-    if (!reads_tap_table(s)) { /* 1x1 at stride 2: every other pixel of every stride_h-th row */
+    if (one_by_one(s) && s->stride_w == 2) { /* every other pixel of every stride_h-th row */
         for (int64_t t = t0; t < t1; t++)
             for (int64_t p = 0; p < s->p; p++) {
                 const float *row = x + t * hw + p * s->stride_h * s->w;
@@ -180,6 +237,12 @@ static void im2col(const rg_conv2d_shape *s, const int32_t *off, const float *x,
             }
         return;
     }
+#if defined(__AVX512F__)
+    if (shifted_planes(s)) {
+        im2col_shifted(s, x, t0, t1, col, ld);
+        return;
+    }
+#endif
     for (int64_t t = t0; t < t1; t++) {
         const float *xc = x + t / rs * hw;
         const int32_t *o = off + t % rs * pq;
