@@ -38,6 +38,11 @@ common_option() {
 
 common_start() {
     [ -x "$bench" ] || { echo "$1: $bench not found (build first)" >&2; exit 1; }
+    if [ "$clock" = cpu ]; then # one thread's CPU time misses the other threads' work
+        for t in $threads; do
+            [ "$t" = 1 ] || { echo "$1: --clock cpu times one thread: give --threads 1" >&2; exit 2; }
+        done
+    fi
     raw=$(mktemp)
     trap 'rm -f "$raw"' EXIT
     torch_version=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')

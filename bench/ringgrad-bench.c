@@ -39,8 +39,9 @@ static void usage(FILE *f) {
            "  --layer NAME          conv: only layer NAME and those under it (cnn, r18.l2, ...)\n"
            "  --pass P              conv: only pass P (forward, bwd-data or bwd-filter)\n"
            "  --clock wall|cpu      time with the wall clock (default) or this thread's CPU time\n"
-           "                        (one thread only: immune to the time slicing of a shared "
-           "machine)\n"
+           "                        (one thread only, the default with it: immune to the "
+           "time slicing\n"
+           "                        of a shared machine)\n"
            "  --step-only           cnn: only the step (no GEMM floor, no peak), e.g. under perf\n"
            "  --ops                 cnn, resnet: also the step's wall time per op at each thread\n"
            "                        count\n"
@@ -66,7 +67,7 @@ static int parse_int(const char *flag, const char *v, int lo, int hi) {
 int main(int argc, char **argv) {
     rgb_opts o = {.threads = {1, 2}, .nthreads = 2, .iters = 7, .batch = 16, .pass = -1};
     const char *only = NULL;
-    bool shapes = false;
+    bool shapes = false, threads_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -80,7 +81,7 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else if (!strcmp(a, "--threads")) {
-            o.threads[0] = parse_int(a, v, 1, 1024), o.nthreads = 1, i++;
+            o.threads[0] = parse_int(a, v, 1, 1024), o.nthreads = 1, threads_given = true, i++;
         } else if (!strcmp(a, "--iters")) {
             o.iters = parse_int(a, v, 1, 100000), i++;
         } else if (!strcmp(a, "--batch")) {
@@ -107,7 +108,11 @@ int main(int argc, char **argv) {
             }
             rgb_cpu_clock = !strcmp(v, "cpu");
         } else if (!strcmp(a, "--isa-supported")) {
-            return v && rg_cpu_isa_supported(v) ? 0 : 1;
+            if (!v) {
+                fprintf(stderr, "ringgrad-bench: --isa-supported needs avx512, avx2 or generic\n");
+                return 2;
+            }
+            return rg_cpu_isa_supported(v) ? 0 : 1;
         } else if (!strcmp(a, "--isa-default")) {
             if (getenv("RG_ISA")) {
                 fprintf(stderr, "ringgrad-bench: --isa-default: unset RG_ISA first\n");
@@ -141,6 +146,12 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (rgb_cpu_clock && threads_given && o.threads[0] > 1) {
+        fprintf(stderr, "ringgrad-bench: --clock cpu times the calling thread's CPU time, which "
+                        "leaves out the other threads' work: use it with --threads 1\n");
+        return 2;
+    }
+    if (rgb_cpu_clock) o.threads[0] = 1, o.nthreads = 1; /* the default's 2-thread rows too */
     if (o.ops && (!only || (strcmp(only, "cnn") && strcmp(only, "resnet")))) {
         fprintf(stderr,
                 "ringgrad-bench: --ops needs --only cnn or --only resnet (a step, per op)\n");

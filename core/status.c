@@ -65,6 +65,10 @@ rg_status rg_error(rg_status s, const char *fmt, ...) {
 
 void rg_set_fatal_handler(rg_fatal_handler h) { fatal_handler = h; }
 
+rg_fatal_handler rg_get_fatal_handler(void) {
+    return fatal_handler;
+}
+
 /* Written once, by the thread that fails, just before the handler runs. */
 static _Atomic rg_status fatal_status;
 
@@ -78,6 +82,8 @@ RG_NORETURN static void fatal_v(rg_status s, const char *file, int line, const c
     format_fitted(msg, sizeof msg, fmt, ap);
     fprintf(stderr, "ringgrad: %s (%s:%d)\n", msg, file, line);
     fflush(stderr);
+    last_status = s; /* for the handler, on this thread: rg_last_error() is the message */
+    snprintf(last_error, sizeof last_error, "%s", msg);
     fatal_status = s;
     if (fatal_handler) fatal_handler();
     abort();

@@ -97,7 +97,7 @@ static uint32_t le32(const uint8_t *p) {
 /* The first three numbers of a PNM header (width, height, maxval), each capped at 10 digits (-1
  * past the end); returns how many were found, or -1 when one has more than 9 digits: stb_image
  * 2.27 parses them into a signed int that overflows (undefined behaviour) there. */
-static int pnm_numbers(const uint8_t *b, size_t n, int64_t v[3]) {
+static int pnm_numbers(const uint8_t *b, size_t n, int64_t v[3], size_t *end) {
     size_t p = 2;
     int found = 0;
     for (int k = 0; k < 3; k++) {
@@ -114,6 +114,7 @@ static int pnm_numbers(const uint8_t *b, size_t n, int64_t v[3]) {
         if (digits == 0) break;
         if (digits > 9) return -1;
         v[k] = x, found++;
+        *end = p;
     }
     return found;
 }
@@ -150,7 +151,8 @@ static const char *sniff(const uint8_t *b, size_t n, int64_t *w, int64_t *h) {
     }
     if (n >= 2 && b[0] == 'P' && (b[1] == '5' || b[1] == '6')) {
         int64_t v[3];
-        if (pnm_numbers(b, n, v) >= 2) *w = v[0], *h = v[1];
+        size_t end;
+        if (pnm_numbers(b, n, v, &end) >= 2) *w = v[0], *h = v[1];
         return "PNM";
     }
     return NULL;
@@ -217,7 +219,8 @@ RG_NODISCARD static rg_status header_info(const char *name, const uint8_t *b, si
     if (fmt && strcmp(fmt, "JPEG") == 0) RG_TRY(check_jpeg_tables(name, b, n));
     if (fmt && strcmp(fmt, "PNG") == 0) RG_TRY(check_png_chunks(name, b, n));
     int64_t pnm[3];
-    int pnm_found = fmt && strcmp(fmt, "PNM") == 0 ? pnm_numbers(b, n, pnm) : 0;
+    size_t pnm_end = 0;
+    int pnm_found = fmt && strcmp(fmt, "PNM") == 0 ? pnm_numbers(b, n, pnm, &pnm_end) : 0;
     if (pnm_found < 0)
         return rg_error(RG_ECORRUPT, "%s: cannot decode the image: damaged PNM header (a number "
                         "of more than 9 digits)", name);
@@ -225,14 +228,33 @@ RG_NODISCARD static rg_status header_info(const char *name, const uint8_t *b, si
     if (pnm_found == 3 && pnm[2] > 255)
         return rg_error(RG_ECORRUPT, "%s: 16-bit PGM/PPM files (maxval %lld) are not supported "
                         "(convert to 8 bits or PNG)", name, (long long)pnm[2]);
+    /* stb_image 2.27 decodes a PGM/PPM whose pixels stop short as if the rest were there: the
+     * header's three numbers, one whitespace byte, then W x H x (1 or 3) bytes */
+    if (whole && pnm_found == 3 && pnm[0] > 0 && pnm[1] > 0) {
+        int64_t need = pnm[0] * pnm[1] * (b[1] == '6' ? 3 : 1),
+                have = (int64_t)n - (int64_t)pnm_end - 1;
+        if (have < need)
+            return rg_error(RG_ECORRUPT,
+                            "%s: cannot decode the image: truncated PNM (the header "
+                            "claims %lldx%lld pixels, %lld bytes, and %lld follow it)",
+                            name, (long long)pnm[0], (long long)pnm[1], (long long)need,
+                            (long long)(have > 0 ? have : 0));
+    }
     if (n > INT32_MAX) return rg_error(RG_ECORRUPT, "%s: file too large", name);
     if (!stbi_info_from_memory(b, (int)n, w, h, c)) {
         if (!whole) return RG_ENOENT; /* not in the prefix: the caller reads the whole file */
         if (fmt)
             return rg_error(RG_ECORRUPT, "%s: cannot decode the image: damaged %s header (%s)",
                             name, fmt, stbi_failure_reason());
+        if (n >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '7')
+            return rg_error(RG_ECORRUPT,
+                            "%s: cannot decode the image: PNM type P%c is not "
+                            "supported (binary PGM/PPM, P5/P6, are; or convert to PNG)",
+                            name, b[1]);
         return rg_error(RG_ECORRUPT,
-                        "%s: cannot decode the image: not a PNG, JPEG, BMP, TGA or PNM file", name);
+                        "%s: cannot decode the image: not a PNG, JPEG, BMP, TGA or "
+                        "binary PGM/PPM file",
+                        name);
     }
     return check_size(name, *w, *h);
 }

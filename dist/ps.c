@@ -127,6 +127,11 @@ RG_NODISCARD static rg_status check_opts(const rg_ps *ps, rg_comm *comm) {
     if (rg_comm_kind(comm) == RG_COMM_NCCL)
         return rg_error(RG_ENOTSUP, "parameter servers need the mpi or ring comm (point-to-point "
                                     "from any worker); nccl has no receive-from-any");
+    if (ps->size < 2)
+        return rg_error(RG_EINVAL,
+                        "parameter servers need 2 or more ranks (at least one server "
+                        "and one worker); this job has %d",
+                        ps->size);
     if (ps->opts.servers < 1 || ps->opts.servers >= ps->size)
         return rg_error(RG_EINVAL, "--servers %d: need 1 <= K < %d ranks (the rest are workers)",
                         ps->opts.servers, ps->size);

@@ -4,8 +4,10 @@
  *
  * The file is the Trace Event Format (the JSON that chrome://tracing and Perfetto open): an array
  * of events; pid = rank and tid = thread, so each rank is a group of rows. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ringgrad/timeline.h"
 
@@ -46,9 +48,13 @@ static rg_status gather_to(FILE *f, rg_comm *c, const char *mine, const int64_t 
 RG_NODISCARD
 static rg_status write_root(rg_comm *c, const char *path, const char *mine, const int64_t *lens) {
     FILE *f = fopen(path, "w");
+    int open_errno = errno;
     if (f) fputs("{\"traceEvents\":[\n", f);
     rg_status s = gather_to(f, c, mine, lens); /* even without a file, so no rank waits */
-    if (!f) return s != RG_OK ? s : rg_error(RG_EIO, "rg_timeline_write: cannot open %s", path);
+    if (!f)
+        return s != RG_OK ? s
+                          : rg_error(RG_EIO, "rg_timeline_write: cannot open %s: %s", path,
+                                     strerror(open_errno));
     fprintf(f, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"ranks\":%d}}\n", rg_comm_size(c));
     if (fclose(f) != 0 && s == RG_OK) s = rg_error(RG_EIO, "rg_timeline_write: writing %s", path);
     return s;

@@ -34,6 +34,16 @@ rg_status rg_zoo_cnn(const rg_model_spec *s, uint64_t seed, rg_layer **out) {
 }
 
 rg_status rg_zoo_mlp(const rg_model_spec *s, uint64_t seed, rg_layer **out) {
+    /* fc1's weight (256, C*H*W) must be a tensor at all (at most 2^40 elements, tensor.c); a
+     * larger one stopped the process in the tensor's shape check instead of returning */
+    double weights = 256.0 * (double)s->channels * (double)s->height * (double)s->width;
+    if (weights > (double)(INT64_C(1) << 40))
+        return rg_error(RG_ENOMEM,
+                        "model mlp: fc1 would take %lldx%lldx%lld = %.3g inputs, a "
+                        "weight of %.3g values (%.3g TB), more than one tensor may hold (2^40 "
+                        "values); use smaller images (--image-size) or fewer channels",
+                        (long long)s->channels, (long long)s->height, (long long)s->width,
+                        weights / 256.0, weights, weights * 4e-12);
     rg_rng_stream init = {.seed = seed, .offset = 0};
     rg_layer *net = rg_sequential_new("");
     rg_layer_add(net, rg_flatten_new("flatten")); /* (N,C*H*W) */

@@ -344,7 +344,8 @@ static void print_summary(const trainer *t, double seconds, const char *error) {
            "\"eval_batch_size\":%d,",
            rg_version(), t->a.model, rg_device_str(t->dev, dev, sizeof dev), t->world,
            t->comm ? rg_comm_backend_name(rg_comm_kind(t->comm)) : "none", t->threads, rg_cpu_isa(),
-           t->a.epochs, (long long)t->step, t->a.batch_size, t->a.batch_size * t->workers,
+           t->a.epochs, (long long)t->step, t->a.batch_size,
+           t->a.batch_size * t->workers * (t->a.accum_steps > 1 ? t->a.accum_steps : 1),
            t->eval_batch);
     guard_json_number(stdout, "train_loss", t->trained_any ? t->last_loss : NAN, "%.6f");
     guard_json_number(stdout, "train_accuracy", t->trained_any ? t->last_acc : NAN, "%.6f");
@@ -472,6 +473,24 @@ static void exit_on_oom(void) {
     _exit(1);
 }
 
+/* The same once the run has started, with --json's line first (rank 0), whose "error" is the
+ * message: the README promises a valid line for every failed run. Then the handler that was
+ * there (rg_dist_init's ends every rank of an MPI job), or exit_on_oom's exit. */
+static const trainer *fatal_trainer;
+static double fatal_t_start;
+static rg_fatal_handler fatal_next;
+static void print_summary(const trainer *t, double seconds, const char *error);
+
+static void summary_on_oom(void) {
+    if (rg_fatal_status() != RG_ENOMEM) return;
+    const trainer *t = fatal_trainer;
+    fatal_trainer = NULL; /* once, should the summary itself run out of memory */
+    if (t) print_summary(t, progress_now() - fatal_t_start, rg_last_error());
+    fflush(stdout);
+    if (fatal_next) fatal_next();
+    _exit(1);
+}
+
 int main(int argc, char **argv) {
     double t_start = progress_now();
     rg_set_fatal_handler(exit_on_oom);
@@ -494,6 +513,8 @@ int main(int argc, char **argv) {
         RG_IGNORE(rg_dist_finalize(t.dist)); /* start-up failed and said why; that is the error */
         return code;
     }
+    fatal_trainer = &t, fatal_t_start = t_start, fatal_next = rg_get_fatal_handler();
+    rg_set_fatal_handler(summary_on_oom);
     bool ok = guard_check_outputs(&t) == RG_OK && trainer_setup_data(&t) == RG_OK && trainer_setup_model(&t) == RG_OK &&
               trainer_setup_loaders(&t) == RG_OK;
     if (ok) print_header(&t);
@@ -541,6 +562,7 @@ int main(int argc, char **argv) {
         err = why;
     }
     print_summary(&t, progress_now() - t_start, err);
+    fatal_trainer = NULL; /* printed; and t is torn down next */
     teardown(&t);
     rg_status st = rg_dist_finalize(t.dist);
     if (sig && (ok || t.stop_signal)) return 128 + sig;

@@ -87,8 +87,12 @@ RG_API RG_NORETURN void rg_fatal_oom(const char *file, int line, const char *fmt
  * follows. */
 typedef void (*rg_fatal_handler)(void);
 RG_API void rg_set_fatal_handler(rg_fatal_handler h);
+/* The handler installed now (NULL: abort), so that a program's own can run and then call it
+ * (rg_dist_init installs one that ends every rank of an MPI job). */
+RG_API rg_fatal_handler rg_get_fatal_handler(void);
 /* Inside a fatal handler: RG_ENOMEM when rg_fatal_oom called it, RG_EINVAL for a failed check
- * (rg_fatal, RG_CHECK); RG_OK when no fatal error is in progress. */
+ * (rg_fatal, RG_CHECK); RG_OK when no fatal error is in progress. rg_last_error() on the failing
+ * thread (the handler's) is the message printed. */
 RG_API rg_status rg_fatal_status(void);
 
 #define RG_CHECK(cond, ...)                                                                        \

@@ -180,7 +180,7 @@ Test(dataset_image_io, non_images_and_empty_files) {
     const char *path = write_tmp(dir, "note.png", text);
     rg_image img;
     fx_assert_error(rg_image_load(path, 3, &img), RG_ECORRUPT, path,
-                    "not a PNG, JPEG, BMP, TGA or PNM file");
+                    "not a PNG, JPEG, BMP, TGA or binary PGM/PPM file");
     fx_bytes bad_png = {0};
     fx_append(&bad_png, "\x89PNG\r\n\x1a\n garbage garbage", 25);
     path = write_tmp(dir, "bad.png", bad_png);
@@ -266,5 +266,33 @@ Test(dataset_image_io, pnm_headers_stb_mishandles_are_refused) {
     rg_image img;
     cr_assert_eq(rg_image_decode("ok.pgm", ok, 13, 1, &img), RG_OK, "%s", rg_last_error());
     cr_assert(img.w == 2 && img.h == 1 && img.px[0] == 0x10 && img.px[1] == 0x20);
+    rg_image_deinit(&img);
+}
+
+/* stb_image 2.27 decodes a PGM/PPM whose pixels stop short as if they were all there; the ASCII
+ * and 1-bit types it does not read at all are named, not called "not an image". */
+Test(dataset_image_io, truncated_and_unsupported_pnm_are_refused) {
+    struct {
+        const char *bytes;
+        size_t n;
+        const char *want;
+    } cases[] = {
+        {"P5\n2 2\n255\n\1\2\3", 14, "truncated PNM (the header claims 2x2 pixels, 4 bytes, and 3"},
+        {"P6 2 1 255\n\1\2\3\4\5", 16,
+         "truncated PNM (the header claims 2x1 pixels, 6 bytes, and 5"},
+        {"P5\n28 28\n255\n", 13, "and 0 follow it"},
+        {"P2\n2 1\n255\n16 32\n", 17, "PNM type P2 is not supported"},
+        {"P4\n8 1\n\xff", 9, "PNM type P4 is not supported"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rg_image img;
+        fx_assert_error(rg_image_decode("t.pgm", cases[i].bytes, cases[i].n, 1, &img), RG_ECORRUPT,
+                        "t.pgm", cases[i].want);
+    }
+    /* whole: one byte more than the pixels (trailing data) still decodes */
+    rg_image img;
+    cr_assert_eq(rg_image_decode("ok.ppm", "P6 2 1 255\n\1\2\3\4\5\6\7", 18, 3, &img), RG_OK, "%s",
+                 rg_last_error());
+    cr_assert(img.w == 2 && img.h == 1 && img.px[0] == 1 && img.px[2] == 2);
     rg_image_deinit(&img);
 }

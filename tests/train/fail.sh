@@ -129,6 +129,9 @@ oom)
     # (not "MPI_ABORT was invoked": when both ranks abort at once, Open MPI's notice can be lost)
     RG_CPU_MEM_LIMIT=16M expect_exit 1 30 train 2 --batch-size 480 --max-steps 2 # no room for a bucket
     expect_line "^ringgrad-train: rank [01]: error: ddp: out of memory for bucket 0"
+    # --json: the summary line still comes, its "error" the allocation that failed (one rank)
+    expect_exit 1 30 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --batch-size 480 --max-steps 2 --json
+    expect_line '^\{"version":.*"steps":0,.*"error":"out of memory allocating 41.5 MB for a float32 tensor \(480,32,26,26\)'
     ;;
 flags)
     check_flag() { # EXPECTED-REGEX ARGS...
@@ -164,7 +167,27 @@ flags)
     check_flag "--straggle: '1' is not RANK:MS" --straggle 1
     check_flag "--strategy: 'ps' is not one of" --strategy ps
     expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --strategy ps-sync
-    expect_line "^ringgrad-train: error: ps-sync: --servers 1: need 1 <= K < 1 ranks"
+    expect_line "^ringgrad-train: error: ps-sync: parameter servers need 2 or more ranks .*this job has 1"
+    # outputs that are not regular files are refused at start-up and left as they were (a
+    # checkpoint is written beside its path and renamed over it)
+    rm -rf "$RG_TRAIN_OUT/nonregular" && mkdir -p "$RG_TRAIN_OUT/nonregular"
+    ln -s target.safetensors "$RG_TRAIN_OUT/nonregular/link.safetensors"
+    mkfifo "$RG_TRAIN_OUT/nonregular/fifo"
+    expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --model mlp \
+        --save "$RG_TRAIN_OUT/nonregular/link.safetensors"
+    expect_line "^ringgrad-train: error: --save .*/link.safetensors: is a symbolic link to target.safetensors; it would be replaced"
+    [ -L "$RG_TRAIN_OUT/nonregular/link.safetensors" ] || fail "--save replaced the link"
+    expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --model mlp \
+        --timeline "$RG_TRAIN_OUT/nonregular/fifo"
+    expect_line "^ringgrad-train: error: --timeline .*/fifo: is a FIFO"
+    [ -p "$RG_TRAIN_OUT/nonregular/fifo" ] || fail "--timeline replaced the FIFO"
+    # accumulation longer than an epoch would take no optimizer step
+    expect_exit 1 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --model mlp --accum-steps 1000
+    expect_line "^ringgrad-train: error: --accum-steps 1000 is more than the [0-9]+ batches of an epoch"
+    # an MLP whose fc1 could be no tensor at all: an error, not a failed check (SIGABRT)
+    expect_exit 1 20 "$RG_TRAIN" --data synthetic --image-size 16384 --channels 1024 --model mlp \
+        --batch-size 1 --max-steps 1
+    expect_line "^ringgrad-train: error: .*model mlp: fc1 would take 1024x16384x16384"
     expect_exit 1 30 "$RG_MPIRUN" -np 2 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --strategy ps-async --compress fp16
     expect_line "^ringgrad-train: rank 0: error: --strategy ps-async takes no --compress"
     # options that change nothing where given: one note each (rank 0 only), and the run goes on

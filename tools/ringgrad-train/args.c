@@ -239,6 +239,8 @@ int train_args_notes(const train_args *a, FILE *out) {
          "--model resnet18, resnet34 or resnet50 (resnet20/56 have a 3x3 stem already)"},
         {"zero-init-residual", resnet, "a ResNet (--model resnet*)"},
         {"sync-bn", resnet, "a model with BatchNorm (a ResNet)"},
+        {"data-dir", strcmp(a->data, "synthetic") != 0,
+         "--data fmnist or imagefolder (synthetic data is made, not read)"},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)

@@ -472,6 +472,16 @@ rg_status trainer_setup_loaders(trainer *t) {
         return trainer_agree(t, st);
     }
     int64_t spe = rg_loader_steps_per_epoch(t->train), k = t->a.accum_steps;
+    rg_status fits = RG_OK; /* accumulation steps run within an epoch */
+    if (k > 1 && k > spe) {
+        trainer_error(t,
+                      "--accum-steps %lld is more than the %lld batch%s of an epoch (a rank's "
+                      "share of the training images at --batch-size %d): no optimizer step would "
+                      "be taken; lower --accum-steps or --batch-size",
+                      (long long)k, (long long)spe, spe == 1 ? "" : "es", t->a.batch_size);
+        fits = RG_EINVAL;
+    }
+    RG_TRY(trainer_agree(t, fits));
     set_schedule(t, t->a.max_steps >= 0 ? t->a.max_steps : spe / k * t->a.epochs);
     if (t->a.resume) RG_TRY(trainer_agree(t, check_resume(t, spe)));
     /* Resuming mid-epoch: the batches of start_epoch trained before the checkpoint. */
