@@ -19,8 +19,10 @@ set(RG_MPIRUN ${CMAKE_SOURCE_DIR}/scripts/rg-mpirun)
 # cores with the other test ctest -j runs; GOMP's threads spinning at every barrier then took
 # their time slices from each other (three test_conv2d at once on 2 cores: 12.1 s spinning, 4.1 s
 # passive, 2.5 s one alone).
+# RG_MPIRUN_TMPDIR: a session folder of its own for each job scripts/rg-mpirun starts: two
+# started at once by ctest -j raced to create the shared one, and one failed (open-mpi/ompi#8510).
 set(RG_TEST_ENV "RG_NUM_THREADS=1" "OMP_NUM_THREADS=1" "OPENBLAS_NUM_THREADS=1"
-    "OMP_WAIT_POLICY=passive")
+    "OMP_WAIT_POLICY=passive" "RG_MPIRUN_TMPDIR=${CMAKE_BINARY_DIR}/mpi-sessions")
 if(RG_SANITIZE)
   # OpenMPI and OpenBLAS keep allocations alive until exit; leaks there are not ours.
   list(APPEND RG_TEST_ENV "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0"
