@@ -224,6 +224,16 @@ RG_NODISCARD static rg_status header_info(const char *name, const uint8_t *b, si
     if (pnm_found < 0)
         return rg_error(RG_ECORRUPT, "%s: cannot decode the image: damaged PNM header (a number "
                         "of more than 9 digits)", name);
+    if (whole && pnm_found >= 0 && pnm_found < 3 && fmt && strcmp(fmt, "PNM") == 0)
+        return rg_error(RG_ECORRUPT,
+                        "%s: cannot decode the image: damaged PNM header (it needs a "
+                        "width, a height and a maxval, whole numbers)",
+                        name);
+    if (pnm_found == 3 && (pnm[0] == 0 || pnm[1] == 0 || pnm[2] == 0))
+        return rg_error(RG_ECORRUPT,
+                        "%s: cannot decode the image: damaged PNM header (%lldx%lld "
+                        "pixels, maxval %lld)",
+                        name, (long long)pnm[0], (long long)pnm[1], (long long)pnm[2]);
     /* stb_image 2.27 reads 16-bit PNM (maxval > 255) past its buffer (fixed in 2.28) */
     if (pnm_found == 3 && pnm[2] > 255)
         return rg_error(RG_ECORRUPT, "%s: 16-bit PGM/PPM files (maxval %lld) are not supported "

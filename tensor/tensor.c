@@ -118,15 +118,20 @@ static bool alloc_data(rg_tensor *t) {
     size_t bytes = rg_tensor_nbytes(t);
     t->data = rg_backend_for(t->device)->alloc(bytes);
     if (!t->data && bytes) {
-        char d[16], sh[96], want[24], used[24], cached[24];
+        char d[16], sh[96], want[24], used[24], cached[24], cap[24], why[64] = "";
         rg_mem_stats m = rg_mem_stats_get(t->device);
+        size_t limit = SIZE_MAX; /* the cap that refused it, when there is one */
+        if (t->device.type == RG_DEV_CPU && rg_env_cpu_mem_limit(&limit) == RG_OK &&
+            limit != SIZE_MAX)
+            snprintf(why, sizeof why, "; RG_CPU_MEM_LIMIT caps them at %s",
+                     size_str(limit, cap, sizeof cap));
         rg_error(RG_ENOMEM,
                  "out of memory allocating %s for a %s tensor %s on %s, with %s already in use by "
-                 "tensors (%s more cached)",
+                 "tensors (%s more cached)%s",
                  size_str(bytes, want, sizeof want), rg_dtype_name(t->dtype),
                  rg_shape_str(t->ndim, t->shape, sh, sizeof sh),
                  rg_device_str(t->device, d, sizeof d), size_str(m.in_use, used, sizeof used),
-                 size_str(m.cached, cached, sizeof cached));
+                 size_str(m.cached, cached, sizeof cached), why);
         return false;
     }
     t->flags |= RG_TENSOR_OWNS_DATA;

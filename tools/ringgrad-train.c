@@ -518,6 +518,9 @@ int main(int argc, char **argv) {
     bool ok = guard_check_outputs(&t) == RG_OK && trainer_setup_data(&t) == RG_OK && trainer_setup_model(&t) == RG_OK &&
               trainer_setup_loaders(&t) == RG_OK;
     if (ok) print_header(&t);
+    if (ok && t.a.straggle && t.a.straggle_rank >= t.world && t.rank == 0)
+        printf("ringgrad-train: note: --straggle %s changes nothing: this job's ranks are 0-%d\n",
+               t.a.straggle, t.world - 1);
     if (ok && t.a.timeline) {
         rg_trace_name_thread("main");
         rg_trace_set_ops(t.a.timeline_ops);

@@ -283,6 +283,9 @@ Test(dataset_image_io, truncated_and_unsupported_pnm_are_refused) {
         {"P5\n28 28\n255\n", 13, "and 0 follow it"},
         {"P2\n2 1\n255\n16 32\n", 17, "PNM type P2 is not supported"},
         {"P4\n8 1\n\xff", 9, "PNM type P4 is not supported"},
+        {"P5 -5 28 255\n", 13, "damaged PNM header (it needs a width, a height and a maxval"},
+        {"P5 28x 28 255\n", 14, "damaged PNM header (it needs a width, a height and a maxval"},
+        {"P5 1 1 0\n\1", 10, "damaged PNM header (1x1 pixels, maxval 0)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rg_image img;

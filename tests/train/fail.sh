@@ -125,7 +125,7 @@ nodata1)
 oom)
     export RG_CPU_MEM_LIMIT=40M # the CNN's parameters, Adam and buckets fit; 480 images do not
     expect_exit 1 30 train 2 --batch-size 480 --max-steps 2 # 1, not 134: a size error, not a bug
-    expect_line "^ringgrad: out of memory allocating 41.5 MB for a float32 tensor \(480,32,26,26\) on cpu, with [0-9.]+ MB already in use by tensors"
+    expect_line "^ringgrad: out of memory allocating 41.5 MB for a float32 tensor \(480,32,26,26\) on cpu, with [0-9.]+ MB already in use by tensors \([^)]* more cached\); RG_CPU_MEM_LIMIT caps them at 41.9 MB"
     # (not "MPI_ABORT was invoked": when both ranks abort at once, Open MPI's notice can be lost)
     RG_CPU_MEM_LIMIT=16M expect_exit 1 30 train 2 --batch-size 480 --max-steps 2 # no room for a bucket
     expect_line "^ringgrad-train: rank [01]: error: ddp: out of memory for bucket 0"
@@ -197,6 +197,13 @@ flags)
         "--micro-batches changes nothing without --strategy pipeline" \
         "--keep changes nothing without --save-every" "--sync-bn changes nothing without a model with BatchNorm" \
         "--lr-gamma changes nothing without --lr-schedule step"; do
+        [ "$(grep -c "^ringgrad-train: note: $want" "$log")" = 1 ] || fail "not one note '$want'"
+    done
+    RG_PROGRESS=bogus expect_exit 0 30 "$RG_TRAIN" --data synthetic --data-dir "$RG_TRAIN_DATA" \
+        --max-steps 1 --epochs 1 --model mlp --straggle 5:10
+    for want in "--data-dir changes nothing without --data fmnist or imagefolder" \
+        "--straggle 5:10 changes nothing: this job's ranks are 0-0" \
+        "RG_PROGRESS='bogus' is neither lines nor bar; ignored"; do
         [ "$(grep -c "^ringgrad-train: note: $want" "$log")" = 1 ] || fail "not one note '$want'"
     done
     expect_exit 0 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --model mlp \

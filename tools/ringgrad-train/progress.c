@@ -21,6 +21,11 @@ void progress_init(progress *p, FILE *out, bool enabled) {
     bool tty = isatty(fileno(out));
     if (mode && !strcmp(mode, "lines")) tty = false;
     if (mode && !strcmp(mode, "bar")) tty = true;
+    if (enabled && mode && *mode && strcmp(mode, "lines") && strcmp(mode, "bar"))
+        fprintf(stderr,
+                "ringgrad-train: note: RG_PROGRESS='%s' is neither lines nor bar; "
+                "ignored\n",
+                mode);
     *p = (progress){.out = out, .enabled = enabled, .tty = enabled && tty};
 }
 
