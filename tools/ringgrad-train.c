@@ -482,7 +482,10 @@ static rg_fatal_handler fatal_next;
 static void print_summary(const trainer *t, double seconds, const char *error);
 
 static void summary_on_oom(void) {
-    if (rg_fatal_status() != RG_ENOMEM) return;
+    if (rg_fatal_status() != RG_ENOMEM) { /* a failed check: the handler there decides */
+        if (fatal_next) fatal_next();
+        return;
+    }
     const trainer *t = fatal_trainer;
     fatal_trainer = NULL; /* once, should the summary itself run out of memory */
     if (t) print_summary(t, progress_now() - fatal_t_start, rg_last_error());
