@@ -465,38 +465,27 @@ static void teardown(trainer *t) {
 
 /* Out of memory inside an op (a batch too large for the host): the library has printed what it
  * could not allocate; end with exit status 1, as for every error this program reports, rather
- * than SIGABRT and a core file. Under mpirun rg_dist_init's handler ends the job the same way.
- * Any other fatal error (a failed check: a bug) returns here and aborts. */
-static void exit_on_oom(void) {
-    if (rg_fatal_status() != RG_ENOMEM) return;
-    fflush(stdout);
-    _exit(1);
-}
-
-/* The same once the run has started, with --json's line first (rank 0), whose "error" is the
- * message: the README promises a valid line for every failed run. Then the handler that was
- * there (rg_dist_init's ends every rank of an MPI job), or exit_on_oom's exit. */
-static const trainer *fatal_trainer;
+ * than SIGABRT and a core file, and once the run has started print --json's line first (rank 0),
+ * its "error" the message: the README promises a valid line for every failed run. Any fatal error
+ * goes on to the handler that was there before (rg_dist_init's ends every rank of an MPI job);
+ * a failed check (a bug) then aborts. */
+static const trainer *fatal_trainer; /* set once the run has started */
 static double fatal_t_start;
 static rg_fatal_handler fatal_next;
-static void print_summary(const trainer *t, double seconds, const char *error);
 
-static void summary_on_oom(void) {
-    if (rg_fatal_status() != RG_ENOMEM) { /* a failed check: the handler there decides */
-        if (fatal_next) fatal_next();
-        return;
-    }
+static void on_fatal(void) {
     const trainer *t = fatal_trainer;
     fatal_trainer = NULL; /* once, should the summary itself run out of memory */
-    if (t) print_summary(t, progress_now() - fatal_t_start, rg_last_error());
+    if (rg_fatal_status() == RG_ENOMEM && t)
+        print_summary(t, progress_now() - fatal_t_start, rg_last_error());
     fflush(stdout);
     if (fatal_next) fatal_next();
-    _exit(1);
+    if (rg_fatal_status() == RG_ENOMEM) _exit(1);
 }
 
 int main(int argc, char **argv) {
     double t_start = progress_now();
-    rg_set_fatal_handler(exit_on_oom);
+    rg_set_fatal_handler(on_fatal);
     trainer t = {0};
     int code = train_args_parse(&t.a, argc, argv);
     if (code || t.a.help) {
@@ -516,8 +505,11 @@ int main(int argc, char **argv) {
         RG_IGNORE(rg_dist_finalize(t.dist)); /* start-up failed and said why; that is the error */
         return code;
     }
-    fatal_trainer = &t, fatal_t_start = t_start, fatal_next = rg_get_fatal_handler();
-    rg_set_fatal_handler(summary_on_oom);
+    /* rg_dist_init replaced on_fatal with its own under mpirun: chain to it */
+    rg_fatal_handler dist_handler = rg_get_fatal_handler();
+    fatal_next = dist_handler == on_fatal ? NULL : dist_handler;
+    fatal_trainer = &t, fatal_t_start = t_start;
+    rg_set_fatal_handler(on_fatal);
     bool ok = guard_check_outputs(&t) == RG_OK && trainer_setup_data(&t) == RG_OK && trainer_setup_model(&t) == RG_OK &&
               trainer_setup_loaders(&t) == RG_OK;
     if (ok) print_header(&t);
