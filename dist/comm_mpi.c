@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "dist/comm_impl.h"
 
 #define CHUNK ((int64_t)1 << 30)
@@ -55,8 +56,7 @@ typedef struct {
 } mpi_state;
 
 bool rg_comm_mpi_ring_enabled(void) {
-    const char *v = getenv("RG_MPI_RING");
-    return !(v && strcmp(v, "0") == 0);
+    return rg_env_switch("RG_MPI_RING", true);
 }
 
 MPI_Datatype rg_comm_mpi_type(rg_comm_dtype dt) {

@@ -10,15 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "layers/layers_impl.h"
 #include "ringgrad/layer.h"
 #include "ringgrad/trace.h"
 
 rg_fusion rg_fusion_level(void) {
-    const char *v = getenv("RG_FUSE");
-    if (v && strcmp(v, "0") == 0) return RG_FUSE_NONE;
-    if (v && strcmp(v, "relu") == 0) return RG_FUSE_RELU;
-    return RG_FUSE_ALL;
+    static const char *const levels[] = {"0", "relu", "1"}; /* in rg_fusion's order */
+    return (rg_fusion)rg_env_choice("RG_FUSE", levels, 3, 2);
 }
 
 rg_tensor *rg_sequential_forward_range(rg_layer *l, int first, int last, rg_tensor *x,

@@ -9,8 +9,11 @@
  * Class folders are "0_T-shirt-top" ... "9_Ankle-boot" (torchvision's FashionMNIST class names,
  * numbered so that their sorted order keeps the labels). --limit N writes the first N/10 images
  * of each class (the first N in file order left some class folders empty, which ImageFolder
- * refuses). */
+ * refuses). A split folder that already holds files is refused: writing over an earlier, larger
+ * export left its extra images in place, and the folder then held more than --limit asked for. */
+#include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +28,19 @@ static int usage(const char *msg) {
             "Writes Fashion-MNIST (from DIR, default $RG_DATA_DIR or "
             "/usr/share/datasets/fashion-mnist)\nas PNG files in OUT/train/<class>/ and "
             "OUT/val/<class>/; --limit N writes N images of each\nsplit only: the first ones of "
-            "each class, N/10 of each (N >= 10).\n");
+            "each class, N/10 of each (N >= 10). OUT/train and OUT/val must be empty or absent.\n");
     return msg ? 2 : 0;
+}
+
+/* Whether path is a folder with anything in it (false when it does not exist). */
+static bool non_empty_folder(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return false;
+    bool any = false;
+    for (struct dirent *e; !any && (e = readdir(d));)
+        any = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return any;
 }
 
 int main(int argc, char **argv) {
@@ -59,6 +73,17 @@ int main(int argc, char **argv) {
         return 1;
     }
     static const char *const split_dir[RG_SPLIT_COUNT] = {"train", "val"};
+    for (int split = 0; split < RG_SPLIT_COUNT; split++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", out, split_dir[split]);
+        if (non_empty_folder(path)) {
+            fprintf(stderr,
+                    "ringgrad-export-images: error: %s is not empty (an earlier export?): remove "
+                    "it, or write to another folder\n",
+                    path);
+            return 1;
+        }
+    }
     for (int split = 0; split < RG_SPLIT_COUNT; split++) {
         rg_dataset *ds = NULL;
         char path[4096];

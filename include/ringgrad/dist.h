@@ -41,6 +41,7 @@ typedef struct {
     const char *comm;           /* backend of the default comm; NULL: $RG_COMM, else "mpi" */
     double stall_seconds;       /* 0: $RG_STALL_SECONDS, else 60; < 0: no stall check at all */
     double stall_abort_seconds; /* 0: $RG_STALL_ABORT_SECONDS, else 600; < 0: wait forever */
+    /* (either variable at 0 or below turns its check off, as a negative option does) */
     rg_stall_fn on_stall;       /* NULL: print the report to stderr */
     void *on_stall_ctx;
     /* Settings every rank must share, as "name value" lines ("--lr 0.001\n--seed 42\n"); NULL:

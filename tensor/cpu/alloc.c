@@ -34,6 +34,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/env.h"
 #include "core/sanitize.h"
 #include "tensor/cpu/cpu.h"
 
@@ -74,8 +75,7 @@ static int hugepages_enabled = -1;
 
 static bool want_hugepages(void) {
     if (hugepages_enabled < 0) {
-        const char *e = getenv("RG_HUGEPAGES");
-        hugepages_enabled = e && strcmp(e, "1") == 0;
+        hugepages_enabled = rg_env_switch("RG_HUGEPAGES", false);
     }
     return hugepages_enabled;
 }
@@ -121,8 +121,7 @@ static int size_class(size_t bytes) {
 
 static bool cache_enabled(void) {
     if (cache.enabled < 0) {
-        const char *e = getenv("RG_ALLOC_CACHE");
-        cache.enabled = !(e && strcmp(e, "0") == 0);
+        cache.enabled = rg_env_switch("RG_ALLOC_CACHE", true);
     }
     return cache.enabled;
 }

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "tensor/cpu/cpu.h"
 
 /* Floats per SIMD vector, tile rows and vectors per tile row, chosen so that the MR * NV
@@ -44,8 +45,7 @@
 /* Whether the comparison switch `name` (RG_CONV_GEMM, RG_GEMM_TILE, RG_CONV_DATA_AS_FORWARD) is
  * on: anything but "0", unset included. They send shapes back to the path a change replaced. */
 static inline bool rg_conv_switch_on(const char *name) {
-    const char *v = getenv(name);
-    return !(v && strcmp(v, "0") == 0);
+    return rg_env_switch(name, true);
 }
 
 /* One SIMD vector of floats; aligned(4) makes loads and stores through it unaligned-safe. */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/env.h"
 #include "tensor/cpu/cpu.h"
 
 /* FLOP below which a product runs on the calling thread (about 20 us at one thread). */
@@ -64,8 +65,9 @@ void rg_cpu_gemm_blas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
  * other name, or one this list does not know yet, counts as without, which at worst costs the few
  * per cent by which OpenBLAS's AVX-512 kernels beat the tile (conv2d_gemm.c). */
 bool rg_cpu_conv_products_on_blas(void) {
-    const char *v = getenv("RG_CONV_BLAS");
-    if (v && *v) return strcmp(v, "0") != 0;
+    static const char *const off_on[] = {"0", "1"};
+    int forced = rg_env_choice("RG_CONV_BLAS", off_on, 2, -1);
+    if (forced >= 0) return forced == 1;
     static const char *const avx512[] = {"skylakex", "cooperlake", "sapphirerapids"};
     const char *core = openblas_get_corename();
     for (size_t i = 0; core && i < sizeof avx512 / sizeof *avx512; i++)

@@ -20,6 +20,10 @@ if [ $rc -ne 0 ] && grep -q "not installed\|install it" "$out"; then
 fi
 [ $rc -eq 0 ] || fail "export exited $rc"
 [ "$(find "$tmp/fm/train" -name '*.png' | wc -l)" -eq 300 ] || fail "not 300 training PNGs"
+# a second export into the same folder would leave the first one's extra files: refused
+"$export_images" --limit 100 "$tmp/fm" >"$out" 2>&1
+[ $? -eq 1 ] && grep -q "$tmp/fm/train is not empty" "$out" || fail "export over an export: not refused"
+[ "$(find "$tmp/fm/train" -name '*.png' | wc -l)" -eq 300 ] || fail "the refused export changed files"
 # the exporter's own usage errors: exit 2, naming the option
 "$export_images" --out "$tmp/x" >"$out" 2>&1
 [ $? -eq 2 ] && grep -q "unknown option '--out'" "$out" || fail "export --out: not exit 2 naming it"

@@ -55,7 +55,10 @@ static void draw(progress *p, int64_t step, double loss, double acc, double ips,
     else
         fprintf(p->out, "ETA: %.0fs",
                 step ? elapsed * (double)(p->steps - step) / (double)step : 0.0);
-    fprintf(p->out, " - loss: %.4f - accuracy: %.4f - %.0f img/s", loss, acc, ips);
+    if (step > 0 || !done)
+        fprintf(p->out, " - loss: %.4f - accuracy: %.4f - %.0f img/s", loss, acc, ips);
+    else /* --max-steps 0, say: no loss to show, rather than a loss of 0.0000 */
+        fprintf(p->out, " - no training steps");
     if (test_acc >= 0) fprintf(p->out, " - test_accuracy: %.4f", test_acc);
     if (done)
         fprintf(p->out, "\n");
