@@ -7,7 +7,13 @@
  *
  * Class k's pattern in channel ch is a plane wave 0.5 + 0.5 sin(2 pi (fx x + fy y) + phase) whose
  * direction is spread evenly over the classes; an image mixes its class's pattern with uniform
- * noise: pixel = 255 ((1 - noise) pattern + noise u). */
+ * noise: pixel = 255 ((1 - noise) pattern + noise u).
+ *
+ * The seed picks the items (their labels and noise), not the task: every seed shares the class
+ * patterns, so that the training split (seed 1) and the test split (seed 2) are two samples of one
+ * task and the test accuracy means something. (The patterns were once drawn from the seed too,
+ * and a model that learned the training split scored chance on the test split.) They are the ones
+ * seed 1 used to draw, so the training split kept its bytes. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -19,12 +25,12 @@
 #define STREAM_CLASS 0x636C617373ULL /* "class" */
 #define STREAM_LABEL 0x6C6162656CULL /* "label" */
 #define STREAM_PIXEL 0x706978656CULL /* "pixel" */
+#define PATTERN_SEED 1                /* the class patterns' seed, for every split (above) */
 
 /* Fills pat (H,W) with class k's pattern in channel ch: a plane wave whose direction is k/K of
  * a half turn (plus a little jitter), so neighbouring classes differ by at least 180/K degrees. */
-static void class_pattern(uint64_t seed, int k, int num_classes, int64_t ch, int64_t h, int64_t w,
-                          float *pat) {
-    rg_philox4 r = rg_philox(seed ^ STREAM_CLASS, (uint64_t)k * 1024u + (uint64_t)ch);
+static void class_pattern(int k, int num_classes, int64_t ch, int64_t h, int64_t w, float *pat) {
+    rg_philox4 r = rg_philox(PATTERN_SEED ^ STREAM_CLASS, (uint64_t)k * 1024u + (uint64_t)ch);
     float u0 = (float)(r.v[0] >> 8) / 16777216.0f, u1 = (float)(r.v[1] >> 8) / 16777216.0f;
     float u2 = (float)(r.v[2] >> 8) / 16777216.0f;
     float pi = 3.14159265358979f;
@@ -62,7 +68,7 @@ static void item_pixels(const float *pat, int64_t size, uint64_t seed, float noi
 /* Class k's pattern in every channel: (C, H, W) floats into pat. */
 static void class_planes(const rg_synthetic_opts *o, int k, float *pat) {
     for (int64_t ch = 0; ch < o->c; ch++)
-        class_pattern(o->seed, k, o->num_classes, ch, o->h, o->w, pat + ch * o->h * o->w);
+        class_pattern(k, o->num_classes, ch, o->h, o->w, pat + ch * o->h * o->w);
 }
 
 /* The class patterns, (num_classes, C, H, W) floats; NULL when memory runs out. */
@@ -116,6 +122,7 @@ rg_status rg_dataset_synthetic(const rg_synthetic_opts *opts, rg_dataset **out) 
     if (o.noise == 0.0f) o.noise = 0.5f;
     RG_CHECK(o.noise >= 0.0f && o.noise <= 1.0f, "rg_dataset_synthetic: noise %g not in [0, 1]",
              (double)o.noise);
+    RG_CHECK(o.num_classes > 0, "rg_dataset_synthetic: %d classes", o.num_classes);
     RG_CHECK(o.c <= 1024, "rg_dataset_synthetic: %lld channels (at most 1024)", (long long)o.c);
     *out = NULL;
     RG_CHECK(o.n > 0 && o.c > 0 && o.h > 0 && o.w > 0,

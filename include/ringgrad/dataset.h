@@ -99,7 +99,8 @@ typedef struct {
     int64_t n;       /* items */
     int64_t c, h, w; /* image shape; 0 means 1, 28, 28 */
     int num_classes; /* 0 means 10 */
-    uint64_t seed;   /* the same seed gives the same data */
+    uint64_t seed;   /* the items: the same seed gives the same data, another seed other
+                        items of the same classes (every seed shares the class patterns) */
     float noise;     /* 0..1: weight of the per-pixel noise; 0 means 0.5 */
     bool lazy;       /* keep no pixels: rg_dataset_item() (the loader's workers) makes each item,
                         the same bytes, when it is read; labels are made at once */
@@ -119,7 +120,8 @@ RG_API RG_NODISCARD rg_status rg_dataset_synthetic_split(rg_split split, int64_t
                                                          rg_dataset **out);
 
 /* A learnable synthetic dataset: each class has its own smooth pattern (a plane wave with
- * class-dependent direction, frequency and phase, per channel), and each image is its class's
+ * class-dependent direction, frequency and phase, per channel; the same for every seed), and
+ * each image is its class's
  * pattern mixed with per-pixel noise. Labels are uniform random. Item i depends only on (seed, i),
  * so the data does not depend on n or the thread count (only libm's sinf and the compiler's
  * floating-point contraction could move a pixel by one step between builds). *out is owned by the
