@@ -16,6 +16,7 @@
 
 #include "ringgrad/safetensors.h"
 #include "models/safetensors_impl.h"
+#include "core/path.h"
 #include "core/strbuf.h"
 
 /* ---- the JSON header, built in a growing buffer ---- */
@@ -116,6 +117,13 @@ rg_status rg_safetensors_save(const char *path, const rg_named_tensor *ts, int n
                               const rg_safetensors_kv *meta, int n_meta) {
     RG_CHECK(path && (ts || n == 0) && (meta || n_meta == 0), "rg_safetensors_save: NULL argument");
     check_names(ts, n, meta, n_meta);
+    char target[4096];
+    const char *what = rg_path_not_regular(path, target, sizeof target); /* see core/path.h */
+    if (what)
+        return rg_error(RG_EINVAL,
+                        "%s: is %s%s%s; saving would replace it by a regular file: give the path "
+                        "of a regular file (or a new one)",
+                        path, what, target[0] ? " to " : "", target);
     rg_strbuf hdr = {0};
     build_header(&hdr, ts, n, meta, n_meta);
     if (hdr.oom) return free(hdr.s), rg_error(RG_ENOMEM, "%s: out of memory for the header", path);

@@ -4,6 +4,7 @@
  * in the message, and never a crash or an out-of-bounds read (this test also runs under ASan). */
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "rgtest.h"
 
@@ -254,6 +255,34 @@ Test(models_safetensors, save_into_a_missing_directory_is_an_io_error) {
     rg_status s = rg_safetensors_save("/nonexistent-dir/x.safetensors", ts, 1, NULL, 0);
     cr_assert_eq(s, RG_EIO);
     cr_assert(strstr(rg_last_error(), "/nonexistent-dir/x.safetensors"), "%s", rg_last_error());
+    rg_tensor_free(a);
+}
+
+/* A save renames a new file over its path: onto a symbolic link, a FIFO or a device it would
+ * replace them by a regular file (as root, /dev/full became a checkpoint). Refused, untouched. */
+Test(models_safetensors, save_refuses_links_fifos_and_devices) {
+    rg_tensor *a = rgt_uniform(RG_SHAPE(2), -1, 1, 1);
+    rg_named_tensor ts[] = {{"a", a, false}};
+    char dir[] = "/tmp/rg-st-XXXXXX", link[64], fifo[64], target[64];
+    cr_assert(mkdtemp(dir));
+    snprintf(target, sizeof target, "%s/target", dir);
+    snprintf(link, sizeof link, "%s/link", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    cr_assert_eq(symlink(target, link), 0);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    const char *paths[] = {link, fifo, "/dev/null"};
+    const char *kinds[] = {"is a symbolic link to ", "is a FIFO", "is a device"};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(rg_safetensors_save(paths[i], ts, 1, NULL, 0), RG_EINVAL, "%s", paths[i]);
+        cr_assert(strstr(rg_last_error(), paths[i]) && strstr(rg_last_error(), kinds[i]), "%s",
+                  rg_last_error());
+    }
+    struct stat sb;
+    cr_assert(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode), "the link was replaced");
+    cr_assert(lstat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+    cr_assert(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode), "/dev/null was replaced");
+    cr_assert(access(target, F_OK) != 0, "written through the link");
+    unlink(link), unlink(fifo), rmdir(dir);
     rg_tensor_free(a);
 }
 

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/path.h"
 #include "trainer.h"
 
 enum { FLAG_LOSS = 1, FLAG_GRAD = 2, FLAG_SIGNAL = 4, FLAG_ERROR = 8 };
@@ -292,22 +293,13 @@ rg_status guard_probe_output(const char *flag, const char *path) {
     /* The file is written next to the path and renamed over it: a symbolic link would be
      * replaced rather than written through, and a device or a FIFO replaced by a file (as root,
      * --save /dev/null made /dev/null a regular file) or, for the timeline, block on open. */
-    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-        const char *what = S_ISLNK(sb.st_mode)                          ? "a symbolic link"
-                           : S_ISFIFO(sb.st_mode)                       ? "a FIFO"
-                           : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
-                           : S_ISSOCK(sb.st_mode)                       ? "a socket"
-                                                                        : "not a regular file";
-        char target[4096] = "";
-        if (S_ISLNK(sb.st_mode)) {
-            ssize_t n = readlink(path, target, sizeof target - 1);
-            target[n > 0 ? n : 0] = '\0';
-        }
+    char target[4096];
+    const char *what = rg_path_not_regular(path, target, sizeof target);
+    if (what)
         return rg_error(RG_EINVAL,
                         "--%s %s: is %s%s%s; it would be replaced by a regular file: "
                         "give the path of a regular file (or a new one)",
                         flag, path, what, target[0] ? " to " : "", target);
-    }
     const char *slash = strrchr(path, '/');
     char probe[4200];
     if (slash)
