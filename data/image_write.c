@@ -75,6 +75,10 @@ rg_status rg_dataset_write_image_folder(const rg_dataset *ds, const char *dir, i
                         "%s: a limit of %lld images cannot give each of the %lld "
                         "classes one",
                         dir, (long long)n, (long long)k_n);
+    for (int64_t i = 0; i < ds->n; i++) /* each label picks a class folder (and a count) */
+        if (ds->labels[i] < 0 || ds->labels[i] >= k_n)
+            return rg_error(RG_EINVAL, "%s: item %lld has label %d, outside the %lld classes", dir,
+                            (long long)i, (int)ds->labels[i], (long long)k_n);
     RG_TRY(make_dir(dir));
     char path[8192];
     for (int k = 0; k < ds->num_classes; k++) {

@@ -53,6 +53,14 @@ rg_layer *rg_layer_add(rg_layer *l, rg_layer *child) {
     RG_CHECK(l && child, "rg_layer_add: NULL layer");
     RG_CHECK(l->children || l->params.n == 0,
              "layer %s: a layer with its own tensors cannot hold children", l->name);
+    /* A container owns its children (rg_layer_free frees them): one added twice, or to two
+     * containers, was freed twice; nn.Sequential allows that because Python counts references. */
+    RG_CHECK(!child->parent,
+             "rg_layer_add: layer '%s' is already in '%s'; a layer belongs to one container: make "
+             "one for each place (another rg_relu_new, say)",
+             child->name, child->parent->name);
+    for (const rg_layer *a = l; a; a = a->parent)
+        RG_CHECK(a != child, "rg_layer_add: layer '%s' would contain itself", child->name);
     int n = l->n_children;
     if ((n & (n - 1)) == 0) {
         size_t cap = n ? 2 * (size_t)n : 4;
@@ -60,6 +68,7 @@ rg_layer *rg_layer_add(rg_layer *l, rg_layer *child) {
         l->children = c;
     }
     l->children[l->n_children++] = child;
+    child->parent = l;
     for (int i = 0; i < child->params.n; i++) list_append(&l->params, child->params.items[i]);
     return child;
 }

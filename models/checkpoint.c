@@ -17,7 +17,7 @@
 
 #define OPTIM_PREFIX "optim."
 #define KV_KEY_MAX 192
-#define KV_VALUE_MAX 48
+#define KV_VALUE_MAX 256 /* the longest value is the model's name (checked on save) */
 
 typedef struct {
     char key[KV_KEY_MAX], value[KV_VALUE_MAX];
@@ -69,6 +69,20 @@ static int build_meta(kv_store *kv, const rg_model *model, rg_optim *optim,
 rg_status rg_checkpoint_save(const char *path, const rg_model *model, rg_optim *optim,
                              const rg_checkpoint_meta *meta) {
     RG_CHECK(path && model, "rg_checkpoint_save: NULL path or model");
+    /* Longer names were cut to fit the metadata, and the checkpoint then named another model
+     * (RG_EMISMATCH when loaded into the same one): refused instead. */
+    if (strlen(rg_model_name(model)) >= KV_VALUE_MAX)
+        return rg_error(RG_EINVAL, "%s: the model's name has %zu characters; a checkpoint keeps %d",
+                        path, strlen(rg_model_name(model)), KV_VALUE_MAX - 1);
+    int n_streams;
+    const rg_named_stream *streams = rg_model_streams(model, &n_streams);
+    for (int i = 0; i < n_streams; i++)
+        if (strlen(streams[i].name) >= KV_KEY_MAX - sizeof "rng..offset")
+            return rg_error(RG_EINVAL,
+                            "%s: random stream '%.40s...' has a name of %zu characters; "
+                            "a checkpoint keeps %zu",
+                            path, streams[i].name, strlen(streams[i].name),
+                            KV_KEY_MAX - sizeof "rng..offset" - 1);
     rg_checkpoint_meta zero = {0};
     const rg_param_list *params = rg_model_params(model);
     const rg_param_list *state = optim ? rg_optim_state(optim) : NULL;

@@ -327,6 +327,10 @@ const char *rg_safetensors_meta(const rg_safetensors *f, const char *key) {
 }
 
 rg_status rg_safetensors_read(rg_safetensors *f, const rg_safetensors_entry *e, void *dst) {
+    RG_CHECK(f && e && (dst || e->end == e->begin), "rg_safetensors_read: NULL %s",
+             !e   ? "entry (rg_safetensors_find returns NULL for a missing name)"
+             : !f ? "file"
+                  : "destination");
     size_t bytes = (size_t)(e->end - e->begin);
     if (bytes == 0) return RG_OK;
     if (fseeko(f->fp, (off_t)(f->data_start + e->begin), SEEK_SET) != 0 ||
@@ -340,6 +344,11 @@ rg_status rg_safetensors_read(rg_safetensors *f, const rg_safetensors_entry *e, 
 
 rg_status rg_safetensors_check_entry(const rg_safetensors *f, const rg_safetensors_entry *e,
                                      const rg_tensor *t) {
+    /* e is NULL when rg_safetensors_find found no such name */
+    RG_CHECK(f && e && t, "rg_safetensors_check_entry: NULL %s",
+             !e   ? "entry (rg_safetensors_find returns NULL for a missing name)"
+             : !f ? "file"
+                  : "tensor");
     const rg_st_dtype *dt = rg_st_dtype_find(e->dtype);
     bool same = dt && dt->rg == (int)t->dtype && e->ndim == t->ndim;
     for (int i = 0; same && i < t->ndim; i++) same = e->shape[i] == t->shape[i];

@@ -230,10 +230,12 @@ void rg_tensor_copy_(rg_tensor *dst, const rg_tensor *src) {
 }
 
 void rg_tensor_copy_from_host(rg_tensor *t, const void *src) {
+    RG_CHECK(t && (src || rg_tensor_nbytes(t) == 0), "rg_tensor_copy_from_host: NULL argument");
     rg_backend_for(t->device)->copy(t->data, src, rg_tensor_nbytes(t), copy_kind(t->device, RG_CPU));
 }
 
 void rg_tensor_copy_to_host(const rg_tensor *t, void *dst) {
+    RG_CHECK(t && (dst || rg_tensor_nbytes(t) == 0), "rg_tensor_copy_to_host: NULL argument");
     rg_backend_for(t->device)->copy(dst, t->data, rg_tensor_nbytes(t), copy_kind(RG_CPU, t->device));
 }
 
@@ -245,6 +247,7 @@ rg_tensor *rg_tensor_to(const rg_tensor *t, rg_device dev) {
 
 rg_tensor *rg_tensor_from_f32(int ndim, const int64_t *shape, const float *host, rg_device dev) {
     rg_tensor *t = rg_tensor_empty(RG_F32, ndim, shape, dev);
+    RG_CHECK(host || rg_tensor_nbytes(t) == 0, "rg_tensor_from_f32: NULL data");
     rg_tensor_copy_from_host(t, host);
     return t;
 }

@@ -58,6 +58,7 @@ struct rg_layer {
     rg_param_list params; /* a leaf's own tensors, or every child's for a container */
     rg_layer **children;  /* containers only; owned */
     int n_children;
+    const rg_layer *parent; /* the container it was added to (rg_layer_add), or NULL */
     /* private: a concrete layer's own fields follow in its struct (rg_layer first) */
 };
 
@@ -81,7 +82,8 @@ RG_API rg_layer *rg_layer_alloc(size_t size, const rg_layer_vtable *vt, const ch
  * t. A parameter (is_buffer false) is marked as requiring a gradient. Returns t. */
 RG_API rg_tensor *rg_layer_add_param(rg_layer *l, const char *local, rg_tensor *t, bool is_buffer);
 /* Appends child to the container l (l takes ownership) and its tensors to l's list. Returns
- * child, so that a builder can keep a handle. */
+ * child, so that a builder can keep a handle. A layer goes into one container, once: adding it
+ * again (a ReLU reused, as nn.Sequential allows), or a container into itself, stops (RG_CHECK). */
 RG_API rg_layer *rg_layer_add(rg_layer *l, rg_layer *child);
 
 /* ---- the layers (each in layers/<name>.c) ---- */

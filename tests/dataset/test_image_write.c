@@ -100,3 +100,17 @@ Test(dataset_image_write, unwritable_folders_are_named) {
                     "/proc/no-such-place/x", "cannot create the folder");
     rg_dataset_free(ds);
 }
+
+/* A label outside the classes picked no folder: a write past the per-class counts (ASan: a heap
+ * overflow) and RG_OK. Now an error naming the item, before any folder is made. */
+Test(dataset_image_write, a_label_outside_the_classes_is_named) {
+    rg_dataset *ds = rg_dataset_new(4, 1, 4, 4, 2);
+    ds->labels[2] = 7;
+    fx_assert_error(rg_dataset_write_image_folder(ds, "/tmp/rg-never-written", 0), RG_EINVAL,
+                    "item 2 has label 7", "outside the 2 classes");
+    ds->labels[2] = -1;
+    fx_assert_error(rg_dataset_write_image_folder(ds, "/tmp/rg-never-written", 0), RG_EINVAL,
+                    "item 2 has label -1", "/tmp/rg-never-written");
+    cr_assert(access("/tmp/rg-never-written", F_OK) != 0, "a folder was made");
+    rg_dataset_free(ds);
+}

@@ -401,6 +401,30 @@ Test(layers_misuse, adding_a_child_to_a_layer_with_parameters_aborts, .signal = 
     rg_layer_add(l, rg_relu_new("r"));
 }
 
+/* A container frees its children: one added twice (a ReLU reused, as nn.Sequential allows) was
+ * freed twice, a segfault at rg_layer_free; now the second add stops, naming both. */
+Test(layers_misuse, adding_a_layer_twice_aborts, .signal = SIGABRT) {
+    rg_layer *net = rg_sequential_new("net"), *relu = rg_relu_new("act");
+    rg_layer_add(net, relu);
+    rg_layer_add(net, rg_relu_new("other"));
+    rgt_expect_fatal("layer 'act' is already in 'net'");
+    rg_layer_add(net, relu);
+}
+
+Test(layers_misuse, adding_a_layer_to_a_second_container_aborts, .signal = SIGABRT) {
+    rg_layer *a = rg_sequential_new("a"), *b = rg_sequential_new("b"), *relu = rg_relu_new("r");
+    rg_layer_add(a, relu);
+    rgt_expect_fatal("layer 'r' is already in 'a'");
+    rg_layer_add(b, relu);
+}
+
+Test(layers_misuse, a_container_inside_itself_aborts, .signal = SIGABRT) {
+    rg_layer *a = rg_sequential_new("a"), *b = rg_sequential_new("b");
+    rg_layer_add(a, b);
+    rgt_expect_fatal("layer 'a' would contain itself");
+    rg_layer_add(b, a);
+}
+
 Test(layers_misuse, wrong_input_shape_aborts, .signal = SIGABRT) {
     rg_rng_stream init = {0};
     rg_layer *l = rg_linear_new("fc", 4, 3, &init);

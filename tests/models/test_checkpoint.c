@@ -300,6 +300,30 @@ Test(models_checkpoint, bad_metadata_is_an_error) {
     rg_model_free(src), rg_model_free(m), rg_model_free(m_copy);
 }
 
+/* A user's model with a long name: 60 characters round-trip (they were cut at 47, and the
+ * checkpoint then refused to load into the same model); 300 are refused on save. */
+Test(models_checkpoint, long_model_names_round_trip_or_are_refused) {
+    char path[4200], name[301];
+    snprintf(path, sizeof path, "%s", file_in(rgt_tmpdir("ckpt_name"), "n.safetensors"));
+    rg_rng_stream init = {1, 0};
+    memset(name, 'm', 60), name[60] = '\0';
+    rg_layer *root = rg_sequential_new("");
+    rg_layer_add(root, rg_linear_new("fc", 3, 2, &init));
+    rg_model *m = rg_model_new(name, root, 1);
+    cr_assert_eq(rg_checkpoint_save(path, m, NULL, NULL), RG_OK, "%s", rg_last_error());
+    cr_assert_eq(rg_checkpoint_load(path, m, NULL, NULL), RG_OK, "%s", rg_last_error());
+    rg_model_free(m);
+    memset(name, 'm', 300), name[300] = '\0';
+    root = rg_sequential_new("");
+    rg_layer_add(root, rg_linear_new("fc", 3, 2, &init));
+    m = rg_model_new(name, root, 1);
+    cr_assert_eq(rg_checkpoint_save(path, m, NULL, NULL), RG_EINVAL);
+    cr_assert(
+        strstr(rg_last_error(), "the model's name has 300 characters; a checkpoint keeps 255"),
+        "%s", rg_last_error());
+    rg_model_free(m);
+}
+
 Test(models_interop, cnn_checkpoint_for_pytorch) {
     /* Fixed path, for: /usr/bin/python3 scripts/make_reference_nn.py --check
      * build/tests/tmp/interop */

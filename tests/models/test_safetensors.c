@@ -286,6 +286,24 @@ Test(models_safetensors, save_refuses_links_fifos_and_devices) {
     rg_tensor_free(a);
 }
 
+/* rg_safetensors_find's NULL for a missing name, passed on: a segfault before, now a message */
+Test(models_safetensors, reading_a_missing_name_stops_with_a_message, .signal = SIGABRT) {
+    rg_tensor *a = rgt_uniform(RG_SHAPE(2), -1, 1, 1);
+    rg_named_tensor ts[] = {{"a", a, false}};
+    char path[] = "/tmp/rg-st-missing-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert_eq(rg_safetensors_save(path, ts, 1, NULL, 0), RG_OK, "%s", rg_last_error());
+    rg_safetensors *f;
+    cr_assert_eq(rg_safetensors_open(path, &f), RG_OK, "%s", rg_last_error());
+    unlink(path);
+    const rg_safetensors_entry *e = rg_safetensors_find(f, "b");
+    cr_assert_null(e);
+    rgt_expect_fatal("NULL entry (rg_safetensors_find returns NULL for a missing name)");
+    RG_IGNORE(rg_safetensors_read_tensor(f, e, a));
+}
+
 Test(models_safetensors, duplicate_names_on_save_abort, .signal = SIGABRT) {
     rg_tensor *a = rgt_uniform(RG_SHAPE(2), -1, 1, 1);
     rg_named_tensor ts[] = {{"a", a, false}, {"a", a, false}};

@@ -270,6 +270,13 @@ Test(tensor_tensor, null_shape_stops, .signal = SIGABRT) {
     rg_tensor_new(RG_F32, 2, NULL, RG_CPU);
 }
 
+/* NULL host data used to be a segfault inside the copy, with no message */
+Test(tensor_tensor, null_host_data_stops, .signal = SIGABRT) {
+    rg_tensor_free(rg_tensor_from_f32(RG_SHAPE(0), NULL, RG_CPU)); /* nothing to read: fine */
+    rgt_expect_fatal("rg_tensor_from_f32: NULL data");
+    rg_tensor_from_f32(RG_SHAPE(2, 3), NULL, RG_CPU);
+}
+
 Test(tensor_tensor, bad_dtype_stops, .signal = SIGABRT) {
     rgt_expect_fatal("tensor: bad dtype 9");
     rg_tensor_new((rg_dtype)9, RG_SHAPE(2), RG_CPU);
