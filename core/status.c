@@ -100,3 +100,9 @@ RG_NORETURN void rg_fatal_oom(const char *file, int line, const char *fmt, ...) 
     va_start(ap, fmt);
     fatal_v(RG_ENOMEM, file, line, fmt, ap);
 }
+
+RG_NORETURN void rg_fatal_timeout(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fatal_v(RG_ETIMEDOUT, file, line, fmt, ap);
+}

@@ -213,6 +213,14 @@ typedef void (*rg_give_up_fn)(rg_comm *c, void *ctx);
  * (if not NULL) and returns RG_ETIMEDOUT with that line as the error. */
 RG_NODISCARD rg_status rg_comm_poll(rg_comm *c, rg_poll_fn test, rg_give_up_fn give_up, void *ctx,
                        rg_describe_fn describe, void *dctx);
+/* The watchdog of the mpi backend's blocking collectives (mpi_watchdog.c). _new returns NULL,
+ * and the others do nothing with NULL, when the stall check is off or the comm has one rank. */
+typedef struct rg_mpi_watch rg_mpi_watch;
+rg_mpi_watch *rg_mpi_watch_new(rg_comm *c);
+void rg_mpi_watch_free(rg_mpi_watch *w);
+void rg_mpi_watch_begin(rg_mpi_watch *w, const char *call, int64_t count);
+void rg_mpi_watch_end(rg_mpi_watch *w);
+
 /* rg_comm_poll for n MPI requests, which are cancelled on giving up. */
 RG_NODISCARD
 rg_status rg_comm_mpi_wait(rg_comm *c, int n, MPI_Request *reqs, rg_describe_fn describe,

@@ -53,7 +53,17 @@ typedef struct {
     bool ring;               /* large allreduces take the ring (above) */
     bool ring_rs;            /* and large reduce-scatters, when the job spans hosts */
     rg_ring_scratch scratch; /* the ring's */
+    rg_mpi_watch *watch;     /* of the blocking calls below (mpi_watchdog.c); NULL: unwatched */
 } mpi_state;
+
+/* A blocking MPI call, watched: CALL runs between the watch's begin and end. */
+#define WATCHED(c, name, count, CALL)                                                              \
+    do {                                                                                           \
+        rg_mpi_watch *w_ = ((mpi_state *)(c)->impl)->watch;                                        \
+        rg_mpi_watch_begin(w_, name, count);                                                       \
+        CALL;                                                                                      \
+        rg_mpi_watch_end(w_);                                                                      \
+    } while (0)
 
 bool rg_comm_mpi_ring_enabled(void) {
     return rg_env_switch("RG_MPI_RING", true);
@@ -98,6 +108,7 @@ RG_NODISCARD static rg_status mpi_init(rg_comm *c) {
     st->ring = rg_comm_mpi_ring_enabled() && c->size >= 2;
     /* the same answer on every rank: each has local_size < size iff some rank is elsewhere */
     st->ring_rs = st->ring && c->dist->local_size < c->dist->size;
+    st->watch = rg_mpi_watch_new(c);
     c->impl = st;
     return RG_OK;
 }
@@ -105,6 +116,7 @@ RG_NODISCARD static rg_status mpi_init(rg_comm *c) {
 static void mpi_deinit(rg_comm *c) {
     mpi_state *st = c->impl;
     if (!st) return;
+    rg_mpi_watch_free(st->watch);
     MPI_Op_free(&st->f16_sum);
     free(st->counts);
     rg_ring_scratch_free(&st->scratch);
@@ -130,8 +142,9 @@ RG_NODISCARD static rg_status mpi_allreduce(rg_comm *c, void *buf, int64_t count
         return rg_comm_ring_allreduce(c, &st->scratch, buf, count, dt, op);
     for (int64_t off = 0; off < count; off += CHUNK) {
         int n = (int)(count - off < CHUNK ? count - off : CHUNK);
-        MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * esz, n, rg_comm_mpi_type(dt), sum_op(c, dt),
-                      c->mpi);
+        WATCHED(c, "MPI_Allreduce", n,
+                MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * esz, n, rg_comm_mpi_type(dt),
+                              sum_op(c, dt), c->mpi));
     }
     if (op == RG_REDUCE_AVG) rg_host_scale(buf, count, dt, 1.0 / c->size);
     return RG_OK;
@@ -142,7 +155,8 @@ static rg_status mpi_broadcast(rg_comm *c, void *buf, int64_t count, rg_comm_dty
     size_t esz = rg_comm_dtype_size(dt);
     for (int64_t off = 0; off < count; off += CHUNK) {
         int n = (int)(count - off < CHUNK ? count - off : CHUNK);
-        MPI_Bcast((char *)buf + off * esz, n, rg_comm_mpi_type(dt), root, c->mpi);
+        WATCHED(c, "MPI_Bcast", n,
+                MPI_Bcast((char *)buf + off * esz, n, rg_comm_mpi_type(dt), root, c->mpi));
     }
     return RG_OK;
 }
@@ -152,7 +166,9 @@ RG_NODISCARD static rg_status mpi_allgather(rg_comm *c, const void *send, void *
     if (count > INT_MAX) return too_large("rg_comm_allgather", count);
     const char *mine = (const char *)recv + (size_t)c->rank * count * rg_comm_dtype_size(dt);
     MPI_Datatype t = rg_comm_mpi_type(dt);
-    MPI_Allgather(send == mine ? MPI_IN_PLACE : send, (int)count, t, recv, (int)count, t, c->mpi);
+    WATCHED(c, "MPI_Allgather", count,
+            MPI_Allgather(send == mine ? MPI_IN_PLACE : send, (int)count, t, recv, (int)count, t,
+                          c->mpi));
     return RG_OK;
 }
 
@@ -166,13 +182,20 @@ static rg_status mpi_reduce_scatter(rg_comm *c, const void *send, void *recv, in
     if (count > INT_MAX) return too_large("rg_comm_reduce_scatter", count);
     int *counts = st->counts;
     for (int r = 0; r < c->size; r++) counts[r] = (int)count;
-    MPI_Reduce_scatter(send, recv, counts, rg_comm_mpi_type(dt), sum_op(c, dt), c->mpi);
+    WATCHED(c, "MPI_Reduce_scatter", count * c->size,
+            MPI_Reduce_scatter(send, recv, counts, rg_comm_mpi_type(dt), sum_op(c, dt), c->mpi));
     if (op == RG_REDUCE_AVG) rg_host_scale(recv, count, dt, 1.0 / c->size);
     return RG_OK;
 }
 
 rg_status rg_comm_mpi_barrier(rg_comm *c) {
     MPI_Barrier(c->mpi);
+    return RG_OK;
+}
+
+/* The mpi backend's own barrier, watched (the ring backend's has no mpi_state to watch it by). */
+RG_NODISCARD static rg_status mpi_barrier(rg_comm *c) {
+    WATCHED(c, "MPI_Barrier", 0, MPI_Barrier(c->mpi));
     return RG_OK;
 }
 
@@ -216,7 +239,7 @@ const rg_comm_ops rg_comm_mpi_ops = {
     .broadcast = mpi_broadcast,
     .allgather = mpi_allgather,
     .reduce_scatter = mpi_reduce_scatter,
-    .barrier = rg_comm_mpi_barrier,
+    .barrier = mpi_barrier,
     .send = rg_comm_mpi_send,
     .recv = rg_comm_mpi_recv,
 };

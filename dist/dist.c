@@ -50,13 +50,14 @@ static bool launched_by_mpirun(void) {
 }
 
 /* RG_CHECK under MPI: end every rank, not just this one, so none is left waiting for it. The
- * job's exit status is 134 (SIGABRT's) for a failed check, 1 for running out of memory (an
- * error of the run's size, not a bug). */
+ * job's exit status is 134 (SIGABRT's) for a failed check, 1 for running out of memory or a
+ * collective that never finished (errors of the run, not bugs). */
 static void abort_job(void) {
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    if (up && !down) MPI_Abort(MPI_COMM_WORLD, rg_fatal_status() == RG_ENOMEM ? 1 : 134);
+    rg_status why = rg_fatal_status();
+    if (up && !down) MPI_Abort(MPI_COMM_WORLD, why == RG_ENOMEM || why == RG_ETIMEDOUT ? 1 : 134);
     abort();
 }
 

@@ -476,11 +476,12 @@ static rg_fatal_handler fatal_next;
 static void on_fatal(void) {
     const trainer *t = fatal_trainer;
     fatal_trainer = NULL; /* once, should the summary itself run out of memory */
-    if (rg_fatal_status() == RG_ENOMEM && t)
-        print_summary(t, progress_now() - fatal_t_start, rg_last_error());
+    /* out of memory, or a collective that never finished: errors of the run, not bugs */
+    const bool run_error = rg_fatal_status() == RG_ENOMEM || rg_fatal_status() == RG_ETIMEDOUT;
+    if (run_error && t) print_summary(t, progress_now() - fatal_t_start, rg_last_error());
     fflush(stdout);
     if (fatal_next) fatal_next();
-    if (rg_fatal_status() == RG_ENOMEM) _exit(1);
+    if (run_error) _exit(1);
 }
 
 int main(int argc, char **argv) {

@@ -15,7 +15,10 @@
  * stall_abort_seconds it fails with RG_ETIMEDOUT, the communicator is broken, and
  * rg_dist_finalize then aborts the job, since MPI_Finalize would wait for the missing rank forever.
  * The nccl backend applies the same two times to collectives queued on the GPU that never finish
- * (dist/cuda/nccl_watchdog.c), aborting the NCCL communicator after stall_abort_seconds.
+ * (dist/cuda/nccl_watchdog.c), aborting the NCCL communicator after stall_abort_seconds, and the
+ * mpi backend to its blocking MPI calls, which a rank that stops after the join never lets finish
+ * (dist/mpi_watchdog.c): reported after stall_seconds, and after stall_abort_seconds the job ends
+ * through rg_fatal_timeout (MPI_Abort, exit status 1), since the blocked call cannot return.
  * A rank that dies is handled by mpirun, which kills the whole job within about a second. */
 #ifndef RG_DIST_H
 #define RG_DIST_H
@@ -32,8 +35,9 @@ extern "C" {
 #endif
 
 /* Called with a one-line stall report (no trailing newline), on the thread running the collective
- * (the comm thread, or a thread waiting for it: comm.h), or for a collective that the GPU never
- * finishes, on the nccl backend's watchdog thread. */
+ * (the comm thread, or a thread waiting for it: comm.h), or, for a collective that the GPU never
+ * finishes or a blocking MPI call that never returns, on the nccl or mpi backend's watchdog
+ * thread. */
 typedef void (*rg_stall_fn)(const char *msg, void *ctx);
 
 typedef struct {

@@ -83,6 +83,11 @@ RG_API RG_NORETURN void rg_fatal(const char *file, int line, const char *fmt, ..
 RG_API RG_NORETURN void rg_fatal_oom(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The same for a wait that cannot be given up on (a blocking MPI collective that a stopped rank
+ * never finishes: dist's watchdog): a handler sees rg_fatal_status() == RG_ETIMEDOUT. */
+RG_API RG_NORETURN void rg_fatal_timeout(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* The function rg_fatal calls after printing; NULL restores abort(). If it returns, abort()
  * follows. */
 typedef void (*rg_fatal_handler)(void);
@@ -90,7 +95,8 @@ RG_API void rg_set_fatal_handler(rg_fatal_handler h);
 /* The handler installed now (NULL: abort), so that a program's own can run and then call it
  * (rg_dist_init installs one that ends every rank of an MPI job). */
 RG_API rg_fatal_handler rg_get_fatal_handler(void);
-/* Inside a fatal handler: RG_ENOMEM when rg_fatal_oom called it, RG_EINVAL for a failed check
+/* Inside a fatal handler: RG_ENOMEM when rg_fatal_oom called it, RG_ETIMEDOUT when
+ * rg_fatal_timeout did, RG_EINVAL for a failed check
  * (rg_fatal, RG_CHECK); RG_OK when no fatal error is in progress. rg_last_error() on the failing
  * thread (the handler's) is the message printed. */
 RG_API rg_status rg_fatal_status(void);

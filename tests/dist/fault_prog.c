@@ -8,6 +8,10 @@
  *   fault_prog stall   the last rank stops there for good; the others report it and time out
  *                      (run with short RG_STALL_SECONDS and RG_STALL_ABORT_SECONDS)
  *   fault_prog early   the last rank finalises early; the others get RG_EMISMATCH
+ *   fault_prog freeze  the last rank SIGSTOPs itself from a thread while its comm thread runs
+ *                      allreduces small enough for MPI_Allreduce: mostly inside one, after the
+ *                      join, where only the watchdog (dist/mpi_watchdog.c) sees it (run with
+ *                      short RG_STALL_SECONDS and RG_STALL_ABORT_SECONDS)
  * Without a failure it would print "done" and exit 0. */
 #include <pthread.h>
 #include <signal.h>
@@ -24,10 +28,17 @@ static void *kill_soon(void *arg) {
     return NULL;
 }
 
+static void *stop_soon(void *arg) {
+    usleep(3000);
+    raise(SIGSTOP);
+    return NULL;
+}
+
 static void fail_now(const char *mode, rg_dist *d) {
     rg_comm *c = rg_dist_comm(d);
     pthread_t t;
     if (strcmp(mode, "kill") == 0) pthread_create(&t, NULL, kill_soon, NULL);
+    if (strcmp(mode, "freeze") == 0) pthread_create(&t, NULL, stop_soon, NULL);
     if (strcmp(mode, "exit") == 0) exit(3);
     if (strcmp(mode, "exit0") == 0) exit(0);
     if (strcmp(mode, "check") == 0) {
@@ -46,7 +57,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "fault_prog: %s\n", rg_last_error());
         return 1;
     }
-    int64_t n = 1 << 18;
+    int64_t n = strcmp(mode, "freeze") == 0 ? 1 << 16 : 1 << 18; /* 256 KiB: MPI_Allreduce's */
     float *buf = calloc(n, sizeof *buf);
     for (int it = 0; it < 200; it++) {
         if (it == 20 && rg_dist_rank(d) == rg_dist_size(d) - 1) fail_now(mode, d);

@@ -15,7 +15,8 @@ set(RG_FAULTS
   "exit0|3|20|exiting improperly"
   "check|3|20|ringgrad: rg_comm_broadcast: root: rank 3 is not in a world of 3"
   "stall|3|30|not joined yet: rank 2"
-  "early|3|20|rank 2 called close")
+  "early|3|20|rank 2 called close"
+  "freeze|3|30|ringgrad: stall: .*(not joined yet: rank 2|after every rank joined it)")
 foreach(f ${RG_FAULTS})
   string(REPLACE "|" ";" f "${f}")
   list(GET f 0 mode)
@@ -28,7 +29,7 @@ foreach(f ${RG_FAULTS})
                    ${mode} ${np} ${secs} "${pat}")
   # Only the stall test shortens the stall times: the others must end through mpirun alone.
   set(env ${RG_MPI_TEST_ENV})
-  if(mode STREQUAL "stall")
+  if(mode STREQUAL "stall" OR mode STREQUAL "freeze")
     list(APPEND env "RG_STALL_SECONDS=1" "RG_STALL_ABORT_SECONDS=4")
   endif()
   set_tests_properties(dist/fault_${mode} PROPERTIES LABELS "dist;mpi" TIMEOUT 120
