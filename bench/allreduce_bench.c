@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/args.h"
 #include "bench/bytes.h"
 #include "bench/median.h"
 #include "ringgrad.h"
@@ -251,37 +252,49 @@ typedef struct {
     bool jsonl;
 } options;
 
+static const char usage[] =
+    "usage: allreduce_bench [--min 4K] [--max 256M] [--factor 4] [--rounds 5] [--budget 0.1]\n"
+    "                       [--methods raw,ring,ps,...] [--jsonl] [--ps-chunk 64000]\n"
+    "(under mpirun, 2 or more ranks; see the comment at the top of bench/allreduce_bench.c)\n";
+
 static options parse_args(int argc, char **argv) {
+    const char *prog = "allreduce_bench";
     options o = {4 << 10, 256 << 20, 4, 0.1, 5, NULL, 64000, false};
+    bench_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--jsonl")) {
             o.jsonl = true, i--;
             continue;
         }
-        if (i + 1 >= argc)
-            fprintf(stderr, "allreduce_bench: ignoring %s\n", argv[i]);
-        else if (!strcmp(argv[i], "--methods"))
-            o.methods = argv[i + 1];
-        else if (!strcmp(argv[i], "--ps-chunk"))
-            o.ps_chunk = bench_parse_bytes("allreduce_bench", argv[i + 1]);
-        else if (!strcmp(argv[i], "--min"))
-            o.min = bench_parse_bytes("allreduce_bench", argv[i + 1]);
-        else if (!strcmp(argv[i], "--max"))
-            o.max = bench_parse_bytes("allreduce_bench", argv[i + 1]);
-        else if (!strcmp(argv[i], "--factor"))
-            o.factor = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--rounds"))
-            o.rounds = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--budget"))
-            o.budget = atof(argv[i + 1]);
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strncmp(k, "--", 2) || !strcmp(k, "--"))
+            bench_usage_error(prog, "unexpected argument", k, usage);
+        if (!v) bench_usage_error(prog, "a value is missing after", k, usage);
+        if (!strcmp(k, "--methods"))
+            o.methods = v;
+        else if (!strcmp(k, "--ps-chunk"))
+            o.ps_chunk = bench_parse_bytes(prog, v);
+        else if (!strcmp(k, "--min"))
+            o.min = bench_parse_bytes(prog, v);
+        else if (!strcmp(k, "--max"))
+            o.max = bench_parse_bytes(prog, v);
+        else if (!strcmp(k, "--factor"))
+            o.factor = bench_num(prog, k, v, 1.01, 1024);
+        else if (!strcmp(k, "--rounds"))
+            o.rounds = (int)bench_int(prog, k, v, 1, MAX_ROUNDS);
+        else if (!strcmp(k, "--budget"))
+            o.budget = bench_num(prog, k, v, 1e-4, 3600);
         else
-            fprintf(stderr, "allreduce_bench: ignoring %s\n", argv[i]);
+            bench_usage_error(prog, "unknown option", k, usage);
     }
-    if (o.rounds < 1) o.rounds = 1;
-    if (o.rounds > MAX_ROUNDS) o.rounds = MAX_ROUNDS;
-    if (o.factor < 1.01) o.factor = 2;
     if (o.min < 4) o.min = 4;
     if (o.ps_chunk < 4) o.ps_chunk = 4;
+    /* each size's buffer is one calloc of floats, and the sizes run from min up to max */
+    if (o.max > ((int64_t)1 << 34) || o.min > o.max) {
+        fprintf(stderr, "%s: need --min <= --max <= 16G (got %lld and %lld bytes)\n", prog,
+                (long long)o.min, (long long)o.max);
+        exit(2);
+    }
     return o;
 }
 
@@ -317,6 +330,10 @@ static void bench_size(const method *ms, int nm, int64_t bytes, const options *o
                        int size) {
     int64_t count = bytes / 4;
     float *buf = calloc(count, sizeof *buf);
+    if (!buf) {
+        fprintf(stderr, "allreduce_bench: out of memory for %lld bytes\n", (long long)bytes);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     for (int k = 0; k < nm; k++) {
         if (ms[k].prepare) ms[k].prepare(ms[k].ctx, count);
         check(&ms[k], buf, count, rank, size);

@@ -14,3 +14,4 @@ endforeach()
 # Plain MPI, no ringgrad: the network's own numbers.
 add_executable(cluster_bench ${CMAKE_CURRENT_LIST_DIR}/cluster_bench.c)
 target_link_libraries(cluster_bench PRIVATE MPI::MPI_C)
+target_include_directories(cluster_bench PRIVATE ${CMAKE_SOURCE_DIR})

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/args.h"
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -74,14 +76,19 @@ static double allreduce(float *x, int n, int reps) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    static const char usage[] = "usage: cluster_bench [--reps 9] (under mpirun, 2 or more ranks)\n";
     int rank, world, reps = 9;
+    bench_help(argc, argv, usage);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--reps"))
+            bench_usage_error("cluster_bench", "unknown option", argv[i], usage);
+        reps = (int)bench_int("cluster_bench", "--reps", i + 1 < argc ? argv[++i] : NULL, 1, 64);
+    }
+    MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-    if (reps < 1 || reps > 64 || world < 2) {
-        if (rank == 0) fprintf(stderr, "cluster_bench: needs 2+ ranks and --reps 1..64\n");
+    if (world < 2) {
+        if (rank == 0) fprintf(stderr, "cluster_bench: needs 2 or more ranks\n");
         MPI_Finalize();
         return 2;
     }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/args.h"
 #include "bench/bytes.h"
 #include "bench/median.h"
 #include "ringgrad.h"
@@ -117,28 +118,31 @@ static double timed(coll k, int m, float *buf, float *out, int64_t n, int iters)
     return slowest;
 }
 
+static const char usage[] =
+    "usage: collectives_bench [--min 1M] [--max 16M] [--factor 4] [--rounds 5] [--iters 3]\n"
+    "(under mpirun; see the comment at the top of bench/collectives_bench.c)\n";
+
 static options parse_args(int argc, char **argv) {
+    const char *prog = "collectives_bench";
     options o = {.min = 1 << 20, .max = 16 << 20, .factor = 4, .rounds = 5, .iters = 3};
+    bench_help(argc, argv, usage);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) {
-            fprintf(stderr, "collectives_bench: %s needs a value\n", a);
-            exit(2);
-        }
+        if (strncmp(a, "--", 2) || !strcmp(a, "--"))
+            bench_usage_error(prog, "unexpected argument", a, usage);
+        if (!v) bench_usage_error(prog, "a value is missing after", a, usage);
         if (!strcmp(a, "--min"))
-            o.min = bench_parse_bytes("collectives_bench", v);
+            o.min = bench_parse_bytes(prog, v);
         else if (!strcmp(a, "--max"))
-            o.max = bench_parse_bytes("collectives_bench", v);
+            o.max = bench_parse_bytes(prog, v);
         else if (!strcmp(a, "--factor"))
-            o.factor = atoll(v);
+            o.factor = bench_int(prog, a, v, 2, 1024);
         else if (!strcmp(a, "--rounds"))
-            o.rounds = atoi(v);
+            o.rounds = (int)bench_int(prog, a, v, 1, MAX_ROUNDS);
         else if (!strcmp(a, "--iters"))
-            o.iters = atoi(v);
-        else {
-            fprintf(stderr, "collectives_bench: unknown option %s\n", a);
-            exit(2);
-        }
+            o.iters = (int)bench_int(prog, a, v, 1, 1000000);
+        else
+            bench_usage_error(prog, "unknown option", a, usage);
         i++;
     }
     if (o.factor < 2 || o.rounds < 1 || o.rounds > MAX_ROUNDS || o.iters < 1 || o.min > o.max) {

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/args.h"
 #include "ringgrad.h"
 
 static double now(void) {
@@ -79,37 +80,43 @@ int main(int argc, char **argv) {
     rg_augment aug = RG_AUGMENT_NONE;
     int64_t batch = 128;
     int epochs = 5, prefetch = 2, synthetic = 0;
+    static const char usage[] =
+        "usage: loader_bench [--data-dir DIR] [--batch 128] [--epochs 5] [--prefetch 2] "
+        "[--synthetic]\n"
+        "                    [--image-folder ROOT [--batches 40] [--augment none|flip-crop|rrc]]\n";
+    const char *prog = "loader_bench";
+    bench_help(argc, argv, usage);
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--data-dir") && i + 1 < argc)
-            dir = argv[++i];
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
-            batch = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--epochs") && i + 1 < argc)
-            epochs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--prefetch") && i + 1 < argc)
-            prefetch = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--synthetic"))
+        const char *k = argv[i];
+        if (!strcmp(k, "--synthetic")) {
             synthetic = 1;
-        else if (!strcmp(argv[i], "--image-folder") && i + 1 < argc)
-            folder = argv[++i];
-        else if (!strcmp(argv[i], "--batches") && i + 1 < argc)
-            batches = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--augment") && i + 1 < argc) {
-            i++;
-            aug = !strcmp(argv[i], "rrc")         ? RG_AUGMENT_RRC
-                  : !strcmp(argv[i], "flip-crop") ? RG_AUGMENT_FLIP_CROP
-                                                  : RG_AUGMENT_NONE;
+            continue;
         }
+        if (strcmp(k, "--data-dir") && strcmp(k, "--batch") && strcmp(k, "--epochs") &&
+            strcmp(k, "--prefetch") && strcmp(k, "--image-folder") && strcmp(k, "--batches") &&
+            strcmp(k, "--augment"))
+            bench_usage_error(prog, "unknown option", k, usage);
+        if (i + 1 >= argc) bench_usage_error(prog, "a value is missing after", k, usage);
+        const char *v = argv[++i];
+        if (!strcmp(k, "--data-dir"))
+            dir = v;
+        else if (!strcmp(k, "--batch"))
+            batch = bench_int(prog, k, v, 1, 1 << 20);
+        else if (!strcmp(k, "--epochs"))
+            epochs = (int)bench_int(prog, k, v, 1, 1000);
+        else if (!strcmp(k, "--prefetch"))
+            prefetch = (int)bench_int(prog, k, v, 0, 64);
+        else if (!strcmp(k, "--image-folder"))
+            folder = v;
+        else if (!strcmp(k, "--batches"))
+            batches = bench_int(prog, k, v, 1, INT64_C(1) << 40);
+        else if (!strcmp(v, "none") || !strcmp(v, "flip-crop") || !strcmp(v, "rrc"))
+            aug = !strcmp(v, "rrc")         ? RG_AUGMENT_RRC
+                  : !strcmp(v, "flip-crop") ? RG_AUGMENT_FLIP_CROP
+                                            : RG_AUGMENT_NONE;
         else
-            return fprintf(stderr,
-                           "usage: %s [--data-dir DIR] [--batch B] [--epochs E] "
-                           "[--prefetch P] [--synthetic] [--image-folder ROOT [--batches N] "
-                           "[--augment A]]\n",
-                           argv[0]),
-                   2;
+            bench_usage_error(prog, "--augment takes none, flip-crop or rrc, not", v, usage);
     }
-    if (batch <= 0 || epochs <= 0 || epochs > 1000 || prefetch < 0 || prefetch > 64)
-        return fprintf(stderr, "bad option value\n"), 2;
     if (folder) return bench_folder(folder, batch, epochs, batches > 0 ? batches : 1, aug);
     rg_dataset *ds;
     double t0 = now();

@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/args.h"
 #include "bench/median.h"
 #include "ringgrad.h"
 
@@ -108,32 +109,39 @@ static void die(const char *what) {
     exit(1);
 }
 
+static const char usage[] =
+    "usage: overlap_bench [--steps 20] [--warmup 2] [--batch-size 128] [--threads 1]\n"
+    "                     [--bucket-mb 25] [--fp16] [--timeline FILE]\n"
+    "(under mpirun; see the comment at the top of bench/overlap_bench.c)\n";
+
 static options parse_args(int argc, char **argv) {
+    const char *prog = "overlap_bench";
     options o = {.steps = 20, .warmup = 2, .batch = 128, .threads = 1, .bucket_mb = 25};
+    bench_help(argc, argv, usage);
     for (int i = 1; i < argc; i += 2) {
-        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(k, "--fp16")) {
             o.fp16 = true, i--;
             continue;
         }
+        if (strncmp(k, "--", 2) || !strcmp(k, "--"))
+            bench_usage_error(prog, "unexpected argument", k, usage);
+        if (!v) bench_usage_error(prog, "a value is missing after", k, usage);
         if (!strcmp(k, "--steps"))
-            o.steps = atoi(v);
+            o.steps = (int)bench_int(prog, k, v, 1, 1000000);
         else if (!strcmp(k, "--warmup"))
-            o.warmup = atoi(v);
+            o.warmup = (int)bench_int(prog, k, v, 0, 1000000);
         else if (!strcmp(k, "--batch-size"))
-            o.batch = atoi(v);
+            o.batch = (int)bench_int(prog, k, v, 1, 1 << 20);
         else if (!strcmp(k, "--threads"))
-            o.threads = atoi(v);
+            o.threads = (int)bench_int(prog, k, v, 1, 1024);
         else if (!strcmp(k, "--bucket-mb"))
-            o.bucket_mb = atof(v);
+            o.bucket_mb = bench_num(prog, k, v, 0.001, 1 << 20);
         else if (!strcmp(k, "--timeline"))
             o.timeline = v;
         else
-            fprintf(stderr, "overlap_bench: ignoring %s\n", k);
+            bench_usage_error(prog, "unknown option", k, usage);
     }
-    if (o.steps < 1) o.steps = 1;
-    if (o.warmup < 0) o.warmup = 0;
-    if (o.batch < 1) o.batch = 1;
     return o;
 }
 
@@ -215,9 +223,12 @@ static void report(rg_comm *comm, const double *times, const options *o) {
         }
         double comm_ms = med[MODE_NO_OVERLAP][PH_STEP] - med[MODE_COMPUTE][PH_STEP];
         double saved = med[MODE_NO_OVERLAP][PH_STEP] - med[MODE_OVERLAP][PH_STEP];
-        printf("# communication %.1f ms per step (no-overlap - compute), overlap saves %.1f ms: "
-               "hidden = %.2f\n",
-               comm_ms, saved, comm_ms > 0 ? saved / comm_ms : NAN);
+        printf("# communication %.1f ms per step (no-overlap - compute), overlap saves %.1f ms: ",
+               comm_ms, saved);
+        if (comm_ms > 0)
+            printf("hidden = %.2f\n", saved / comm_ms);
+        else /* one rank, or noise larger than the communication */
+            printf("hidden = n/a (no communication time to hide)\n");
         printf("{\"ranks\":%d,\"batch_size\":%d,\"steps\":%d,\"bucket_mb\":%g,\"fp16\":%s,", size,
                o->batch, o->steps, o->bucket_mb, o->fp16 ? "true" : "false");
         static const char *const keys[] = {"overlap", "no_overlap", "compute"};

@@ -35,3 +35,11 @@ if(TARGET ringgrad-bench)
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/bench_ops.sh $<TARGET_FILE:ringgrad-bench>)
   set_tests_properties(tools/bench_ops PROPERTIES LABELS "tools" TIMEOUT 300 PROCESSORS 2)
 endif()
+
+# small_bench_args.sh: the small MPI and loader benchmarks (bench/) refuse bad numbers, unknown
+# options and missing values with exit 2 before MPI starts, and answer --help with their usage
+if(TARGET allreduce_bench AND TARGET cluster_bench)
+  add_test(NAME tools/small_bench_args
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/small_bench_args.sh ${CMAKE_BINARY_DIR}/bin)
+  set_tests_properties(tools/small_bench_args PROPERTIES LABELS "tools" TIMEOUT 120)
+endif()
