@@ -13,9 +13,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ringgrad/status.h"
+
 /* The sizes' defaults, for rg_ddp_opts and rg_zero1_opts alike: 25 MiB, and a first bucket of
  * 1 MiB (or mb when smaller); a value <= 0 asks for the default. */
 static inline void rg_bucket_plan_defaults(double *mb, double *first_mb) {
+    /* a negative or NaN size used to become the default without a word */
+    RG_CHECK(*mb >= 0 && *first_mb >= 0 && *mb <= 1e6 && *first_mb <= 1e6,
+             "bucket_mb %g, first_bucket_mb %g: sizes in MiB, above 0 (or 0 for the defaults)", *mb,
+             *first_mb);
     if (*mb <= 0) *mb = 25;
     if (*first_mb <= 0) *first_mb = *mb < 1 ? *mb : 1;
 }

@@ -275,6 +275,9 @@ static void attach_buckets(rg_ddp *d) {
 static rg_ddp_opts defaults(const rg_ddp_opts *o) {
     rg_ddp_opts r = o ? *o : (rg_ddp_opts){0};
     rg_bucket_plan_defaults(&r.bucket_mb, &r.first_bucket_mb);
+    RG_CHECK(r.accum_steps >= 0 && r.powersgd_rank >= 0,
+             "ddp: accum_steps %d, powersgd_rank %d: 1 or more (or 0 for the defaults)",
+             r.accum_steps, r.powersgd_rank);
     if (r.accum_steps <= 0) r.accum_steps = 1;
     if (r.powersgd_rank <= 0) r.powersgd_rank = 4;
     RG_CHECK(!(r.compress_fp16 && r.compress_powersgd), "ddp: choose fp16 or PowerSGD, not both");

@@ -44,6 +44,10 @@ rg_tensor *rg_layer_add_param(rg_layer *l, const char *local, rg_tensor *t, bool
     size_t n = strlen(l->name) + strlen(local) + 2;
     char *name = rg_xmalloc(n, "layer: a tensor name");
     snprintf(name, n, "%s%s%s", l->name, l->name[0] ? "." : "", local);
+    for (int i = 0; i < l->params.n; i++)
+        RG_CHECK(strcmp(l->params.items[i].name, name) != 0,
+                 "layer %s: a tensor named '%s' twice (a checkpoint could not tell them apart)",
+                 l->name, name);
     if (!is_buffer) rg_tensor_set_requires_grad(t, true);
     list_append(&l->params, (rg_named_tensor){.name = name, .tensor = t, .is_buffer = is_buffer});
     return t;
@@ -67,6 +71,14 @@ rg_layer *rg_layer_add(rg_layer *l, rg_layer *child) {
         rg_layer **c = rg_xrealloc(l->children, cap * sizeof *c, "layer: its children");
         l->children = c;
     }
+    /* two children of one name (two rg_linear_new("fc", ...)) would give two tensors one name,
+     * which a checkpoint cannot tell apart: said here, where the model is built */
+    for (int i = 0; i < child->params.n; i++)
+        for (int j = 0; j < l->params.n; j++)
+            RG_CHECK(strcmp(child->params.items[i].name, l->params.items[j].name) != 0,
+                     "rg_layer_add: layer '%s' has a tensor '%s', and so has another layer of '%s' "
+                     "(give each layer its own name)",
+                     child->name, child->params.items[i].name, l->name[0] ? l->name : "the model");
     l->children[l->n_children++] = child;
     child->parent = l;
     for (int i = 0; i < child->params.n; i++) list_append(&l->params, child->params.items[i]);

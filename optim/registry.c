@@ -7,6 +7,7 @@
  * "key=value" pairs. A new optimizer is its own file plus one line in `registry`. */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,9 @@ static void key_list(const rg_optim_desc *d, char *buf, size_t cap) {
 }
 
 /* Sets one "key=value" (len chars at kv) in the options; RG_EINVAL naming the problem. */
-static rg_status set_key(const rg_optim_desc *d, void *opts, const char *kv, size_t len) {
+/* kv (len bytes, "key=value") into opts; *given marks the keys set so far, by index. */
+static rg_status set_key(const rg_optim_desc *d, void *opts, const char *kv, size_t len,
+                         uint64_t *given) {
     char item[128], keys[256];
     if (len >= sizeof item)
         return rg_error(RG_EINVAL, "%s: option '%.40s...' too long", d->name, kv);
@@ -53,12 +56,16 @@ static rg_status set_key(const rg_optim_desc *d, void *opts, const char *kv, siz
     *eq = 0;
     const char *val = eq + 1;
     const rg_optim_key *key = NULL;
+    int index = -1;
     for (int k = 0; k < d->n_keys; k++)
-        if (strcmp(d->keys[k].key, item) == 0) key = &d->keys[k];
+        if (strcmp(d->keys[k].key, item) == 0) key = &d->keys[k], index = k;
     if (!key) {
         key_list(d, keys, sizeof keys);
         return rg_error(RG_EINVAL, "%s has no option '%s' (its options: %s)", d->name, item, keys);
     }
+    if (index < 64 && (*given >> index & 1)) /* the last one won, silently */
+        return rg_error(RG_EINVAL, "%s: option '%s' given twice", d->name, item);
+    if (index < 64) *given |= (uint64_t)1 << index;
     char *field = (char *)opts + key->offset, *end = NULL;
     if (key->type == RG_OPTKEY_BOOL) {
         bool v = strcmp(val, "1") == 0 || strcmp(val, "true") == 0;
@@ -86,9 +93,14 @@ rg_optim *rg_optim_new(const char *name, const rg_param_list *params, const char
     _Alignas(max_align_t) unsigned char opts[256];
     RG_CHECK(d->opts_size <= sizeof opts, "optimizer %s: options struct too large", d->name);
     d->defaults(opts);
+    uint64_t given = 0;
     for (const char *s = options ? options : ""; *s;) {
         size_t len = strcspn(s, ",");
-        if (len && set_key(d, opts, s, len) != RG_OK) return NULL;
+        if (!len) { /* ",," or a leading comma; a trailing one ends the list */
+            rg_error(RG_EINVAL, "%s: an empty option in '%s'", d->name, options);
+            return NULL;
+        }
+        if (set_key(d, opts, s, len, &given) != RG_OK) return NULL;
         s += len + (s[len] == ',');
     }
     return d->create(params, opts);

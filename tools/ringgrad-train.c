@@ -114,7 +114,10 @@ static guard_verdict train_step(trainer *t, const rg_batch *b, metrics *m) {
     m->correct += count_correct(logits, b->y);
     m->seen += b->size;
     rg_scope_end();
-    if (st != RG_OK) trainer_error(t, "gradient allreduce failed: %s", rg_last_error());
+    /* the comm may have failed in another collective (the guard's flags, the metrics): its
+     * message says which */
+    if (st != RG_OK)
+        trainer_error(t, "communication failed, waiting for the gradients: %s", rg_last_error());
     return v;
 }
 

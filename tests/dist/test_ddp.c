@@ -133,3 +133,18 @@ Test(dist_ddp, null_parameters_stop_with_a_message, .signal = SIGABRT) {
     rgt_expect_fatal("rg_ddp_new: NULL");
     rg_ddp_new(NULL, rg_dist_comm(d), NULL);
 }
+
+/* A negative or NaN option used to become its default without a word. */
+Test(dist_ddp, negative_bucket_size_stops_with_a_message, .signal = SIGABRT) {
+    rg_dist *d = rg_dist_init(NULL, NULL);
+    rg_model *net = rg_model_mlp(1);
+    rgt_expect_fatal("bucket_mb -5, first_bucket_mb 0: sizes in MiB");
+    rg_ddp_new(rg_model_params(net), rg_dist_comm(d), &(rg_ddp_opts){.bucket_mb = -5});
+}
+
+Test(dist_ddp, negative_accumulation_stops_with_a_message, .signal = SIGABRT) {
+    rg_dist *d = rg_dist_init(NULL, NULL);
+    rg_model *net = rg_model_mlp(1);
+    rgt_expect_fatal("ddp: accum_steps -2");
+    rg_ddp_new(rg_model_params(net), rg_dist_comm(d), &(rg_ddp_opts){.accum_steps = -2});
+}

@@ -418,6 +418,17 @@ Test(layers_misuse, adding_a_layer_to_a_second_container_aborts, .signal = SIGAB
     rg_layer_add(b, relu);
 }
 
+/* Two tensors of one name were accepted until rg_checkpoint_save stopped on them. */
+Test(layers_misuse, two_layers_of_one_name_abort, .signal = SIGABRT) {
+    rg_rng_stream init = {0};
+    rg_layer *net = rg_sequential_new("");
+    rg_layer_add(net, rg_linear_new("fc", 2, 3, &init));
+    rg_layer_add(net, rg_relu_new("fc")); /* no tensors: no clash */
+    rgt_expect_fatal(
+        "layer 'fc' has a tensor 'fc.weight', and so has another layer of 'the model'");
+    rg_layer_add(net, rg_linear_new("fc", 3, 3, &init));
+}
+
 Test(layers_misuse, a_container_inside_itself_aborts, .signal = SIGABRT) {
     rg_layer *a = rg_sequential_new("a"), *b = rg_sequential_new("b");
     rg_layer_add(a, b);

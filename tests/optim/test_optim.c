@@ -201,6 +201,14 @@ Test(optim_registry, unknown_names_keys_and_values_are_errors_that_list_the_know
     cr_assert(strstr(rg_last_error(), "betas"), "%s", rg_last_error());
     cr_assert_null(rg_optim_new("sgd", &empty, "lr"));
     cr_assert(strstr(rg_last_error(), "not key=value"), "%s", rg_last_error());
+    cr_assert_null(rg_optim_new("sgd", &empty, "lr=0.1,lr=0.2")); /* the last won, silently */
+    cr_assert(strstr(rg_last_error(), "sgd: option 'lr' given twice"), "%s", rg_last_error());
+    cr_assert_null(rg_optim_new("sgd", &empty, "lr=0.1,,momentum=0.9"));
+    cr_assert(strstr(rg_last_error(), "an empty option in 'lr=0.1,,momentum=0.9'"), "%s",
+              rg_last_error());
+    rg_optim *trailing = rg_optim_new("sgd", &empty, "lr=0.1,momentum=0.9,"); /* a comma ends */
+    cr_assert_not_null(trailing, "%s", rg_last_error());
+    rg_optim_free(trailing);
     rg_optim *o = rg_optim_new("sgd", &empty, "");
     cr_assert_not_null(o, "%s", rg_last_error());
     cr_assert_float_eq(rg_optim_get_lr(o), 0.01f, 0, "sgd's registry default");
