@@ -9,9 +9,10 @@
  * doubled a small allreduce's latency on shared memory (docs/PERFORMANCE.md): the blocking calls
  * stay, and this thread watches them, as nccl_watchdog.c does the GPU's.
  *
- * Each blocking call is bracketed by rg_mpi_watch_begin and _end: two atomic stores on the
- * calling thread. Four times a second the thread looks at every watched comm: a call in flight
- * for stall_seconds is reported (and again every stall_seconds); after stall_abort_seconds it ends
+ * Each blocking call is bracketed by rg_mpi_watch_begin and _end: a few plain stores on the
+ * calling thread (no clock: the watchdog times a call from when it first sees it, so its times run
+ * up to a period short). Four times a second the thread looks at every watched comm: a call in
+ * flight for stall_seconds is reported (and again every stall_seconds); after stall_abort_seconds it ends
  * the job through rg_fatal_timeout (the fatal handler of rg_dist_init calls MPI_Abort: exit 1),
  * since the blocked thread can neither return an error nor be interrupted. With the stall check
  * off (stall_seconds < 0) or one rank, nothing is watched and no thread runs. */
@@ -28,13 +29,15 @@
 
 struct rg_mpi_watch {
     rg_comm *c;
+    uint64_t calls; /* the calling thread's own: blocking calls begun */
     /* written by the calling thread; read by the watchdog */
-    _Atomic int64_t since; /* rg_trace_now() at the call's start; 0: no call in flight */
+    _Atomic uint64_t active; /* the call in flight (its number in `calls`); 0: none */
     _Atomic(const char *) call;
     _Atomic int64_t count;
     _Atomic uint64_t seq;
     /* the watchdog's own */
-    int64_t seen_since, next_report;
+    uint64_t seen;               /* the call it last saw in flight */
+    int64_t since, next_report;  /* when it first saw it; when to report it next */
     rg_mpi_watch *next;
 };
 
@@ -46,16 +49,18 @@ static bool running, stopping; /* under mu */
 
 /* One look at w (mu held). */
 static void check(rg_mpi_watch *w, int64_t now) {
-    const int64_t since = atomic_load(&w->since);
-    if (!since) return;
-    const char *call = atomic_load(&w->call);
-    const int64_t count = atomic_load(&w->count);
-    const uint64_t seq = atomic_load(&w->seq);
-    if (atomic_load(&w->since) != since) return; /* it ended (and another began) meanwhile */
+    const uint64_t active = atomic_load_explicit(&w->active, memory_order_acquire);
+    if (!active) return;
+    const char *call = atomic_load_explicit(&w->call, memory_order_relaxed);
+    const int64_t count = atomic_load_explicit(&w->count, memory_order_relaxed);
+    const uint64_t seq = atomic_load_explicit(&w->seq, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&w->active, memory_order_relaxed) != active)
+        return; /* it ended (and another began) meanwhile */
     const rg_stall_policy *p = &w->c->dist->stall;
     const int64_t warn = (int64_t)(p->warn_s * 1e9);
-    if (w->seen_since != since) w->seen_since = since, w->next_report = since + warn;
-    const double waited = (double)(now - since) * 1e-9;
+    if (w->seen != active) w->seen = active, w->since = now, w->next_report = now + warn;
+    const double waited = (double)(now - w->since) * 1e-9;
     const bool give_up = p->abort_s > 0 && waited >= p->abort_s;
     if (now < w->next_report && !give_up) return;
     w->next_report += warn;
@@ -128,12 +133,13 @@ void rg_mpi_watch_free(rg_mpi_watch *w) {
 
 void rg_mpi_watch_begin(rg_mpi_watch *w, const char *call, int64_t count) {
     if (!w) return;
-    atomic_store(&w->call, call);
-    atomic_store(&w->count, count);
-    atomic_store(&w->seq, w->c->seq);
-    atomic_store(&w->since, rg_trace_now());
+    /* plain stores on x86 (relaxed, then release): a few nanoseconds beside a microsecond call */
+    atomic_store_explicit(&w->call, call, memory_order_relaxed);
+    atomic_store_explicit(&w->count, count, memory_order_relaxed);
+    atomic_store_explicit(&w->seq, w->c->seq, memory_order_relaxed);
+    atomic_store_explicit(&w->active, ++w->calls, memory_order_release);
 }
 
 void rg_mpi_watch_end(rg_mpi_watch *w) {
-    if (w) atomic_store(&w->since, 0);
+    if (w) atomic_store_explicit(&w->active, 0, memory_order_release);
 }
