@@ -436,7 +436,7 @@ static int start(trainer *t, int *argc, char ***argv) {
     t->threads = rg_set_num_threads(pick_threads(t, env_threads));
     progress_init(&t->prog, stdout, t->rank == 0);
     if (t->rank == 0) train_args_notes(&t->a, stdout);
-    guard_install_signals();
+    guard_ignore_sigpipe();
     /* "--device cuda": the GPU of this rank's local rank (one GPU per rank) */
     if (t->dev.type == RG_DEV_CUDA && strcmp(t->a.device, "cuda") == 0 &&
         rg_cuda_set_device(rg_dist_local_rank(t->dist), &t->dev) != RG_OK) {
@@ -520,6 +520,7 @@ int main(int argc, char **argv) {
     if (ok && t.a.straggle && t.a.straggle_rank >= t.world && t.rank == 0)
         printf("ringgrad-train: note: --straggle %s changes nothing: this job's ranks are 0-%d\n",
                t.a.straggle, t.world - 1);
+    if (ok) guard_install_signals(); /* from here a signal stops after a step, saved */
     if (ok && t.a.timeline) {
         rg_trace_name_thread("main");
         rg_trace_set_ops(t.a.timeline_ops);

@@ -214,7 +214,7 @@ rg_train_test(nonfinite_ps_async 3 "" "train;mpi" ${RG_TRAIN_SH}/nonfinite.sh 3 
               --strategy ps-async --servers 1)
 #   interrupt.sh  output paths checked at start-up, SIGPIPE, SIGTERM/SIGINT (also on one rank of
 #                 two), --save-every/--keep
-foreach(mode outputs pipe term1 int2 every)
+foreach(mode outputs pipe term1 int2 term_setup every)
   rg_train_test(interrupt_${mode} 1 "" train ${RG_TRAIN_SH}/interrupt.sh ${mode})
 endforeach()
 rg_train_test(interrupt_term_rank1 2 "" "train;mpi" ${RG_TRAIN_SH}/interrupt.sh term_rank1)

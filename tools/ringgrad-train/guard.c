@@ -32,10 +32,13 @@ static void on_signal(int sig) {
     caught_signal = sig;
 }
 
-void guard_install_signals(void) {
+void guard_ignore_sigpipe(void) {
     /* A closed pipe (ringgrad-train | head) must not kill the run before it saves: writes to it
      * fail with EPIPE instead, and guard_check_stdout reports that once. */
     signal(SIGPIPE, SIG_IGN);
+}
+
+void guard_install_signals(void) {
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);

@@ -123,7 +123,11 @@ typedef enum {
     GUARD_DIVERGED,        /* a non-finite loss or gradient somewhere: no step, stop (reported) */
     GUARD_FAILED,          /* the check itself failed (a peer died; reported) */
 } guard_verdict;
-/* SIGPIPE ignored; SIGINT/SIGTERM: the first is noted for guard_step, the second exits. */
+/* SIGPIPE ignored (from start-up on). */
+void guard_ignore_sigpipe(void);
+/* SIGINT/SIGTERM: the first is noted for guard_step, the second exits. Installed when training
+ * begins: before that there is nothing to save, and a signal ends the set-up at once (a large
+ * synthetic set takes seconds to make, and a noted signal waited for all of it and a step). */
 void guard_install_signals(void);
 int guard_signal(void); /* the signal caught, or 0 */
 /* Once: a warning when writing to stdout failed (a closed pipe). */
