@@ -261,32 +261,29 @@ static options parse_args(int argc, char **argv) {
     const char *prog = "allreduce_bench";
     options o = {4 << 10, 256 << 20, 4, 0.1, 5, NULL, 64000, false};
     bench_help(argc, argv, usage);
-    for (int i = 1; i < argc; i += 2) {
-        if (!strcmp(argv[i], "--jsonl")) {
-            o.jsonl = true, i--;
-            continue;
-        }
-        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strncmp(k, "--", 2) || !strcmp(k, "--"))
-            bench_usage_error(prog, "unexpected argument", k, usage);
-        if (!v) bench_usage_error(prog, "a value is missing after", k, usage);
-        if (!strcmp(k, "--methods"))
-            o.methods = v;
+#define VALUE() bench_value(prog, argc, argv, &i, usage)
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i];
+        if (!strcmp(k, "--jsonl"))
+            o.jsonl = true;
+        else if (!strcmp(k, "--methods"))
+            o.methods = VALUE();
         else if (!strcmp(k, "--ps-chunk"))
-            o.ps_chunk = bench_parse_bytes(prog, v);
+            o.ps_chunk = bench_parse_bytes(prog, VALUE());
         else if (!strcmp(k, "--min"))
-            o.min = bench_parse_bytes(prog, v);
+            o.min = bench_parse_bytes(prog, VALUE());
         else if (!strcmp(k, "--max"))
-            o.max = bench_parse_bytes(prog, v);
+            o.max = bench_parse_bytes(prog, VALUE());
         else if (!strcmp(k, "--factor"))
-            o.factor = bench_num(prog, k, v, 1.01, 1024);
+            o.factor = bench_num(prog, k, VALUE(), 1.01, 1024);
         else if (!strcmp(k, "--rounds"))
-            o.rounds = (int)bench_int(prog, k, v, 1, MAX_ROUNDS);
+            o.rounds = (int)bench_int(prog, k, VALUE(), 1, MAX_ROUNDS);
         else if (!strcmp(k, "--budget"))
-            o.budget = bench_num(prog, k, v, 1e-4, 3600);
+            o.budget = bench_num(prog, k, VALUE(), 1e-4, 3600);
         else
             bench_usage_error(prog, "unknown option", k, usage);
     }
+#undef VALUE
     if (o.min < 4) o.min = 4;
     if (o.ps_chunk < 4) o.ps_chunk = 4;
     /* each size's buffer is one calloc of floats, and the sizes run from min up to max */

@@ -6,20 +6,34 @@
 #define RG_BENCH_ARGS_H
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* v (the value after flag) as a whole number in [lo, hi]; NULL (no value) is an error too. */
+/* An option the program does not know, or one missing its value: exit 2 with the usage. */
+static inline void bench_usage_error(const char *prog, const char *what, const char *arg,
+                                     const char *usage) {
+    fprintf(stderr, "%s: %s '%s'\n%s", prog, what, arg, usage);
+    exit(2);
+}
+
+/* The value after option argv[*i], which *i then points at; its absence is a usage error. Called
+ * from the branch that recognised the option, so that an unknown one is named as unknown. */
+static inline const char *bench_value(const char *prog, int argc, char **argv, int *i,
+                                      const char *usage) {
+    if (*i + 1 >= argc) bench_usage_error(prog, "a value is missing after", argv[*i], usage);
+    return argv[++*i];
+}
+
+/* v (the value after flag) as a whole number in [lo, hi]. */
 static inline long long bench_int(const char *prog, const char *flag, const char *v, long long lo,
                                   long long hi) {
-    char *end = NULL;
+    char *end;
     errno = 0;
-    long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || end == v || *end || errno || x < lo || x > hi) {
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
         fprintf(stderr, "%s: %s needs a whole number from %lld to %lld, not '%s'\n", prog, flag, lo,
-                hi, v ? v : "(nothing)");
+                hi, v);
         exit(2);
     }
     return x;
@@ -28,11 +42,10 @@ static inline long long bench_int(const char *prog, const char *flag, const char
 /* v as a finite number in [lo, hi]. */
 static inline double bench_num(const char *prog, const char *flag, const char *v, double lo,
                                double hi) {
-    char *end = NULL;
-    double x = v ? strtod(v, &end) : NAN;
-    if (!v || end == v || *end || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "%s: %s needs a number from %g to %g, not '%s'\n", prog, flag, lo, hi,
-                v ? v : "(nothing)");
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "%s: %s needs a number from %g to %g, not '%s'\n", prog, flag, lo, hi, v);
         exit(2);
     }
     return x;
@@ -45,13 +58,6 @@ static inline void bench_help(int argc, char **argv, const char *usage) {
             fputs(usage, stdout);
             exit(0);
         }
-}
-
-/* An option the program does not know, or one missing its value: exit 2 with the usage. */
-static inline void bench_usage_error(const char *prog, const char *what, const char *arg,
-                                     const char *usage) {
-    fprintf(stderr, "%s: %s '%s'\n%s", prog, what, arg, usage);
-    exit(2);
 }
 
 #endif

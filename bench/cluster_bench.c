@@ -82,7 +82,8 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps"))
             bench_usage_error("cluster_bench", "unknown option", argv[i], usage);
-        reps = (int)bench_int("cluster_bench", "--reps", i + 1 < argc ? argv[++i] : NULL, 1, 64);
+        reps = (int)bench_int("cluster_bench", "--reps",
+                              bench_value("cluster_bench", argc, argv, &i, usage), 1, 64);
     }
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -126,30 +126,25 @@ static options parse_args(int argc, char **argv) {
     const char *prog = "collectives_bench";
     options o = {.min = 1 << 20, .max = 16 << 20, .factor = 4, .rounds = 5, .iters = 3};
     bench_help(argc, argv, usage);
+#define VALUE() bench_value(prog, argc, argv, &i, usage)
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strncmp(a, "--", 2) || !strcmp(a, "--"))
-            bench_usage_error(prog, "unexpected argument", a, usage);
-        if (!v) bench_usage_error(prog, "a value is missing after", a, usage);
-        if (!strcmp(a, "--min"))
-            o.min = bench_parse_bytes(prog, v);
-        else if (!strcmp(a, "--max"))
-            o.max = bench_parse_bytes(prog, v);
-        else if (!strcmp(a, "--factor"))
-            o.factor = bench_int(prog, a, v, 2, 1024);
-        else if (!strcmp(a, "--rounds"))
-            o.rounds = (int)bench_int(prog, a, v, 1, MAX_ROUNDS);
-        else if (!strcmp(a, "--iters"))
-            o.iters = (int)bench_int(prog, a, v, 1, 1000000);
+        const char *k = argv[i];
+        if (!strcmp(k, "--min"))
+            o.min = bench_parse_bytes(prog, VALUE());
+        else if (!strcmp(k, "--max"))
+            o.max = bench_parse_bytes(prog, VALUE());
+        else if (!strcmp(k, "--factor"))
+            o.factor = bench_int(prog, k, VALUE(), 2, 1024);
+        else if (!strcmp(k, "--rounds"))
+            o.rounds = (int)bench_int(prog, k, VALUE(), 1, MAX_ROUNDS);
+        else if (!strcmp(k, "--iters"))
+            o.iters = (int)bench_int(prog, k, VALUE(), 1, 1000000);
         else
-            bench_usage_error(prog, "unknown option", a, usage);
-        i++;
+            bench_usage_error(prog, "unknown option", k, usage);
     }
-    if (o.factor < 2 || o.rounds < 1 || o.rounds > MAX_ROUNDS || o.iters < 1 || o.min > o.max) {
-        fprintf(stderr,
-                "collectives_bench: need --factor >= 2, --rounds 1..%d, --iters >= 1, "
-                "--min <= --max\n",
-                MAX_ROUNDS);
+#undef VALUE
+    if (o.min > o.max) {
+        fprintf(stderr, "%s: need --min <= --max\n", prog);
         exit(2);
     }
     return o;

@@ -74,6 +74,14 @@ static int bench_folder(const char *root, int64_t batch, int rounds, int64_t bat
     return 0;
 }
 
+static rg_augment augment_named(const char *prog, const char *v, const char *usage) {
+    if (!strcmp(v, "rrc")) return RG_AUGMENT_RRC;
+    if (!strcmp(v, "flip-crop")) return RG_AUGMENT_FLIP_CROP;
+    if (strcmp(v, "none"))
+        bench_usage_error(prog, "--augment takes none, flip-crop or rrc, not", v, usage);
+    return RG_AUGMENT_NONE;
+}
+
 int main(int argc, char **argv) {
     const char *dir = NULL, *folder = NULL;
     int64_t batches = 40;
@@ -86,37 +94,29 @@ int main(int argc, char **argv) {
         "                    [--image-folder ROOT [--batches 40] [--augment none|flip-crop|rrc]]\n";
     const char *prog = "loader_bench";
     bench_help(argc, argv, usage);
+#define VALUE() bench_value(prog, argc, argv, &i, usage)
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
-        if (!strcmp(k, "--synthetic")) {
+        if (!strcmp(k, "--synthetic"))
             synthetic = 1;
-            continue;
-        }
-        if (strcmp(k, "--data-dir") && strcmp(k, "--batch") && strcmp(k, "--epochs") &&
-            strcmp(k, "--prefetch") && strcmp(k, "--image-folder") && strcmp(k, "--batches") &&
-            strcmp(k, "--augment"))
-            bench_usage_error(prog, "unknown option", k, usage);
-        if (i + 1 >= argc) bench_usage_error(prog, "a value is missing after", k, usage);
-        const char *v = argv[++i];
-        if (!strcmp(k, "--data-dir"))
-            dir = v;
+        else if (!strcmp(k, "--data-dir"))
+            dir = VALUE();
         else if (!strcmp(k, "--batch"))
-            batch = bench_int(prog, k, v, 1, 1 << 20);
+            batch = bench_int(prog, k, VALUE(), 1, 1 << 20);
         else if (!strcmp(k, "--epochs"))
-            epochs = (int)bench_int(prog, k, v, 1, 1000);
+            epochs = (int)bench_int(prog, k, VALUE(), 1, 1000);
         else if (!strcmp(k, "--prefetch"))
-            prefetch = (int)bench_int(prog, k, v, 0, 64);
+            prefetch = (int)bench_int(prog, k, VALUE(), 0, 64);
         else if (!strcmp(k, "--image-folder"))
-            folder = v;
+            folder = VALUE();
         else if (!strcmp(k, "--batches"))
-            batches = bench_int(prog, k, v, 1, INT64_C(1) << 40);
-        else if (!strcmp(v, "none") || !strcmp(v, "flip-crop") || !strcmp(v, "rrc"))
-            aug = !strcmp(v, "rrc")         ? RG_AUGMENT_RRC
-                  : !strcmp(v, "flip-crop") ? RG_AUGMENT_FLIP_CROP
-                                            : RG_AUGMENT_NONE;
+            batches = bench_int(prog, k, VALUE(), 1, INT64_C(1) << 40);
+        else if (!strcmp(k, "--augment"))
+            aug = augment_named(prog, VALUE(), usage);
         else
-            bench_usage_error(prog, "--augment takes none, flip-crop or rrc, not", v, usage);
+            bench_usage_error(prog, "unknown option", k, usage);
     }
+#undef VALUE
     if (folder) return bench_folder(folder, batch, epochs, batches > 0 ? batches : 1, aug);
     rg_dataset *ds;
     double t0 = now();

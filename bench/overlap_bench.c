@@ -118,30 +118,27 @@ static options parse_args(int argc, char **argv) {
     const char *prog = "overlap_bench";
     options o = {.steps = 20, .warmup = 2, .batch = 128, .threads = 1, .bucket_mb = 25};
     bench_help(argc, argv, usage);
-    for (int i = 1; i < argc; i += 2) {
-        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(k, "--fp16")) {
-            o.fp16 = true, i--;
-            continue;
-        }
-        if (strncmp(k, "--", 2) || !strcmp(k, "--"))
-            bench_usage_error(prog, "unexpected argument", k, usage);
-        if (!v) bench_usage_error(prog, "a value is missing after", k, usage);
-        if (!strcmp(k, "--steps"))
-            o.steps = (int)bench_int(prog, k, v, 1, 1000000);
+#define VALUE() bench_value(prog, argc, argv, &i, usage)
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i];
+        if (!strcmp(k, "--fp16"))
+            o.fp16 = true;
+        else if (!strcmp(k, "--steps"))
+            o.steps = (int)bench_int(prog, k, VALUE(), 1, 1000000);
         else if (!strcmp(k, "--warmup"))
-            o.warmup = (int)bench_int(prog, k, v, 0, 1000000);
+            o.warmup = (int)bench_int(prog, k, VALUE(), 0, 1000000);
         else if (!strcmp(k, "--batch-size"))
-            o.batch = (int)bench_int(prog, k, v, 1, 1 << 20);
+            o.batch = (int)bench_int(prog, k, VALUE(), 1, 1 << 20);
         else if (!strcmp(k, "--threads"))
-            o.threads = (int)bench_int(prog, k, v, 1, 1024);
+            o.threads = (int)bench_int(prog, k, VALUE(), 1, 1024);
         else if (!strcmp(k, "--bucket-mb"))
-            o.bucket_mb = bench_num(prog, k, v, 0.001, 1 << 20);
+            o.bucket_mb = bench_num(prog, k, VALUE(), 0.001, 1 << 20);
         else if (!strcmp(k, "--timeline"))
-            o.timeline = v;
+            o.timeline = VALUE();
         else
             bench_usage_error(prog, "unknown option", k, usage);
     }
+#undef VALUE
     return o;
 }
 

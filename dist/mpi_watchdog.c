@@ -12,10 +12,11 @@
  * Each blocking call is bracketed by rg_mpi_watch_begin and _end: a few plain stores on the
  * calling thread (no clock: the watchdog times a call from when it first sees it, so its times run
  * up to a period short). Four times a second the thread looks at every watched comm: a call in
- * flight for stall_seconds is reported (and again every stall_seconds); after stall_abort_seconds it ends
- * the job through rg_fatal_timeout (the fatal handler of rg_dist_init calls MPI_Abort: exit 1),
- * since the blocked thread can neither return an error nor be interrupted. With the stall check
- * off (stall_seconds < 0) or one rank, nothing is watched and no thread runs. */
+ * flight for stall_seconds is reported (and again every stall_seconds); after
+ * stall_abort_seconds it ends the job through rg_fatal_timeout (the fatal handler of rg_dist_init
+ * calls MPI_Abort: exit 1), since the blocked thread can neither return an error nor be
+ * interrupted. With the stall check off (stall_seconds < 0) or one rank, nothing is watched and
+ * no thread runs. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>

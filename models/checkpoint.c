@@ -18,6 +18,8 @@
 #define OPTIM_PREFIX "optim."
 #define KV_KEY_MAX 192
 #define KV_VALUE_MAX 256 /* the longest value is the model's name (checked on save) */
+#define STREAM_NAME_MAX (KV_KEY_MAX - sizeof "rng..offset") /* bytes of a stream's name, NUL too   \
+                                                             */
 
 typedef struct {
     char key[KV_KEY_MAX], value[KV_VALUE_MAX];
@@ -77,12 +79,11 @@ rg_status rg_checkpoint_save(const char *path, const rg_model *model, rg_optim *
     int n_streams;
     const rg_named_stream *streams = rg_model_streams(model, &n_streams);
     for (int i = 0; i < n_streams; i++)
-        if (strlen(streams[i].name) >= KV_KEY_MAX - sizeof "rng..offset")
+        if (strlen(streams[i].name) >= STREAM_NAME_MAX)
             return rg_error(RG_EINVAL,
                             "%s: random stream '%.40s...' has a name of %zu characters; "
                             "a checkpoint keeps %zu",
-                            path, streams[i].name, strlen(streams[i].name),
-                            KV_KEY_MAX - sizeof "rng..offset" - 1);
+                            path, streams[i].name, strlen(streams[i].name), STREAM_NAME_MAX - 1);
     rg_checkpoint_meta zero = {0};
     const rg_param_list *params = rg_model_params(model);
     const rg_param_list *state = optim ? rg_optim_state(optim) : NULL;

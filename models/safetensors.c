@@ -326,11 +326,18 @@ const char *rg_safetensors_meta(const rg_safetensors *f, const char *key) {
     return hit ? (*hit)->str : NULL;
 }
 
-rg_status rg_safetensors_read(rg_safetensors *f, const rg_safetensors_entry *e, void *dst) {
-    RG_CHECK(f && e && (dst || e->end == e->begin), "rg_safetensors_read: NULL %s",
+/* The arguments of the entry functions: e is NULL when rg_safetensors_find found no such name,
+ * which is said, rather than a crash; `third` names the last argument, given when third_ok. */
+static void check_args(const char *fn, const rg_safetensors *f, const rg_safetensors_entry *e,
+                       const char *third, bool third_ok) {
+    RG_CHECK(f && e && third_ok, "%s: NULL %s", fn,
              !e   ? "entry (rg_safetensors_find returns NULL for a missing name)"
              : !f ? "file"
-                  : "destination");
+                  : third);
+}
+
+rg_status rg_safetensors_read(rg_safetensors *f, const rg_safetensors_entry *e, void *dst) {
+    check_args("rg_safetensors_read", f, e, "destination", dst || !e || e->end == e->begin);
     size_t bytes = (size_t)(e->end - e->begin);
     if (bytes == 0) return RG_OK;
     if (fseeko(f->fp, (off_t)(f->data_start + e->begin), SEEK_SET) != 0 ||
@@ -344,11 +351,7 @@ rg_status rg_safetensors_read(rg_safetensors *f, const rg_safetensors_entry *e, 
 
 rg_status rg_safetensors_check_entry(const rg_safetensors *f, const rg_safetensors_entry *e,
                                      const rg_tensor *t) {
-    /* e is NULL when rg_safetensors_find found no such name */
-    RG_CHECK(f && e && t, "rg_safetensors_check_entry: NULL %s",
-             !e   ? "entry (rg_safetensors_find returns NULL for a missing name)"
-             : !f ? "file"
-                  : "tensor");
+    check_args("rg_safetensors_check_entry", f, e, "tensor", t != NULL);
     const rg_st_dtype *dt = rg_st_dtype_find(e->dtype);
     bool same = dt && dt->rg == (int)t->dtype && e->ndim == t->ndim;
     for (int i = 0; same && i < t->ndim; i++) same = e->shape[i] == t->shape[i];

@@ -202,10 +202,11 @@ flags)
     RG_PROGRESS=bogus expect_exit 0 30 "$RG_TRAIN" --data synthetic --data-dir "$RG_TRAIN_DATA" \
         --max-steps 1 --epochs 1 --model mlp --straggle 5:10
     for want in "--data-dir changes nothing without --data fmnist or imagefolder" \
-        "--straggle 5:10 changes nothing: this job's ranks are 0-0" \
-        "RG_PROGRESS='bogus' is neither lines nor bar; ignored"; do
+        "--straggle 5:10 changes nothing: this job's ranks are 0-0"; do
         [ "$(grep -c "^ringgrad-train: note: $want" "$log")" = 1 ] || fail "not one note '$want'"
     done
+    want='ringgrad: warning: RG_PROGRESS="bogus" is not one of lines, bar; using the default'
+    [ "$(grep -c "^$want" "$log")" = 1 ] || fail "not one warning '$want'"
     expect_exit 0 20 "$RG_TRAIN" --data-dir "$RG_TRAIN_DATA" --max-steps 1 --model mlp \
         --lr-schedule step --lr-gamma 0.5 --compress powersgd --powersgd-rank 2
     ! grep -q "note:" "$log" || fail "a note where the options act: $(grep note: "$log")"

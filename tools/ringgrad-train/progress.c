@@ -6,6 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/env.h"
+
 double progress_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -17,15 +19,9 @@ double progress_now(void) {
  * file, so $RG_PROGRESS overrides the guess: "lines" (finished lines only) or "bar" (redraw).
  * scripts/rg-mpirun sets RG_PROGRESS=lines for the ranks when its stdout is not a terminal. */
 void progress_init(progress *p, FILE *out, bool enabled) {
-    const char *mode = getenv("RG_PROGRESS");
-    bool tty = isatty(fileno(out));
-    if (mode && !strcmp(mode, "lines")) tty = false;
-    if (mode && !strcmp(mode, "bar")) tty = true;
-    if (enabled && mode && *mode && strcmp(mode, "lines") && strcmp(mode, "bar"))
-        fprintf(stderr,
-                "ringgrad-train: note: RG_PROGRESS='%s' is neither lines nor bar; "
-                "ignored\n",
-                mode);
+    static const char *const modes[] = {"lines", "bar"}; /* another value: a warning (env.h) */
+    int mode = enabled ? rg_env_choice("RG_PROGRESS", modes, 2, -1) : -1;
+    bool tty = mode >= 0 ? mode == 1 : isatty(fileno(out));
     *p = (progress){.out = out, .enabled = enabled, .tty = enabled && tty};
 }
 
